@@ -1,0 +1,148 @@
+"""Adaptation: turning instances into model requests, as HELM defines its adapter methods.
+
+- generation: the model continues the prompt; its text is the prediction.
+- multiple_choice_joint: all choices are listed with letters; the model generates the letter.
+- multiple_choice_separate_original: each choice is scored separately as a continuation of the prompt;
+  the choice with the highest total log-probability wins.
+- multiple_choice_separate_calibrated: as original, but each choice's log-probability is divided by
+  its probability after the null prompt "Answer:" (log p(c | prompt) - log p(c | "Answer:")).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from holistic_dagster.catalog import AdapterSpec
+from holistic_dagster.hashing import request_id
+from holistic_dagster.records import Instance, Request
+from holistic_dagster.scenarios.loaders import CHOICE_LABELS
+from holistic_dagster.templating import render_file, string_template
+
+NULL_PROMPT = "Answer:"  # HELM's calibration context for multiple_choice_separate_calibrated
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """What adaptation needs from a model: its context window and its tokenizer."""
+
+    max_context: int
+    count_tokens: Callable[[str], int]
+    truncate_left: Callable[[str, int], str]  # keep the last n tokens of a text
+
+
+def select_few_shot(pool: list[Instance], k: int, seed: int) -> list[Instance]:
+    """Deterministic, label-balanced few-shot examples (HELM's sampling): group the pool by correct output,
+    visit labels from most to least frequent, and take one example per label in turn, seeded."""
+    if k <= 0 or not pool:
+        return []
+    rng = random.Random(seed)
+    groups: dict[str, list[Instance]] = defaultdict(list)
+    for inst in sorted(pool, key=lambda i: i.instance_id):
+        groups[_label(inst)].append(inst)
+    for members in groups.values():
+        rng.shuffle(members)
+    labels = sorted(groups, key=lambda lab: (-len(groups[lab]), lab))
+    chosen: list[Instance] = []
+    while len(chosen) < min(k, len(pool)):
+        for lab in labels:
+            if groups[lab] and len(chosen) < k:
+                chosen.append(groups[lab].pop())
+    return chosen
+
+
+def _label(inst: Instance) -> str:
+    return inst.correct_references[0].output if inst.correct_references else ""
+
+
+def _choices(inst: Instance) -> list[dict[str, str]]:
+    return [{"label": CHOICE_LABELS[i], "text": r.output} for i, r in enumerate(inst.references)]
+
+
+def _correct_index(inst: Instance) -> int:
+    return next(i for i, r in enumerate(inst.references) if r.correct)
+
+
+def _example(inst: Instance, method: str) -> dict[str, Any]:
+    if method == "multiple_choice_joint":
+        output = CHOICE_LABELS[_correct_index(inst)]
+    else:
+        output = _label(inst)
+    return {"input": inst.input, "choices": _choices(inst), "output": output}
+
+
+class Adapter:
+    """Renders prompts for one scenario with the sandboxed template and builds the requests."""
+
+    def __init__(self, spec: AdapterSpec, templates_dir: Path, budget: TokenBudget):
+        self.spec, self.templates_dir, self.budget = spec, templates_dir, budget
+
+    def _render(self, instance: Instance, train: list[Instance]) -> str:
+        s = self.spec
+        variables = {
+            "instructions": string_template(s.instructions).render(subset=instance.subset.replace("_", " ")),
+            "input_prefix": s.input_prefix, "input_suffix": s.input_suffix,
+            "output_prefix": s.output_prefix, "output_suffix": s.output_suffix,
+            "train": [_example(t, s.method) for t in train],
+            "instance": {"input": instance.input, "choices": _choices(instance)},
+        }
+        # the prompt ends at the output prefix without trailing whitespace, as in HELM
+        return render_file(self.templates_dir, s.template_file, variables).rstrip()
+
+    def _fit(self, instance: Instance, train: list[Instance], reserve: int) -> tuple[str, int, bool]:
+        """Drop few-shot examples (last first) until the prompt fits; then truncate it from the left."""
+        limit = self.budget.max_context - reserve
+        for k in range(len(train), -1, -1):
+            prompt = self._render(instance, train[:k])
+            if self.budget.count_tokens(prompt) <= limit:
+                return prompt, k, False
+        return self.budget.truncate_left(prompt, max(limit, 1)), 0, True
+
+    def requests(self, instance: Instance, train: list[Instance]) -> list[Request]:
+        s = self.spec
+        if s.method in ("generation", "multiple_choice_joint"):
+            max_tokens = 1 if s.method == "multiple_choice_joint" else s.max_tokens
+            prompt, k, truncated = self._fit(instance, train, reserve=max_tokens)
+            return [self._request(instance, "generate", prompt, "", k, truncated, max_tokens=max_tokens)]
+        # separate methods: one scoring request per choice (plus the null-context ones when calibrated)
+        longest = max(self.budget.count_tokens(" " + r.output) for r in instance.references)
+        prompt, k, truncated = self._fit(instance, train, reserve=longest)
+        out = [self._request(instance, "score", prompt, " " + r.output, k, truncated, choice=i)
+               for i, r in enumerate(instance.references)]
+        if s.method == "multiple_choice_separate_calibrated":
+            out += [self._request(instance, "score", NULL_PROMPT, " " + r.output, 0, False, choice=i, null=True)
+                    for i, r in enumerate(instance.references)]
+        return out
+
+    def _request(self, instance: Instance, kind: str, prompt: str, continuation: str, k: int, truncated: bool,
+                 *, max_tokens: int = 0, choice: int | None = None, null: bool = False) -> Request:
+        stop = tuple(self.spec.stop_sequences) if kind == "generate" else ()
+        temperature = self.spec.temperature if kind == "generate" else 0.0
+        rid = request_id(kind=kind, prompt=prompt, continuation=continuation, max_tokens=max_tokens,
+                         temperature=temperature, stop=stop)
+        return Request(
+            request_id=rid, instance_id=instance.instance_id, kind=kind, prompt=prompt, continuation=continuation,
+            choice_index=choice, is_null_context=null, max_tokens=max_tokens, temperature=temperature, stop=stop,
+            num_train_instances=k, truncated=truncated, num_prompt_tokens=self.budget.count_tokens(prompt),
+        )
+
+
+def build_requests(instances: list[Instance], spec: AdapterSpec, templates_dir: Path, budget: TokenBudget,
+                   seed: int) -> list[Request]:
+    """Requests for every test instance; few-shot examples come from the train pool of the same subset and
+    are the same for every instance of that subset (one shared prefix)."""
+    adapter = Adapter(spec, templates_dir, budget)
+    pools: dict[str, list[Instance]] = defaultdict(list)
+    for inst in instances:
+        if inst.split == "train":
+            pools[inst.subset].append(inst)
+    shots = {subset: select_few_shot(pool, spec.max_train_instances, seed) for subset, pool in pools.items()}
+    requests: list[Request] = []
+    for inst in instances:
+        if inst.split == "test":
+            requests.extend(adapter.requests(inst, shots.get(inst.subset, [])))
+    return requests

@@ -1,0 +1,238 @@
+"""The declarative catalog: suites, scenarios and the model registry, read from YAML and validated.
+
+A typo in a key, an unknown scenario or model name, or a missing template is a CatalogError that names
+the file and the problem.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from holistic_dagster import settings
+from holistic_dagster.errors import CatalogError
+
+SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ADAPTER_METHODS = (
+    "generation",
+    "multiple_choice_joint",
+    "multiple_choice_separate_original",
+    "multiple_choice_separate_calibrated",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AdapterSpec(_Strict):
+    """How to ask: HELM's adapter spec, with the prompt layout in a Jinja2 template."""
+
+    method: Literal[ADAPTER_METHODS]  # type: ignore[valid-type]
+    template: str | None = None  # file in templates/; default: <method family>.j2
+    instructions: str = ""  # itself a template over the instance's subset
+    input_prefix: str = ""
+    input_suffix: str = "\n"
+    output_prefix: str = "Answer: "
+    output_suffix: str = "\n"
+    max_train_instances: int = Field(0, ge=0)
+    max_tokens: int = Field(1, ge=0)
+    temperature: float = Field(0.0, ge=0.0)
+    stop_sequences: tuple[str, ...] = ("\n",)
+
+    @property
+    def template_file(self) -> str:
+        if self.template:
+            return self.template
+        # separate multiple choice shows the question alone and scores each choice as the continuation
+        return "multiple_choice_joint.j2" if self.method == "multiple_choice_joint" else "generation.j2"
+
+
+class DownloadSpec(_Strict):
+    url: str
+    archive_dir: str = ""  # folder inside an archive that holds the files `splits` name
+    sha256: str | None = None
+
+
+class SourceSpec(_Strict):
+    dir: str  # sub-folder of a data dir holding the upstream files
+    revision: str
+    download: DownloadSpec | None = None
+
+
+class CsvSpec(_Strict):
+    header: bool = True
+    columns: tuple[str, ...] = ()  # names for a header-less file; required columns for one with a header
+
+
+class InstanceSpec(_Strict):
+    """Maps one upstream record to an Instance; expressions are sandboxed Jinja2 over the record's fields."""
+
+    id: str | None = None  # expression; default: <subset>/<split>/<record number>
+    input: str  # template
+    target: str | None = None  # template: the one correct output (generation)
+    choices: str | None = None  # expression giving a list (multiple choice)
+    answer_index: str | None = None  # expression giving the index of the correct choice
+
+
+class GeneratorSpec(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+
+
+class ScenarioSpec(_Strict):
+    name: str
+    description: str
+    source: SourceSpec | None = None
+    generator: GeneratorSpec | None = None
+    format: Literal["csv", "jsonl"] | None = None
+    csv: CsvSpec = CsvSpec()
+    subsets: tuple[str, ...] = ("",)
+    splits: dict[Literal["train", "test"], str] = {}  # file pattern per split; {subset} is substituted
+    train_holdout: int = Field(0, ge=0)  # no train file: hold out this many test records as the few-shot pool
+    instance: InstanceSpec | None = None
+    adapter: AdapterSpec
+    metrics: tuple[str, ...]
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not SLUG.match(v) or "__" in v:
+            raise ValueError(f"scenario name {v!r} must be a lower-case slug")
+        return v
+
+
+class SuiteScenario(_Strict):
+    max_eval_instances: int = Field(gt=0)
+    max_train_instances: int | None = Field(None, ge=0)
+    seed: int = 0
+    subsets: tuple[str, ...] | None = None
+    method: Literal[ADAPTER_METHODS] | None = None  # type: ignore[valid-type]
+
+
+class SuiteSpec(_Strict):
+    version: str
+    description: str = ""
+    scenarios: dict[str, SuiteScenario]
+
+
+class ModelSpec(_Strict):
+    name: str
+    backend: Literal["transformers"]
+    path: str  # a local checkpoint directory, a hub id, or demo:<name> for the built-in demo models
+    revision: str | None = None
+    description: str = ""
+    batch_size: int = Field(16, gt=0)
+    max_context: int | None = Field(None, gt=0)
+    device: str = "auto"
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not SLUG.match(v):
+            raise ValueError(f"model name {v!r} must be a lower-case slug (letters, digits, . _ -)")
+        return v
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with path.open(encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise CatalogError(f"{path}: not valid YAML: {e}") from None
+
+
+def _validate(model: type[BaseModel], data: Any, path: Path) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors())
+        raise CatalogError(f"{path}: {problems}") from None
+
+
+class Catalog:
+    """Suites and scenarios under one catalog directory (default: the repo's assets/)."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root else settings.catalog_dir()
+
+    @property
+    def templates_dir(self) -> Path:
+        return self.root / "templates"
+
+    def scenario_names(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "scenarios").glob("*.yaml"))
+
+    def suite_versions(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "suites").glob("*.yaml"))
+
+    def scenario(self, name: str) -> ScenarioSpec:
+        path = self.root / "scenarios" / f"{name}.yaml"
+        if not path.exists():
+            raise CatalogError(f"unknown scenario {name!r}: no {path} (known: {', '.join(self.scenario_names())})")
+        spec = _validate(ScenarioSpec, _read_yaml(path), path)
+        if spec.name != name:
+            raise CatalogError(f"{path}: name {spec.name!r} does not match the file name")
+        if (spec.generator is None) == (spec.source is None):
+            raise CatalogError(f"{path}: give exactly one of `source` (a data file) or `generator`")
+        if spec.source is not None and (spec.format is None or spec.instance is None or "test" not in spec.splits):
+            raise CatalogError(f"{path}: a file-based scenario needs `format`, `instance` and `splits.test`")
+        if not (self.templates_dir / spec.adapter.template_file).exists():
+            raise CatalogError(f"{path}: template {spec.adapter.template_file!r} not found in {self.templates_dir}")
+        return spec
+
+    def suite(self, version: str) -> SuiteSpec:
+        path = self.root / "suites" / f"{version}.yaml"
+        if not path.exists():
+            raise CatalogError(f"unknown suite version {version!r}: no {path} (known: {', '.join(self.suite_versions())})")
+        suite = _validate(SuiteSpec, _read_yaml(path), path)
+        if suite.version != version:
+            raise CatalogError(f"{path}: version {suite.version!r} does not match the file name")
+        for name in suite.scenarios:
+            self.scenario(name)  # unknown names fail here, naming the suite file via the message chain
+        return suite
+
+    def resolved_scenario(self, version: str, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
+        """The scenario as the suite version pins it (sample size, seed, adapter overrides)."""
+        suite = self.suite(version)
+        if name not in suite.scenarios:
+            raise CatalogError(f"scenario {name!r} is not part of suite {version!r} (it has: {', '.join(suite.scenarios)})")
+        spec, pin = self.scenario(name), suite.scenarios[name]
+        adapter = spec.adapter
+        if pin.max_train_instances is not None:
+            adapter = adapter.model_copy(update={"max_train_instances": pin.max_train_instances})
+        if pin.method is not None:
+            adapter = adapter.model_copy(update={"method": pin.method})
+        update: dict[str, Any] = {"adapter": adapter}
+        if pin.subsets is not None:
+            unknown = set(pin.subsets) - set(spec.subsets)
+            if unknown:
+                raise CatalogError(f"suite {version!r}: scenario {name!r} has no subsets {sorted(unknown)}")
+            update["subsets"] = pin.subsets
+        return spec.model_copy(update=update), pin
+
+
+def load_models(path: Path | None = None) -> dict[str, ModelSpec]:
+    """The model registry (resources/models.yaml): {name: ModelSpec}."""
+    path = Path(path) if path else settings.resources_dir() / "models.yaml"
+    data = _read_yaml(path) or {}
+    entries = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        raise CatalogError(f"{path}: expected a top-level `models:` mapping of name -> settings")
+    models = {}
+    for name, body in entries.items():
+        models[name] = _validate(ModelSpec, {"name": name, **(body or {})}, path)
+    return models
+
+
+def model_spec(name: str, path: Path | None = None) -> ModelSpec:
+    models = load_models(path)
+    if name not in models:
+        raise CatalogError(f"unknown model {name!r}: not in the model registry (known: {', '.join(models)})")
+    return models[name]

@@ -1,0 +1,185 @@
+"""The `holistic` command: run the demo, show the leaderboard, query the warehouse, open the UI."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from holistic_dagster import settings
+from holistic_dagster.errors import HolisticError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Holistic evaluation of language models on Dagster (HELM-style metric families).")
+console = Console()
+err = Console(stderr=True)
+
+DbOption = Annotated[Optional[Path], typer.Option("--db", help="DuckDB warehouse file (default: $HOLISTIC_WAREHOUSE "
+                                                              "or data/warehouse.duckdb)")]
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def _warehouse_path(db: Path | None) -> Path:
+    return db.expanduser().resolve() if db else settings.warehouse_path()
+
+
+def _dagster_home() -> Path:
+    """DAGSTER_HOME (default data/dagster) with the repository's dagster.yaml linked into it."""
+    home = Path(os.environ.get("DAGSTER_HOME") or settings.home_dir() / "dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists() and (settings.REPO_ROOT / "dagster.yaml").exists():
+        config.symlink_to(settings.REPO_ROOT / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    db: DbOption = None,
+    version: Annotated[str, typer.Option(help="suite version (a file in assets/suites/)")] = "v1",
+    models: Annotated[Optional[list[str]], typer.Option("--model", help="registered model (repeatable; "
+                                                                        "default: all in resources/models.yaml)")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="folder with upstream data files (sets HOLISTIC_DATA_DIR)")] = None,
+) -> None:
+    """Register the models and the suite version, materialize every asset, print the leaderboard."""
+    if data_dir:
+        os.environ["HOLISTIC_DATA_DIR"] = str(data_dir.resolve())
+    path = _warehouse_path(db)
+    home = _dagster_home()
+    started = time.perf_counter()
+    from dagster import DagsterInstance, MultiPartitionKey
+
+    from holistic_dagster.catalog import Catalog, load_models
+    from holistic_dagster.definitions import build_definitions
+    from holistic_dagster.defs.partitions import model_partitions, version_partitions
+    from holistic_dagster.defs.resources import HolisticResource
+
+    try:
+        registry = load_models()
+        catalog = Catalog()
+        catalog.suite(version)
+    except HolisticError as e:
+        _fail(str(e))
+    names = models or sorted(registry)
+    for name in names:
+        if name not in registry:
+            _fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
+    instance = DagsterInstance.get()
+    instance.add_dynamic_partitions(model_partitions.name, [n for n in names if not instance.has_dynamic_partition(model_partitions.name, n)])
+    if not instance.has_dynamic_partition(version_partitions.name, version):
+        instance.add_dynamic_partitions(version_partitions.name, [version])
+    defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), show_progress=True))
+    console.print(f"[bold]holistic demo[/]: suite [cyan]{version}[/], models {', '.join(names)}")
+    console.print("[yellow]The demo models are built offline and are untrained or barely trained: their scores show "
+                  "the pipeline at work, not what a real language model can do.[/]")
+    steps = [("datasets", version, f"datasets for {version}")]
+    steps += [("evaluate_model", MultiPartitionKey({"model": n, "version": version}), f"evaluate {n}") for n in names]
+    steps += [("leaderboard_job", version, "leaderboard")]
+    for job, key, label in steps:
+        console.print(f"[bold]>[/] {label} ...")
+        result = defs.resolve_job_def(job).execute_in_process(partition_key=key, instance=instance,
+                                                               run_config=QUIET_LOGS, raise_on_error=False)
+        if not result.success:
+            failures = [e.step_failure_data.error.message.strip() for e in result.all_events if e.is_step_failure
+                        if e.step_failure_data and e.step_failure_data.error]
+            _fail(f"{label} failed (Dagster run {result.run_id}):\n" + "\n".join(failures or ["see the Dagster UI"]))
+    _print_leaderboard(path, version, full=False)
+    console.print(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")
+    console.print(f"Results (DuckDB): [cyan]{path}[/]")
+    console.print(f"  holistic query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\"")
+    console.print(f"Dagster runs and asset checks: DAGSTER_HOME={home}; open the UI with [cyan]holistic ui[/]")
+
+
+def _print_leaderboard(path: Path, version: str, full: bool, family: str | None = None) -> None:
+    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.pipeline import leaderboard
+    from holistic_dagster.warehouse import Warehouse
+
+    frame = leaderboard(Warehouse(path), version, family)
+    if frame.empty:
+        _fail(f"no results for suite version {version!r} in {path}")
+    catalog = Catalog()
+    # the short view: each scenario's main accuracy metric, ECE, and runtime per instance
+    headline = {"accuracy": None, "calibration": "ece_10_bin", "efficiency": "runtime_s"}
+    for fam, part in frame.groupby("family", sort=False):
+        if not full and fam in headline:
+            wanted = headline[fam]
+            part = part[part.apply(lambda r: r.metric == (wanted or _main_metric(catalog, r.scenario)), axis=1)]
+        table = Table(title=f"{fam} (suite {version})", title_justify="left")
+        table.add_column("scenario", style="bold")
+        table.add_column("metric")
+        models = sorted(part["model"].unique())
+        for model in models:
+            table.add_column(model, justify="right")
+        for (scenario, metric), rows in part.groupby(["scenario", "metric"]):
+            values = {r.model: r for r in rows.itertuples()}
+            table.add_row(scenario, metric, *[f"{values[m].value:.3f} (n={values[m].count})" if m in values
+                                              else "-" for m in models])
+        console.print(table)
+
+
+def _main_metric(catalog, scenario: str) -> str:
+    try:
+        return catalog.scenario(scenario).metrics[0]
+    except HolisticError:
+        return ""
+
+
+@app.command("leaderboard")
+def leaderboard_command(
+    version: Annotated[str, typer.Option(help="suite version")] = "v1",
+    family: Annotated[Optional[str], typer.Option(help="only this metric family (accuracy, calibration, ...)")] = None,
+    all_metrics: Annotated[bool, typer.Option("--all", help="every metric, not just each family's headline")] = False,
+    db: DbOption = None,
+) -> None:
+    """Print the leaderboard of a suite version, one table per metric family."""
+    try:
+        _print_leaderboard(_warehouse_path(db), version, full=all_metrics, family=family)
+    except HolisticError as e:
+        _fail(str(e))
+
+
+@app.command()
+def query(sql: Annotated[str, typer.Argument(help="SQL to run (read-only)")], db: DbOption = None) -> None:
+    """Run SQL on a read-only connection to the warehouse (tables, and views scores, leaderboard, lineage)."""
+    from holistic_dagster.warehouse import Warehouse
+
+    try:
+        columns, rows = Warehouse(_warehouse_path(db)).query(sql)
+    except HolisticError as e:
+        _fail(str(e))
+    except Exception as e:  # a SQL error from DuckDB: show it plainly
+        _fail(f"{type(e).__name__}: {e}")
+    table = Table(*columns) if columns else None
+    if table is None:
+        return
+    for row in rows:
+        table.add_row(*["" if v is None else str(v) for v in row])
+    console.print(table)
+    console.print(f"{len(rows)} row(s)")
+
+
+@app.command()
+def ui(port: Annotated[int, typer.Option(help="webserver port")] = 3000) -> None:
+    """Start the Dagster UI and daemon (dagster dev) on this repository's workspace."""
+    home = _dagster_home()
+    dagster = Path(sys.executable).with_name("dagster")
+    args = [str(dagster), "dev", "-w", str(settings.REPO_ROOT / "workspace.yaml"), "-p", str(port)]
+    console.print(f"DAGSTER_HOME={home}\n{' '.join(args)}")
+    os.execv(args[0], args)
+
+
+if __name__ == "__main__":
+    app()

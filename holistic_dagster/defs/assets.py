@@ -1,0 +1,132 @@
+"""One asset per scenario per stage ([scenario, dataset|prompts|completions|scores]) plus the per-version
+leaderboard. Each asset function calls one pipeline stage, then reports that stage's quality checks."""
+
+import warnings
+from collections.abc import Iterator
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetDep,
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionKey,
+    MultiToSingleDimensionPartitionMapping,
+    asset,
+)
+
+from holistic_dagster import pipeline, quality
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
+from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.hashing import sha256_json
+from holistic_dagster.metrics.scoring import metrics_per_instance
+
+with warnings.catch_warnings():  # beta, but the documented way to map model x version onto version
+    warnings.simplefilter("ignore")
+    BY_VERSION = MultiToSingleDimensionPartitionMapping(partition_dimension_name="version")
+
+
+def _check_specs(scenario: str, stage: str) -> list[AssetCheckSpec]:
+    return [AssetCheckSpec(c.name, asset=AssetKey([scenario, stage]), description=c.description, blocking=c.blocking)
+            for c in quality.STAGE_CHECKS[stage]]
+
+
+def _results(outcomes: list[quality.CheckOutcome], stage: str) -> Iterator[AssetCheckResult]:
+    blocking = {c.name: c.blocking for c in quality.STAGE_CHECKS[stage]}
+    for o in outcomes:
+        yield AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
+                               severity=AssetCheckSeverity.ERROR if blocking[o.name] else AssetCheckSeverity.WARN,
+                               metadata={"details": MetadataValue.json(o.details)})
+
+
+def _keys(context: AssetExecutionContext) -> tuple[str, str]:
+    key = context.partition_key
+    assert isinstance(key, MultiPartitionKey)
+    dims = key.keys_by_dimension
+    return dims["model"], dims["version"]
+
+
+def _code_version(catalog: Catalog, scenario: str) -> str:
+    """Changes when the scenario's definition or its prompt template changes (the suite pins the rest)."""
+    spec_file = catalog.root / "scenarios" / f"{scenario}.yaml"
+    spec = catalog.scenario(scenario)
+    template = catalog.templates_dir / spec.adapter.template_file
+    return sha256_json([spec_file.read_text(), template.read_text()])[:12]
+
+
+def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
+    spec = catalog.scenario(scenario)
+    code_version = _code_version(catalog, scenario)
+    common = {"group_name": scenario, "code_version": code_version, "kinds": {"duckdb"}}
+
+    @asset(key=[scenario, "dataset"], partitions_def=version_partitions, check_specs=_check_specs(scenario, "dataset"),
+           description=f"{spec.description} The suite version's sample of instances, with references and the "
+                       f"checksum of every source file.", **common)
+    def dataset(context: AssetExecutionContext, holistic: HolisticResource):
+        version = context.partition_key
+        summary = pipeline.build_dataset(holistic.stage(context.run_id), version, scenario)
+        yield MaterializeResult(metadata={
+            "num_test_instances": summary["num_test"], "num_train_instances": summary["num_train"],
+            "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"]))})
+        yield from _results(quality.check_dataset(holistic.stage("").warehouse, version, scenario), "dataset")
+
+    @asset(key=[scenario, "prompts"], partitions_def=model_version_partitions,
+           deps=[AssetDep(AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
+           check_specs=_check_specs(scenario, "prompts"),
+           description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context "
+                       f"window.", **common)
+    def prompts(context: AssetExecutionContext, holistic: HolisticResource):
+        model, version = _keys(context)
+        stage = holistic.stage(context.run_id)
+        summary = pipeline.build_prompts(stage, version, scenario, model)
+        yield MaterializeResult(metadata=summary)
+        yield from _results(quality.check_prompts(stage.warehouse, version, scenario, model), "prompts")
+
+    @asset(key=[scenario, "completions"], partitions_def=model_version_partitions,
+           deps=[AssetKey([scenario, "prompts"])], check_specs=_check_specs(scenario, "completions"),
+           description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
+           **common)
+    def completions(context: AssetExecutionContext, holistic: HolisticResource):
+        model, version = _keys(context)
+        stage = holistic.stage(context.run_id)
+        summary = pipeline.run_completions(stage, version, scenario, model)
+        yield MaterializeResult(metadata=summary)
+        yield from _results(quality.check_completions(stage.warehouse, version, scenario, model), "completions")
+
+    @asset(key=[scenario, "scores"], partitions_def=model_version_partitions,
+           deps=[AssetKey([scenario, "completions"])], check_specs=_check_specs(scenario, "scores"),
+           description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
+           **common)
+    def scores(context: AssetExecutionContext, holistic: HolisticResource):
+        model, version = _keys(context)
+        stage = holistic.stage(context.run_id)
+        summary = pipeline.compute_scores(stage, version, scenario, model)
+        yield MaterializeResult(metadata=summary)
+        yield from _results(quality.check_scores(stage.warehouse, version, scenario, model,
+                                                 metrics_per_instance(spec.metrics)), "scores")
+
+    return [dataset, prompts, completions, scores]
+
+
+def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
+    @asset(key=["leaderboard"], partitions_def=version_partitions, group_name="summary", kinds={"duckdb"},
+           deps=[AssetDep(AssetKey([s, "scores"]), partition_mapping=BY_VERSION) for s in scenarios])
+    def leaderboard(context: AssetExecutionContext, holistic: HolisticResource) -> MaterializeResult:
+        """Models x scenarios for one suite version, one table per metric family (never blended).
+        Read from DuckDB directly: cross-model summaries do not go through an IO manager."""
+        version = context.partition_key
+        frame = pipeline.leaderboard(holistic.stage(context.run_id).warehouse, version)
+        metadata = {"num_models": int(frame["model"].nunique()) if len(frame) else 0,
+                    "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0}
+        for family, part in frame.groupby("family"):
+            table = part.pivot_table(index="model", columns=["scenario", "metric"], values="value")
+            table.columns = [f"{s} {m}" for s, m in table.columns]
+            metadata[f"{family}"] = MetadataValue.md(table.round(3).to_markdown())
+        return MaterializeResult(metadata=metadata)
+
+    return leaderboard

@@ -1,0 +1,6 @@
+from dagster import DynamicPartitionsDefinition, MultiPartitionsDefinition
+
+# a registered model (resources/models.yaml) and an evaluation-suite release (assets/suites/<version>.yaml)
+model_partitions = DynamicPartitionsDefinition(name="model")
+version_partitions = DynamicPartitionsDefinition(name="version")
+model_version_partitions = MultiPartitionsDefinition({"model": model_partitions, "version": version_partitions})

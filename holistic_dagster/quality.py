@@ -1,0 +1,169 @@
+"""Data-quality checks for every stage, expressed as Great Expectations 1.x expectations.
+
+Each check reads what the stage actually stored in the warehouse, so a check also catches a corrupted
+table. The Dagster layer turns each CheckOutcome into an asset check result; blocking checks stop
+downstream stages from running on bad data.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+from holistic_dagster.warehouse import Warehouse
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    name: str
+    passed: bool
+    description: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    description: str
+    blocking: bool
+
+
+STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
+    "dataset": (
+        CheckSpec("instances_nonempty", "The suite version's sample has at least one evaluated instance.", True),
+        CheckSpec("instance_ids_unique", "Instance ids are unique within the scenario.", True),
+        CheckSpec("correct_reference_exists", "Every evaluated instance has at least one correct reference.", True),
+    ),
+    "prompts": (
+        CheckSpec("prompts_cover_instances", "Every evaluated instance has at least one prompt.", True),
+        CheckSpec("prompt_rows_unique", "(instance, request) pairs are unique; prompts are non-empty.", True),
+    ),
+    "completions": (
+        CheckSpec("one_completion_per_request", "Exactly one completion for every distinct request.", True),
+        CheckSpec("completions_valid", "No failed completions; log-probabilities are <= 0.", True),
+    ),
+    "scores": (
+        CheckSpec("scores_in_range", "Accuracy and calibration scores lie in [0, 1]; efficiency is >= 0.", False),
+        CheckSpec("score_counts_consistent", "One score per evaluated instance and metric.", False),
+    ),
+}
+
+
+@lru_cache(maxsize=1)
+def _batch_definition():
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    asset = context.data_sources.add_pandas("holistic").add_dataframe_asset("stage_table")
+    return asset.add_batch_definition_whole_dataframe("whole")
+
+
+def _validate(frame: pd.DataFrame, expectations: list) -> tuple[bool, dict[str, Any]]:
+    import great_expectations as gx
+
+    batch_definition = _batch_definition()  # creates the GX context the suite needs
+    suite = gx.ExpectationSuite(name="stage")
+    for e in expectations:
+        suite.add_expectation(e)
+    result = batch_definition.get_batch(batch_parameters={"dataframe": frame}).validate(suite)
+    details = {}
+    for r in result.results:
+        if not r.success:
+            found = r.result.get("partial_unexpected_list") or r.result.get("observed_value")
+            details[r.expectation_config.type] = {
+                "unexpected_count": r.result.get("unexpected_count"), "examples": _jsonable(found)}
+    return bool(result.success), details
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in list(value)[:10]]
+    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+
+def _outcome(stage: str, name: str, frame: pd.DataFrame, expectations: list,
+             *more: tuple[pd.DataFrame, list]) -> CheckOutcome:
+    """One check: expectations over a frame (and optionally over further frames, e.g. a subset)."""
+    spec = next(c for c in STAGE_CHECKS[stage] if c.name == name)
+    passed, details = True, {"rows_checked": len(frame)}
+    for part, part_expectations in ((frame, expectations), *more):
+        ok, found = _validate(part, part_expectations)
+        passed, details = passed and ok, {**details, **found}
+    return CheckOutcome(name, passed, spec.description, details)
+
+
+def check_dataset(warehouse: Warehouse, version: str, scenario: str) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df("SELECT instance_id, split, num_correct_references FROM instances "
+                         "WHERE version = ? AND scenario = ?", [version, scenario])
+    test = frame[frame["split"] == "test"]
+    return [
+        _outcome("dataset", "instances_nonempty", test, [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]),
+        _outcome("dataset", "instance_ids_unique", frame, [gx.expectations.ExpectColumnValuesToBeUnique(column="instance_id")]),
+        _outcome("dataset", "correct_reference_exists", test, [
+            gx.expectations.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)]),
+    ]
+
+
+def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df("SELECT instance_id, request_id, prompt FROM prompts WHERE model = ? AND version = ? "
+                         "AND scenario = ?", [model, version, scenario])
+    test_ids = warehouse.df("SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test'",
+                            [version, scenario])["instance_id"].tolist()
+    return [
+        _outcome("prompts", "prompts_cover_instances", frame, [
+            gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
+            gx.expectations.ExpectColumnDistinctValuesToEqualSet(column="instance_id", value_set=test_ids)]),
+        _outcome("prompts", "prompt_rows_unique", frame, [
+            gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "request_id"]),
+            gx.expectations.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=1)]),
+    ]
+
+
+def check_completions(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    keys = [model, version, scenario]
+    frame = warehouse.df("SELECT request_id, logprob, error FROM completions WHERE model = ? AND version = ? "
+                         "AND scenario = ?", keys)
+    requested = warehouse.df("SELECT DISTINCT request_id FROM prompts WHERE model = ? AND version = ? "
+                             "AND scenario = ?", keys)["request_id"].tolist()
+    return [
+        _outcome("completions", "one_completion_per_request", frame, [
+            gx.expectations.ExpectColumnValuesToBeUnique(column="request_id"),
+            gx.expectations.ExpectTableRowCountToEqual(value=len(requested)),
+            gx.expectations.ExpectColumnValuesToBeInSet(column="request_id", value_set=requested)]),
+        _outcome("completions", "completions_valid", frame, [
+            gx.expectations.ExpectColumnValuesToBeInSet(column="error", value_set=[""]),
+            gx.expectations.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0)]),
+    ]
+
+
+def check_scores(warehouse: Warehouse, version: str, scenario: str, model: str,
+                 metrics_per_instance: int) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df("SELECT instance_id, metric, family, value FROM instance_scores WHERE model = ? "
+                         "AND version = ? AND scenario = ?", [model, version, scenario])
+    num_test = int(warehouse.df("SELECT count(*) AS n FROM instances WHERE version = ? AND scenario = ? "
+                                "AND split = 'test'", [version, scenario])["n"].iat[0])
+    bounded = frame[frame["family"].isin(["accuracy", "calibration"])]
+    return [
+        _outcome("scores", "scores_in_range", frame, [
+            gx.expectations.ExpectColumnValuesToNotBeNull(column="value"),
+            gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0)],
+            (bounded, [gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0, max_value=1.0)])),
+        _outcome("scores", "score_counts_consistent", frame, [
+            gx.expectations.ExpectTableRowCountToEqual(value=num_test * metrics_per_instance),
+            gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "metric"])]),
+    ]

@@ -1,0 +1,93 @@
+"""The typed records at each stage boundary: read the pipeline from these.
+
+source file -> Instance -> Request -> Completion -> InstanceScore
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """Where instances came from: a file (with checksum) or a generator (with its parameters)."""
+
+    uri: str  # path, URL or generator://name?params
+    sha256: str
+    revision: str  # upstream revision or generator version
+    num_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Reference:
+    output: str
+    correct: bool
+
+
+@dataclass(frozen=True)
+class Instance:
+    instance_id: str
+    split: str  # "train" (few-shot pool) or "test" (evaluated)
+    input: str
+    references: tuple[Reference, ...]
+    source: SourceFile
+    record: str  # the record's position in its source (line number, row number, generator index)
+    subset: str = ""  # e.g. an MMLU subject; few-shot examples come from the same subset
+    is_multiple_choice: bool = False
+
+    @property
+    def correct_references(self) -> list[Reference]:
+        return [r for r in self.references if r.correct]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call to a model. `request_id` hashes everything that determines the answer."""
+
+    request_id: str
+    instance_id: str
+    kind: str  # "generate" | "score" (log-probability of `continuation` after `prompt`)
+    prompt: str
+    continuation: str = ""
+    choice_index: int | None = None
+    is_null_context: bool = False  # calibrated multiple choice: the choice scored after "Answer:"
+    max_tokens: int = 0
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    num_train_instances: int = 0
+    truncated: bool = False
+    num_prompt_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    request_id: str
+    text: str
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()  # of the generated tokens, or of the continuation's tokens
+    logprob: float = 0.0  # their sum
+    num_prompt_tokens: int = 0
+    num_completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class InstanceScore:
+    instance_id: str
+    metric: str
+    family: str
+    value: float
+    request_id: str  # the request whose completion carries the prediction
+    prediction: str = ""
+
+
+@dataclass(frozen=True)
+class ScenarioMetric:
+    metric: str
+    family: str
+    value: float
+    count: int
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,58 @@
+"""Scenarios: upstream loaders, procedural generators, and the seeded sample a suite version pins."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import replace
+
+from holistic_dagster.catalog import ScenarioSpec, SuiteScenario
+from holistic_dagster.errors import CatalogError, DataFormatError
+from holistic_dagster.records import Instance
+from holistic_dagster.scenarios.loaders import load_file_instances
+from holistic_dagster.scenarios.sources import source_dir
+from holistic_dagster.scenarios.synthetic import GENERATORS
+
+
+def load_instances(spec: ScenarioSpec) -> list[Instance]:
+    """Every instance the scenario's source holds (all subsets, all splits)."""
+    if spec.generator is not None:
+        if spec.generator.name not in GENERATORS:
+            raise CatalogError(f"scenario {spec.name!r}: unknown generator {spec.generator.name!r} "
+                               f"(known: {', '.join(GENERATORS)})")
+        instances = GENERATORS[spec.generator.name](**spec.generator.params)
+        return [i for i in instances if i.subset in spec.subsets] if spec.subsets != ("",) else instances
+    return load_file_instances(spec, source_dir(spec))
+
+
+def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Instance]) -> list[Instance]:
+    """The suite version's sample: per subset, at most `max_eval_instances` test instances (seeded) plus the
+    few-shot pool (the train split, or `train_holdout` test records held out and never evaluated)."""
+    seen: dict[str, Instance] = {}
+    for inst in instances:
+        if inst.instance_id in seen:
+            raise DataFormatError(inst.source.uri, inst.record,
+                                  f"duplicate instance id {inst.instance_id!r} (also {seen[inst.instance_id].record})")
+        seen[inst.instance_id] = inst
+    by_subset: dict[str, dict[str, list[Instance]]] = defaultdict(lambda: defaultdict(list))
+    for inst in instances:
+        by_subset[inst.subset][inst.split].append(inst)
+    chosen: list[Instance] = []
+    for subset in sorted(by_subset):
+        rng = random.Random(f"{pin.seed}/{spec.name}/{subset}")
+        test = list(by_subset[subset]["test"])
+        train = list(by_subset[subset]["train"])
+        if not train and spec.train_holdout:
+            held = set(rng.sample(range(len(test)), min(spec.train_holdout, len(test))))
+            train = [_as_train(t) for k, t in enumerate(test) if k in held]
+            test = [t for k, t in enumerate(test) if k not in held]
+        if len(test) > pin.max_eval_instances:
+            keep = set(rng.sample(range(len(test)), pin.max_eval_instances))
+            test = [t for k, t in enumerate(test) if k in keep]
+        chosen.extend(train)
+        chosen.extend(test)
+    return chosen
+
+
+def _as_train(inst: Instance) -> Instance:
+    return replace(inst, split="train")

@@ -1,0 +1,77 @@
+"""Finding a scenario's upstream files: a configured local directory first, then a download cache."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from filelock import FileLock
+
+from holistic_dagster import settings
+from holistic_dagster.catalog import ScenarioSpec
+from holistic_dagster.errors import DataUnavailableError
+from holistic_dagster.hashing import sha256_file
+
+
+def source_dir(spec: ScenarioSpec) -> Path:
+    """The directory holding the scenario's upstream files (the layout its `splits` patterns name)."""
+    assert spec.source is not None
+    looked = []
+    for root in settings.data_dirs():
+        candidate = root / spec.source.dir
+        looked.append(str(candidate))
+        if candidate.is_dir():
+            return candidate
+    cache = settings.download_dir() / spec.name
+    marker = cache / ".complete"
+    if marker.exists():
+        return cache / (spec.source.download.archive_dir if spec.source.download else "")
+    hint = (f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/`"
+            + (f" (looked in {', '.join(looked)})" if looked else ""))
+    if spec.source.download is None:
+        raise DataUnavailableError(f"scenario {spec.name!r}: no local copy of its data; {hint}")
+    if not settings.allow_download():
+        raise DataUnavailableError(f"scenario {spec.name!r}: no local copy and downloads are off; {hint}")
+    try:
+        _download(spec, cache)
+    except OSError as e:
+        raise DataUnavailableError(
+            f"scenario {spec.name!r}: download of {spec.source.download.url} failed ({e}); {hint}"
+        ) from None
+    return cache / spec.source.download.archive_dir
+
+
+def _download(spec: ScenarioSpec, cache: Path) -> None:
+    download = spec.source.download
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache) + ".lock"):
+        if (cache / ".complete").exists():
+            return
+        with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
+            tmp_path = Path(tmp)
+            name = download.url.rsplit("/", 1)[-1] or "download"
+            archive = tmp_path / name
+            with urllib.request.urlopen(download.url, timeout=60) as response, archive.open("wb") as out:
+                shutil.copyfileobj(response, out)
+            if download.sha256 and sha256_file(archive) != download.sha256:
+                raise OSError(f"checksum mismatch for {download.url}")
+            target = tmp_path / "content"
+            target.mkdir()
+            if tarfile.is_tarfile(archive):
+                with tarfile.open(archive) as tar:
+                    tar.extractall(target, filter="data")
+            elif zipfile.is_zipfile(archive):
+                with zipfile.ZipFile(archive) as z:
+                    z.extractall(target)
+            else:  # a single data file: place it where the split pattern expects it
+                dest = target / download.archive_dir / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(archive), dest)
+            (target / ".complete").write_text(download.url)
+            if cache.exists():
+                shutil.rmtree(cache)
+            shutil.move(str(target), cache)

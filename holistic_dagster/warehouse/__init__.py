@@ -1,0 +1,98 @@
+"""The DuckDB results warehouse: the one place that writes each table.
+
+DuckDB allows one writing process per file, and a read-only connection cannot open while another process
+writes. Every connection therefore takes a file lock beside the database for its (short) lifetime: stages
+compute without it and hold it only to write. Each write replaces one partition in one transaction, so a
+failed stage leaves earlier results intact and no partial rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+from filelock import FileLock
+
+from holistic_dagster.errors import HolisticError
+
+SCHEMA_VERSION = "1"
+TABLES = ("source_files", "instances", "prompts", "provenance", "completions", "instance_scores", "scenario_metrics")
+
+
+class ReadOnlyError(HolisticError):
+    pass
+
+
+class Warehouse:
+    def __init__(self, path: Path | str, lock_timeout_s: float = 600):
+        self.path = Path(path)
+        self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if read_only and not self.path.exists():
+            raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            con = duckdb.connect(str(self.path), read_only=read_only)
+            try:
+                if not read_only:
+                    self._ensure_schema(con)
+                yield con
+            finally:
+                con.close()
+
+    @staticmethod
+    def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(files("holistic_dagster.warehouse").joinpath("schema.sql").read_text())
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+
+    def replace(self, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
+        """In one transaction: delete each table's rows for `keys`, insert the new rows."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for table, frame in frames.items():
+                    assert table in TABLES, table
+                    columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+                    where = [k for k in keys if k in columns]
+                    if where:
+                        con.execute(f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
+                                    [keys[k] for k in where])
+                    if len(frame):
+                        con.register("incoming", frame)
+                        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                        con.unregister("incoming")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def upsert_provenance(self, row: Mapping[str, Any]) -> None:
+        with self.connect() as con:
+            con.execute("INSERT OR REPLACE INTO provenance BY NAME SELECT * FROM (SELECT " +
+                        ", ".join(f"? AS {k}" for k in row) + ")", list(row.values()))
+
+    def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
+        """A query on a read-only connection."""
+        with self.connect(read_only=True) as con:
+            return con.execute(sql, params or []).df()
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """A user's SQL on a read-only connection; statements that write are refused."""
+        with self.connect(read_only=True) as con:
+            try:
+                cursor = con.execute(sql)
+            except (duckdb.InvalidInputException, duckdb.PermissionException) as e:
+                if "read-only" in str(e).lower() or "read only" in str(e).lower():
+                    raise ReadOnlyError(
+                        "holistic query opens the warehouse read-only: statements that write "
+                        f"(INSERT, UPDATE, DELETE, CREATE, DROP, ...) are refused. ({e})") from None
+                raise
+            columns = [d[0] for d in cursor.description or []]
+            return columns, cursor.fetchall()

@@ -1,0 +1,62 @@
+"""Shared fixtures. Upstream data comes from ../shared/data (never copied into the repo); demo models are
+built once per test session into a temporary HOLISTIC_HOME."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from holistic_dagster.catalog import Catalog, model_spec
+from holistic_dagster.settings import REPO_ROOT
+
+SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"test data not found at {SHARED_DATA}: the tests expect ../shared/data beside the repo")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_home(tmp_path_factory, shared_data):
+    """Every test session gets its own HOLISTIC_HOME (warehouse, demo models) and reads data offline."""
+    home = tmp_path_factory.mktemp("holistic_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOLISTIC_HOME", str(home))
+        mp.setenv("HOLISTIC_DATA_DIR", str(shared_data))
+        mp.setenv("HOLISTIC_OFFLINE", "1")
+        mp.delenv("HOLISTIC_WAREHOUSE", raising=False)
+        mp.delenv("DAGSTER_HOME", raising=False)
+        yield home
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return Catalog()
+
+
+@pytest.fixture(scope="session")
+def tuned_client():
+    from holistic_dagster.clients import get_client
+
+    return get_client(model_spec("demo-llama-tuned"))
+
+
+@pytest.fixture(scope="session")
+def untrained_client():
+    from holistic_dagster.clients import get_client
+
+    return get_client(model_spec("demo-gpt2-untrained"))
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
