@@ -22,7 +22,6 @@ err = Console(stderr=True)
 
 DbOption = Annotated[Optional[Path], typer.Option("--db", help="DuckDB warehouse file (default: $HOLISTIC_WAREHOUSE "
                                                               "or data/warehouse.duckdb)")]
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _warehouse_path(db: Path | None) -> Path:
@@ -59,12 +58,12 @@ def demo(
     path = _warehouse_path(db)
     home = _dagster_home()
     started = time.perf_counter()
-    from dagster import DagsterInstance, MultiPartitionKey
+    from dagster import DagsterInstance
 
     from holistic_dagster.catalog import Catalog, load_models
     from holistic_dagster.definitions import build_definitions
-    from holistic_dagster.defs.partitions import model_partitions, version_partitions
     from holistic_dagster.defs.resources import HolisticResource
+    from holistic_dagster.defs.runner import evaluate_suite
 
     try:
         registry = load_models()
@@ -76,25 +75,14 @@ def demo(
     for name in names:
         if name not in registry:
             _fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
-    instance = DagsterInstance.get()
-    instance.add_dynamic_partitions(model_partitions.name, [n for n in names if not instance.has_dynamic_partition(model_partitions.name, n)])
-    if not instance.has_dynamic_partition(version_partitions.name, version):
-        instance.add_dynamic_partitions(version_partitions.name, [version])
     defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), show_progress=True))
     console.print(f"[bold]holistic demo[/]: suite [cyan]{version}[/], models {', '.join(names)}")
     console.print("[yellow]The demo models are built offline and are untrained or barely trained: their scores show "
                   "the pipeline at work, not what a real language model can do.[/]")
-    steps = [("datasets", version, f"datasets for {version}")]
-    steps += [("evaluate_model", MultiPartitionKey({"model": n, "version": version}), f"evaluate {n}") for n in names]
-    steps += [("leaderboard_job", version, "leaderboard")]
-    for job, key, label in steps:
-        console.print(f"[bold]>[/] {label} ...")
-        result = defs.resolve_job_def(job).execute_in_process(partition_key=key, instance=instance,
-                                                               run_config=QUIET_LOGS, raise_on_error=False)
-        if not result.success:
-            failures = [e.step_failure_data.error.message.strip() for e in result.all_events if e.is_step_failure
-                        if e.step_failure_data and e.step_failure_data.error]
-            _fail(f"{label} failed (Dagster run {result.run_id}):\n" + "\n".join(failures or ["see the Dagster UI"]))
+    try:
+        evaluate_suite(defs, DagsterInstance.get(), version, names, lambda label: console.print(f"[bold]>[/] {label} ..."))
+    except HolisticError as e:
+        _fail(str(e))
     _print_leaderboard(path, version, full=False)
     console.print(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")
     console.print(f"Results (DuckDB): [cyan]{path}[/]")

@@ -6,7 +6,6 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.assets import leaderboard_asset, scenario_assets
-from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.sensors import registry_partitions
 
@@ -20,12 +19,12 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
     return Definitions(
         assets=[*assets, leaderboard_asset(scenarios)],
         jobs=[
-            define_asset_job("datasets", selection=datasets, partitions_def=version_partitions,
+            define_asset_job("datasets", selection=datasets,
                              description="Load and sample every scenario's data for a suite version."),
-            define_asset_job("evaluate_model", selection=per_model, partitions_def=model_version_partitions,
+            define_asset_job("evaluate_model", selection=per_model,
                              description="Prompts, completions and scores of every scenario for one model."),
             define_asset_job("leaderboard_job", selection=AssetSelection.assets(["leaderboard"]),
-                             partitions_def=version_partitions, description="The per-version leaderboard."),
+                             description="The per-version leaderboard."),
         ],
         sensors=[registry_partitions],
         resources={"holistic": resource or HolisticResource()},

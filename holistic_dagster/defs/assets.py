@@ -69,7 +69,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
                        f"checksum of every source file.", **common)
     def dataset(context: AssetExecutionContext, holistic: HolisticResource):
         version = context.partition_key
-        summary = pipeline.build_dataset(holistic.stage(context.run_id), version, scenario)
+        summary = pipeline.build_dataset(holistic.stage(context.run.run_id), version, scenario)
         yield MaterializeResult(metadata={
             "num_test_instances": summary["num_test"], "num_train_instances": summary["num_train"],
             "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"]))})
@@ -82,7 +82,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
                        f"window.", **common)
     def prompts(context: AssetExecutionContext, holistic: HolisticResource):
         model, version = _keys(context)
-        stage = holistic.stage(context.run_id)
+        stage = holistic.stage(context.run.run_id)
         summary = pipeline.build_prompts(stage, version, scenario, model)
         yield MaterializeResult(metadata=summary)
         yield from _results(quality.check_prompts(stage.warehouse, version, scenario, model), "prompts")
@@ -93,7 +93,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
            **common)
     def completions(context: AssetExecutionContext, holistic: HolisticResource):
         model, version = _keys(context)
-        stage = holistic.stage(context.run_id)
+        stage = holistic.stage(context.run.run_id)
         summary = pipeline.run_completions(stage, version, scenario, model)
         yield MaterializeResult(metadata=summary)
         yield from _results(quality.check_completions(stage.warehouse, version, scenario, model), "completions")
@@ -104,7 +104,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
            **common)
     def scores(context: AssetExecutionContext, holistic: HolisticResource):
         model, version = _keys(context)
-        stage = holistic.stage(context.run_id)
+        stage = holistic.stage(context.run.run_id)
         summary = pipeline.compute_scores(stage, version, scenario, model)
         yield MaterializeResult(metadata=summary)
         yield from _results(quality.check_scores(stage.warehouse, version, scenario, model,
@@ -120,7 +120,7 @@ def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
         """Models x scenarios for one suite version, one table per metric family (never blended).
         Read from DuckDB directly: cross-model summaries do not go through an IO manager."""
         version = context.partition_key
-        frame = pipeline.leaderboard(holistic.stage(context.run_id).warehouse, version)
+        frame = pipeline.leaderboard(holistic.stage(context.run.run_id).warehouse, version)
         metadata = {"num_models": int(frame["model"].nunique()) if len(frame) else 0,
                     "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0}
         for family, part in frame.groupby("family"):

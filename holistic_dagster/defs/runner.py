@@ -1,0 +1,61 @@
+"""Materializing a whole suite version from code (the CLI demo and the tests), as Dagster runs that the UI
+then shows: datasets for the version, each model's evaluation, then the leaderboard."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dagster import DagsterInstance, Definitions, MultiPartitionKey
+from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
+
+from holistic_dagster.defs.partitions import model_partitions, version_partitions
+from holistic_dagster.errors import HolisticError
+
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+class RunFailed(HolisticError):
+    def __init__(self, label: str, result: ExecuteInProcessResult):
+        failures = [f"{e.step_key}: {_root_cause(e.step_failure_data.error)}" for e in result.all_events
+                    if e.is_step_failure and e.step_failure_data and e.step_failure_data.error]
+        self.result = result
+        super().__init__(f"{label} failed (Dagster run {result.run_id}):\n" + "\n".join(failures or ["see the Dagster UI"]))
+
+
+def _root_cause(error) -> str:
+    """The user's error under Dagster's wrappers (e.g. a DataFormatError naming file and record)."""
+    while error.cause is not None:
+        error = error.cause
+    return error.message.strip()
+
+
+@dataclass
+class SuiteRun:
+    label: str
+    result: ExecuteInProcessResult
+
+
+def register_partitions(instance: DagsterInstance, models: Sequence[str], versions: Sequence[str]) -> None:
+    for partitions, keys in ((model_partitions, models), (version_partitions, versions)):
+        new = [k for k in keys if not instance.has_dynamic_partition(partitions.name, k)]
+        if new:
+            instance.add_dynamic_partitions(partitions.name, new)
+
+
+def evaluate_suite(defs: Definitions, instance: DagsterInstance, version: str, models: Sequence[str],
+                   announce: Callable[[str], None] = lambda _: None) -> list[SuiteRun]:
+    """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job`; raises RunFailed on the first failure."""
+    register_partitions(instance, models, [version])
+    steps = [("datasets", version, f"datasets for {version}")]
+    steps += [("evaluate_model", MultiPartitionKey({"model": m, "version": version}), f"evaluate {m}") for m in models]
+    steps += [("leaderboard_job", version, "leaderboard")]
+    runs = []
+    for job, key, label in steps:
+        announce(label)
+        result = defs.resolve_job_def(job).execute_in_process(partition_key=key, instance=instance,
+                                                               run_config=QUIET_LOGS, raise_on_error=False)
+        if not result.success:
+            raise RunFailed(label, result)
+        runs.append(SuiteRun(label, result))
+    return runs

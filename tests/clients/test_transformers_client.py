@@ -1,0 +1,86 @@
+"""The local transformers backend on real (tiny, offline-built) models, checked against naive computation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from holistic_dagster.hashing import request_id
+from holistic_dagster.records import Request
+
+
+def _score_request(prompt: str, continuation: str) -> Request:
+    return Request(request_id=request_id(kind="score", prompt=prompt, continuation=continuation, max_tokens=0,
+                                         temperature=0.0, stop=()),
+                   instance_id="i", kind="score", prompt=prompt, continuation=continuation)
+
+
+def _naive_logprob(client, prompt: str, continuation: str) -> float:
+    """Full forward pass over the whole sequence, log-softmax everywhere, sum the continuation's tokens."""
+    tok = client.tokenizer
+    ctx = tok(prompt.rstrip(), add_special_tokens=False)["input_ids"]
+    cont = tok(prompt[len(prompt.rstrip()):] + continuation, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([ctx + cont])
+    with torch.no_grad():
+        logprobs = torch.log_softmax(client.model(ids).logits[0].float(), dim=-1)
+    return sum(float(logprobs[len(ctx) + k - 1, t]) for k, t in enumerate(cont))
+
+
+@pytest.mark.parametrize("client_name", ["untrained_client", "tuned_client"])
+def test_scoring_equals_the_naive_computation_in_any_batch(client_name, request):
+    client = request.getfixturevalue(client_name)
+    pairs = [("Question: Grass colour?\nAnswer:", " green"), ("Question: Grass colour?\nAnswer:", " a pale pink"),
+             ("Rule: A + B\nSubstitute: A = cat, B = dog\nAnswer:", " cat + dog"), ("Answer:", " green")]
+    together = client.score([_score_request(p, c) for p, c in pairs])
+    for (prompt, continuation), result in zip(pairs, together):
+        alone = client.score([_score_request(prompt, continuation)])[0]
+        naive = _naive_logprob(client, prompt, continuation)
+        assert result.logprob == pytest.approx(naive, abs=1e-4)
+        assert alone.logprob == pytest.approx(naive, abs=1e-4)
+        assert len(result.logprobs) == len(result.tokens) > 0 and result.finish_reason == "scored"
+
+
+def test_greedy_generation_matches_a_manual_argmax_loop(untrained_client):
+    client = untrained_client
+    prompt = "Expression: cat + dog\nWhich rule produced it?\nAnswer:"
+    req = Request(request_id="g", instance_id="i", kind="generate", prompt=prompt, max_tokens=6)
+    (completion,) = client.generate([req])
+    ids = client.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    expected_lps = []
+    with torch.no_grad():
+        for _ in range(6):
+            lp = torch.log_softmax(client.model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+            nxt = int(lp.argmax())
+            expected_lps.append(float(lp[nxt]))
+            ids.append(nxt)
+    generated = ids[-6:]
+    assert completion.text == client.tokenizer.decode(generated)
+    assert list(completion.logprobs) == pytest.approx(expected_lps, abs=1e-4)
+    assert completion.num_completion_tokens == 6 and completion.finish_reason == "length"
+
+
+def test_generation_stops_at_the_stop_sequence_and_is_batch_invariant(tuned_client):
+    prompts = ["Apply the rules.\n\nRule: A + B\nSubstitute: A = cat, B = dog\nAnswer:",
+               "Apply the rules.\n\nExpression: moon * moon - fish\nWhich rule produced it?\nAnswer:"]
+    reqs = [Request(request_id=f"g{i}", instance_id="i", kind="generate", prompt=p, max_tokens=12, stop=("\n",),
+                    num_prompt_tokens=tuned_client.count_tokens(p)) for i, p in enumerate(prompts)]
+    batch = tuned_client.generate(reqs)
+    for req, completion in zip(reqs, batch):
+        assert "\n" not in completion.text and completion.text.strip()
+        alone = tuned_client.generate([req])[0]
+        assert alone.text == completion.text
+        assert alone.logprob == pytest.approx(completion.logprob, abs=1e-3)
+
+
+def test_token_counting_and_left_truncation(untrained_client):
+    text = "one two three four five six seven"
+    n = untrained_client.count_tokens(text)
+    kept = untrained_client.truncate_left(text, 3)
+    assert untrained_client.count_tokens(kept) <= 3 and text.endswith(kept.strip())
+    assert untrained_client.truncate_left(text, n) == text
+
+
+def test_describe_records_backend_revision_and_versions(untrained_client):
+    info = untrained_client.describe()
+    assert info["backend"] == "transformers" and info["model_revision"].startswith("sha256:")
+    assert set(info["library_versions"]) == {"torch", "transformers"} and info["batch_size"] == 16
