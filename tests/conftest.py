@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 
 from holistic_dagster.catalog import Catalog, model_spec
 from holistic_dagster.settings import REPO_ROOT
@@ -51,6 +52,33 @@ def untrained_client():
     from holistic_dagster.clients import get_client
 
     return get_client(model_spec("demo-gpt2-untrained"))
+
+
+MODELS = ["demo-gpt2-untrained", "demo-llama-tuned"]
+
+
+@pytest.fixture(scope="session")
+def dagster_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("dagster_home")
+    (home / "dagster.yaml").symlink_to(REPO_ROOT / "dagster.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="session")
+def suite_run(dagster_home, tmp_path_factory):
+    """Suite v1 for both demo models, materialized through Dagster into a real DuckDB file (once per session)."""
+    from holistic_dagster.definitions import build_definitions
+    from holistic_dagster.defs.resources import HolisticResource
+    from holistic_dagster.defs.runner import evaluate_suite
+    from holistic_dagster.warehouse import Warehouse
+
+    path = tmp_path_factory.mktemp("results") / "warehouse.duckdb"
+    defs = build_definitions(Catalog(), HolisticResource(warehouse_path=str(path)))
+    instance = DagsterInstance.get()
+    runs = evaluate_suite(defs, instance, "v1", MODELS)
+    return {"path": path, "defs": defs, "instance": instance, "runs": runs, "wh": Warehouse(path)}
 
 
 def write(path: Path, text: str) -> Path:

@@ -7,36 +7,13 @@ import shutil
 
 import duckdb
 import pytest
-from dagster import DagsterInstance
 
 from holistic_dagster import quality
-from holistic_dagster.catalog import Catalog
-from holistic_dagster.definitions import build_definitions
-from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import RunFailed, evaluate_suite
 from holistic_dagster.metrics.scoring import metrics_per_instance
-from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
 
-MODELS = ["demo-gpt2-untrained", "demo-llama-tuned"]
-
-
-@pytest.fixture(scope="module")
-def dagster_home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("dagster_home")
-    (home / "dagster.yaml").symlink_to(REPO_ROOT / "dagster.yaml")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DAGSTER_HOME", str(home))
-        yield home
-
-
-@pytest.fixture(scope="module")
-def suite_run(dagster_home, tmp_path_factory):
-    path = tmp_path_factory.mktemp("results") / "warehouse.duckdb"
-    defs = build_definitions(Catalog(), HolisticResource(warehouse_path=str(path)))
-    instance = DagsterInstance.get()
-    runs = evaluate_suite(defs, instance, "v1", MODELS)
-    return {"path": path, "defs": defs, "instance": instance, "runs": runs, "wh": Warehouse(path)}
+from tests.conftest import MODELS
 
 
 def _one(wh: Warehouse, sql: str, params=None):

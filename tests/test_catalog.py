@@ -1,0 +1,86 @@
+"""The declarative catalog: what ships validates, and mistakes are named with their file."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from holistic_dagster.catalog import Catalog, load_models, model_spec
+from holistic_dagster.errors import CatalogError
+from holistic_dagster.settings import REPO_ROOT
+from tests.conftest import write
+
+
+def test_shipped_catalog_and_registry_validate(catalog):
+    assert catalog.suite_versions() == ["v1"]
+    suite = catalog.suite("v1")
+    assert set(suite.scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
+    methods = {catalog.resolved_scenario("v1", s)[0].adapter.method for s in suite.scenarios}
+    assert {"generation", "multiple_choice_joint", "multiple_choice_separate_calibrated"} <= methods
+    assert set(load_models()) == {"demo-gpt2-untrained", "demo-llama-tuned"}
+
+
+@pytest.fixture
+def scratch(tmp_path) -> Catalog:
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    return Catalog(tmp_path / "assets")
+
+
+def test_a_new_scenario_over_an_existing_format_needs_only_yaml(scratch, tmp_path, monkeypatch):
+    write(tmp_path / "data" / "mini" / "qa.jsonl", '{"q": "Capital of France?", "a": "Paris"}\n'
+                                                   '{"q": "Capital of Italy?", "a": "Rome"}\n')
+    write(scratch.root / "scenarios" / "mini_qa.yaml", """
+name: mini_qa
+description: A two-question test scenario.
+source: {dir: mini, revision: test}
+format: jsonl
+splits: {test: qa.jsonl}
+instance: {input: "{{ q }}", target: "{{ a }}"}
+adapter: {method: generation, max_tokens: 3}
+metrics: [exact_match]
+""")
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
+    from holistic_dagster.scenarios import load_instances
+
+    instances = load_instances(scratch.scenario("mini_qa"))
+    assert [(i.input, i.references[0].output) for i in instances] == [("Capital of France?", "Paris"),
+                                                                       ("Capital of Italy?", "Rome")]
+
+
+def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
+    with pytest.raises(CatalogError, match=r"unknown scenario 'mmmlu'.*known: boolq, gsm8k, mmlu"):
+        scratch.scenario("mmmlu")
+    with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: v1"):
+        scratch.suite("v9")
+    with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: demo-gpt2-untrained, demo-llama-tuned"):
+        model_spec("gpt-9")
+    write(scratch.root / "suites" / "v2.yaml", "version: v2\nscenarios:\n  nope: {max_eval_instances: 3}\n")
+    with pytest.raises(CatalogError, match=r"unknown scenario 'nope'"):
+        scratch.suite("v2")
+    with pytest.raises(CatalogError, match=r"scenario 'boolq' is not part of suite 'v2'"):
+        write(scratch.root / "suites" / "v2.yaml", "version: v2\nscenarios:\n  mmlu: {max_eval_instances: 3}\n")
+        scratch.resolved_scenario("v2", "boolq")
+
+
+def test_a_misspelt_key_names_the_file_and_the_key(scratch):
+    path = scratch.root / "suites" / "v1.yaml"
+    path.write_text(path.read_text().replace("max_eval_instances: 40", "max_eval_instance: 40", 1))
+    with pytest.raises(CatalogError, match=r"v1.yaml: scenarios\.boolq\.max_eval_instances: Field required; "
+                                           r"scenarios\.boolq\.max_eval_instance: Extra inputs are not permitted"):
+        scratch.suite("v1")
+
+
+def test_a_missing_template_is_named(scratch):
+    (scratch.templates_dir / "multiple_choice_joint.j2").unlink()
+    with pytest.raises(CatalogError, match=r"mmlu.yaml: template 'multiple_choice_joint.j2' not found"):
+        scratch.scenario("mmlu")
+
+
+def test_model_names_must_be_slugs(tmp_path):
+    path = write(tmp_path / "models.yaml", "models:\n  'My Model|1': {backend: transformers, path: x}\n")
+    with pytest.raises(CatalogError, match=r"models.yaml: name: Value error, model name 'My Model\|1' must be a lower-case slug"):
+        load_models(path)
+    path = write(tmp_path / "models.yaml", "models:\n  m: {backend: tgi, path: x}\n")
+    with pytest.raises(CatalogError, match=r"models.yaml: backend: Input should be 'transformers'"):
+        load_models(path)

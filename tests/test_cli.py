@@ -1,0 +1,45 @@
+"""The `holistic` command as a user runs it (a real subprocess on the real warehouse file)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HOLISTIC = str(Path(sys.executable).with_name("holistic"))
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([HOLISTIC, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200", **env})
+
+
+def test_query_prints_rows(suite_run):
+    out = run("query", "SELECT count(*) AS n FROM lineage WHERE model = 'demo-llama-tuned'", "--db", str(suite_run["path"]))
+    assert out.returncode == 0, out.stderr
+    expected = suite_run["wh"].df("SELECT count(*) FROM instance_scores WHERE model = 'demo-llama-tuned'").iat[0, 0]
+    assert str(expected) in out.stdout and "1 row(s)" in out.stdout
+
+
+def test_query_refuses_writes_with_a_clear_message(suite_run):
+    out = run("query", "DROP TABLE instance_scores", "--db", str(suite_run["path"]))
+    assert out.returncode == 1
+    assert "opens the warehouse read-only: statements that write" in out.stderr
+    assert suite_run["wh"].df("SELECT count(*) FROM instance_scores").iat[0, 0] > 0
+
+
+def test_leaderboard_prints_one_table_per_family(suite_run):
+    out = run("leaderboard", "--version", "v1", "--db", str(suite_run["path"]))
+    assert out.returncode == 0, out.stderr
+    for title in ("accuracy (suite v1)", "calibration (suite v1)", "efficiency (suite v1)"):
+        assert title in out.stdout
+    assert "demo-llama-tuned" in out.stdout and "ece_10_bin" in out.stdout
+    missing = run("leaderboard", "--version", "v7", "--db", str(suite_run["path"]))
+    assert missing.returncode == 1 and "no results for suite version 'v7'" in missing.stderr
+
+
+def test_demo_rejects_an_unknown_model_before_doing_anything(tmp_path):
+    out = run("demo", "--model", "gpt-17", "--db", str(tmp_path / "w.duckdb"), DAGSTER_HOME=str(tmp_path))
+    assert out.returncode == 1
+    assert "unknown model 'gpt-17'" in out.stderr and not (tmp_path / "w.duckdb").exists()
