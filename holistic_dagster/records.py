@@ -5,8 +5,7 @@ source file -> Instance -> Request -> Completion -> InstanceScore
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -90,4 +89,3 @@ class ScenarioMetric:
     family: str
     value: float
     count: int
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -115,6 +116,7 @@ def ensure_demo_model(name: str, root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(directory) + ".lock"):
         if not (directory / "demo_model.json").exists():
+            print(f"building demo model {name} (first use only; about 30 s) ...", file=sys.stderr, flush=True)
             tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}-"))
             try:
                 _build(name, tmp)
