@@ -51,6 +51,15 @@ def _keys(context: AssetExecutionContext) -> tuple[str, str]:
     return dims["model"], dims["version"]
 
 
+def _model_stage(context: AssetExecutionContext, holistic: HolisticResource, scenario: str, stage_name: str,
+                 compute, check) -> Iterator:
+    """A model x version stage: compute it, then report its quality checks on what was stored."""
+    model, version = _keys(context)
+    stage = holistic.stage(context.run.run_id)
+    yield MaterializeResult(metadata=compute(stage, version, scenario, model))
+    yield from _results(check(stage.warehouse, version, scenario, model), stage_name)
+
+
 def _code_version(catalog: Catalog, scenario: str) -> str:
     """Changes when the scenario's definition or its prompt template changes (the suite pins the rest)."""
     spec_file = catalog.root / "scenarios" / f"{scenario}.yaml"
@@ -69,11 +78,12 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
                        f"checksum of every source file.", **common)
     def dataset(context: AssetExecutionContext, holistic: HolisticResource):
         version = context.partition_key
-        summary = pipeline.build_dataset(holistic.stage(context.run.run_id), version, scenario)
+        stage = holistic.stage(context.run.run_id)
+        summary = pipeline.build_dataset(stage, version, scenario)
         yield MaterializeResult(metadata={
             "num_test_instances": summary["num_test"], "num_train_instances": summary["num_train"],
             "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"]))})
-        yield from _results(quality.check_dataset(holistic.stage("").warehouse, version, scenario), "dataset")
+        yield from _results(quality.check_dataset(stage.warehouse, version, scenario), "dataset")
 
     @asset(key=[scenario, "prompts"], partitions_def=model_version_partitions,
            deps=[AssetDep(AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
@@ -81,34 +91,24 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
            description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context "
                        f"window.", **common)
     def prompts(context: AssetExecutionContext, holistic: HolisticResource):
-        model, version = _keys(context)
-        stage = holistic.stage(context.run.run_id)
-        summary = pipeline.build_prompts(stage, version, scenario, model)
-        yield MaterializeResult(metadata=summary)
-        yield from _results(quality.check_prompts(stage.warehouse, version, scenario, model), "prompts")
+        yield from _model_stage(context, holistic, scenario, "prompts", pipeline.build_prompts, quality.check_prompts)
 
     @asset(key=[scenario, "completions"], partitions_def=model_version_partitions,
            deps=[AssetKey([scenario, "prompts"])], check_specs=_check_specs(scenario, "completions"),
            description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
            **common)
     def completions(context: AssetExecutionContext, holistic: HolisticResource):
-        model, version = _keys(context)
-        stage = holistic.stage(context.run.run_id)
-        summary = pipeline.run_completions(stage, version, scenario, model)
-        yield MaterializeResult(metadata=summary)
-        yield from _results(quality.check_completions(stage.warehouse, version, scenario, model), "completions")
+        yield from _model_stage(context, holistic, scenario, "completions", pipeline.run_completions,
+                                quality.check_completions)
 
     @asset(key=[scenario, "scores"], partitions_def=model_version_partitions,
            deps=[AssetKey([scenario, "completions"])], check_specs=_check_specs(scenario, "scores"),
            description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
            **common)
     def scores(context: AssetExecutionContext, holistic: HolisticResource):
-        model, version = _keys(context)
-        stage = holistic.stage(context.run.run_id)
-        summary = pipeline.compute_scores(stage, version, scenario, model)
-        yield MaterializeResult(metadata=summary)
-        yield from _results(quality.check_scores(stage.warehouse, version, scenario, model,
-                                                 metrics_per_instance(spec.metrics)), "scores")
+        per_instance = metrics_per_instance(spec.metrics)
+        yield from _model_stage(context, holistic, scenario, "scores", pipeline.compute_scores,
+                                lambda *keys: quality.check_scores(*keys, metrics_per_instance=per_instance))
 
     return [dataset, prompts, completions, scores]
 
