@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import sys
 import time
@@ -140,7 +141,8 @@ def leaderboard_command(
 
 
 @app.command()
-def query(sql: Annotated[str, typer.Argument(help="SQL to run (read-only)")], db: DbOption = None) -> None:
+def query(sql: Annotated[str, typer.Argument(help="SQL to run (read-only)")], db: DbOption = None,
+          as_csv: Annotated[bool, typer.Option("--csv", help="print CSV instead of a table")] = False) -> None:
     """Run SQL on a read-only connection to the warehouse (tables, and views scores, leaderboard, lineage)."""
     from holistic_dagster.warehouse import Warehouse
 
@@ -150,9 +152,14 @@ def query(sql: Annotated[str, typer.Argument(help="SQL to run (read-only)")], db
         _fail(str(e))
     except Exception as e:  # a SQL error from DuckDB: show it plainly
         _fail(f"{type(e).__name__}: {e}")
-    table = Table(*columns) if columns else None
-    if table is None:
+    if not columns:
         return
+    if as_csv:
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+        return
+    table = Table(*columns)
     for row in rows:
         table.add_row(*["" if v is None else str(v) for v in row])
     console.print(table)

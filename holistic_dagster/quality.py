@@ -50,6 +50,10 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
         CheckSpec("scores_in_range", "Accuracy and calibration scores lie in [0, 1]; efficiency is >= 0.", False),
         CheckSpec("score_counts_consistent", "One score per evaluated instance and metric.", False),
     ),
+    "leaderboard": (
+        CheckSpec("leaderboard_complete", "Every model on the leaderboard has values for every scenario of the "
+                                          "suite version.", False),
+    ),
 }
 
 
@@ -167,3 +171,17 @@ def check_scores(warehouse: Warehouse, version: str, scenario: str, model: str,
             gx.expectations.ExpectTableRowCountToEqual(value=num_test * metrics_per_instance),
             gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "metric"])]),
     ]
+
+
+def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df("SELECT model, scenario, count(value) AS num_values FROM scenario_metrics "
+                         "WHERE version = ? GROUP BY ALL", [version])
+    models = sorted(frame["model"].unique())
+    grid = pd.DataFrame([(m, s) for m in models for s in scenarios], columns=["model", "scenario"])
+    grid = grid.merge(frame, on=["model", "scenario"], how="left").fillna({"num_values": 0})
+    grid["cell"] = grid["model"] + " / " + grid["scenario"]
+    return [_outcome("leaderboard", "leaderboard_complete", grid, [
+        gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="num_values", min_value=1)])]

@@ -22,6 +22,12 @@ def test_query_prints_rows(suite_run):
     assert str(expected) in out.stdout and "1 row(s)" in out.stdout
 
 
+def test_query_as_csv(suite_run):
+    out = run("query", "SELECT DISTINCT model FROM scores ORDER BY model", "--csv", "--db", str(suite_run["path"]))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["model", "demo-gpt2-untrained", "demo-llama-tuned"]
+
+
 def test_query_refuses_writes_with_a_clear_message(suite_run):
     out = run("query", "DROP TABLE instance_scores", "--db", str(suite_run["path"]))
     assert out.returncode == 1

@@ -31,8 +31,8 @@ with warnings.catch_warnings():  # beta, but the documented way to map model x v
     BY_VERSION = MultiToSingleDimensionPartitionMapping(partition_dimension_name="version")
 
 
-def _check_specs(scenario: str, stage: str) -> list[AssetCheckSpec]:
-    return [AssetCheckSpec(c.name, asset=AssetKey([scenario, stage]), description=c.description, blocking=c.blocking)
+def _check_specs(key: list[str], stage: str) -> list[AssetCheckSpec]:
+    return [AssetCheckSpec(c.name, asset=AssetKey(key), description=c.description, blocking=c.blocking)
             for c in quality.STAGE_CHECKS[stage]]
 
 
@@ -73,7 +73,8 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     code_version = _code_version(catalog, scenario)
     common = {"group_name": scenario, "code_version": code_version, "kinds": {"duckdb"}}
 
-    @asset(key=[scenario, "dataset"], partitions_def=version_partitions, check_specs=_check_specs(scenario, "dataset"),
+    @asset(key=[scenario, "dataset"], partitions_def=version_partitions,
+           check_specs=_check_specs([scenario, "dataset"], "dataset"),
            description=f"{spec.description} The suite version's sample of instances, with references and the "
                        f"checksum of every source file.", **common)
     def dataset(context: AssetExecutionContext, holistic: HolisticResource):
@@ -87,14 +88,15 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
 
     @asset(key=[scenario, "prompts"], partitions_def=model_version_partitions,
            deps=[AssetDep(AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
-           check_specs=_check_specs(scenario, "prompts"),
+           check_specs=_check_specs([scenario, "prompts"], "prompts"),
            description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context "
                        f"window.", **common)
     def prompts(context: AssetExecutionContext, holistic: HolisticResource):
         yield from _model_stage(context, holistic, scenario, "prompts", pipeline.build_prompts, quality.check_prompts)
 
     @asset(key=[scenario, "completions"], partitions_def=model_version_partitions,
-           deps=[AssetKey([scenario, "prompts"])], check_specs=_check_specs(scenario, "completions"),
+           deps=[AssetKey([scenario, "prompts"])],
+           check_specs=_check_specs([scenario, "completions"], "completions"),
            description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
            **common)
     def completions(context: AssetExecutionContext, holistic: HolisticResource):
@@ -102,7 +104,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
                                 quality.check_completions)
 
     @asset(key=[scenario, "scores"], partitions_def=model_version_partitions,
-           deps=[AssetKey([scenario, "completions"])], check_specs=_check_specs(scenario, "scores"),
+           deps=[AssetKey([scenario, "completions"])], check_specs=_check_specs([scenario, "scores"], "scores"),
            description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
            **common)
     def scores(context: AssetExecutionContext, holistic: HolisticResource):
@@ -115,18 +117,22 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
 
 def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
     @asset(key=["leaderboard"], partitions_def=version_partitions, group_name="summary", kinds={"duckdb"},
-           deps=[AssetDep(AssetKey([s, "scores"]), partition_mapping=BY_VERSION) for s in scenarios])
-    def leaderboard(context: AssetExecutionContext, holistic: HolisticResource) -> MaterializeResult:
+           deps=[AssetDep(AssetKey([s, "scores"]), partition_mapping=BY_VERSION) for s in scenarios],
+           check_specs=_check_specs(["leaderboard"], "leaderboard"))
+    def leaderboard(context: AssetExecutionContext, holistic: HolisticResource):
         """Models x scenarios for one suite version, one table per metric family (never blended).
         Read from DuckDB directly: cross-model summaries do not go through an IO manager."""
         version = context.partition_key
-        frame = pipeline.leaderboard(holistic.stage(context.run.run_id).warehouse, version)
+        stage = holistic.stage(context.run.run_id)
+        frame = pipeline.leaderboard(stage.warehouse, version)
         metadata = {"num_models": int(frame["model"].nunique()) if len(frame) else 0,
                     "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0}
         for family, part in frame.groupby("family"):
             table = part.pivot_table(index="model", columns=["scenario", "metric"], values="value")
             table.columns = [f"{s} {m}" for s, m in table.columns]
             metadata[f"{family}"] = MetadataValue.md(table.round(3).to_markdown())
-        return MaterializeResult(metadata=metadata)
+        yield MaterializeResult(metadata=metadata)
+        in_suite = list(stage.catalog.suite(version).scenarios)
+        yield from _results(quality.check_leaderboard(stage.warehouse, version, in_suite), "leaderboard")
 
     return leaderboard

@@ -71,7 +71,7 @@ def test_scores_record_how_they_were_produced(suite_run):
 def test_every_asset_check_passed(suite_run):
     evaluations = [e for r in suite_run["runs"] for e in r.result.get_asset_check_evaluations()]
     per_model_checks = sum(len(quality.STAGE_CHECKS[s]) for s in ("prompts", "completions", "scores"))
-    assert len(evaluations) == 5 * (len(quality.STAGE_CHECKS["dataset"]) + len(MODELS) * per_model_checks)
+    assert len(evaluations) == 5 * (len(quality.STAGE_CHECKS["dataset"]) + len(MODELS) * per_model_checks) + 1
     failed = [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed]
     assert failed == []
 
@@ -148,3 +148,10 @@ def test_checks_fail_on_out_of_range_and_missing_scores(tampered):
     assert not outcomes["scores_in_range"].passed
     assert outcomes["scores_in_range"].details["expect_column_values_to_be_between"]["examples"] == [1.5]
     assert not outcomes["score_counts_consistent"].passed
+
+
+def test_leaderboard_check_fails_when_a_model_lacks_a_scenario(tampered):
+    _tamper(tampered, "DELETE FROM scenario_metrics WHERE model = 'demo-gpt2-untrained' AND scenario = 'gsm8k'")
+    (outcome,) = quality.check_leaderboard(Warehouse(tampered), "v1", ["gsm8k", "mmlu"])
+    assert not outcome.passed
+    assert outcome.details["expect_column_values_to_be_between"]["unexpected_count"] == 1
