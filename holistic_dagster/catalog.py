@@ -190,7 +190,9 @@ class Catalog:
     def suite(self, version: str) -> SuiteSpec:
         path = self.root / "suites" / f"{version}.yaml"
         if not path.exists():
-            raise CatalogError(f"unknown suite version {version!r}: no {path} (known: {', '.join(self.suite_versions())})")
+            raise CatalogError(
+                f"unknown suite version {version!r}: no {path} (known: {', '.join(self.suite_versions())})"
+            )
         suite = _validate(SuiteSpec, _read_yaml(path), path)
         if suite.version != version:
             raise CatalogError(f"{path}: version {suite.version!r} does not match the file name")
@@ -202,7 +204,9 @@ class Catalog:
         """The scenario as the suite version pins it (sample size, seed, adapter overrides)."""
         suite = self.suite(version)
         if name not in suite.scenarios:
-            raise CatalogError(f"scenario {name!r} is not part of suite {version!r} (it has: {', '.join(suite.scenarios)})")
+            raise CatalogError(
+                f"scenario {name!r} is not part of suite {version!r} (it has: {', '.join(suite.scenarios)})"
+            )
         spec, pin = self.scenario(name), suite.scenarios[name]
         adapter = spec.adapter
         if pin.max_train_instances is not None:

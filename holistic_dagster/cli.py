@@ -16,13 +16,18 @@ from rich.table import Table
 from holistic_dagster import settings
 from holistic_dagster.errors import HolisticError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Holistic evaluation of language models on Dagster (HELM-style metric families).")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Holistic evaluation of language models on Dagster (HELM-style metric families).",
+)
 console = Console()
 err = Console(stderr=True)
 
-DbOption = Annotated[Optional[Path], typer.Option("--db", help="DuckDB warehouse file (default: $HOLISTIC_WAREHOUSE "
-                                                              "or data/warehouse.duckdb)")]
+DbOption = Annotated[
+    Optional[Path],
+    typer.Option("--db", help="DuckDB warehouse file (default: $HOLISTIC_WAREHOUSE or data/warehouse.duckdb)"),
+]
 
 
 def _warehouse_path(db: Path | None) -> Path:
@@ -49,9 +54,13 @@ def _fail(message: str) -> None:
 def demo(
     db: DbOption = None,
     version: Annotated[str, typer.Option(help="suite version (a file in assets/suites/)")] = "v1",
-    models: Annotated[Optional[list[str]], typer.Option("--model", help="registered model (repeatable; "
-                                                                        "default: all in resources/models.yaml)")] = None,
-    data_dir: Annotated[Optional[Path], typer.Option(help="folder with upstream data files (sets HOLISTIC_DATA_DIR)")] = None,
+    models: Annotated[
+        Optional[list[str]],
+        typer.Option("--model", help="registered model (repeatable; default: all in resources/models.yaml)"),
+    ] = None,
+    data_dir: Annotated[
+        Optional[Path], typer.Option(help="folder with upstream data files (sets HOLISTIC_DATA_DIR)")
+    ] = None,
 ) -> None:
     """Register the models and the suite version, materialize every asset, print the leaderboard."""
     if data_dir:
@@ -78,16 +87,22 @@ def demo(
             _fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
     defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), show_progress=True))
     console.print(f"[bold]holistic demo[/]: suite [cyan]{version}[/], models {', '.join(names)}")
-    console.print("[yellow]The demo models are built offline and are untrained or barely trained: their scores show "
-                  "the pipeline at work, not what a real language model can do.[/]")
+    console.print(
+        "[yellow]The demo models are built offline and are untrained or barely trained: their scores show "
+        "the pipeline at work, not what a real language model can do.[/]"
+    )
     try:
-        evaluate_suite(defs, DagsterInstance.get(), version, names, lambda label: console.print(f"[bold]>[/] {label} ..."))
+        evaluate_suite(
+            defs, DagsterInstance.get(), version, names, lambda label: console.print(f"[bold]>[/] {label} ...")
+        )
     except HolisticError as e:
         _fail(str(e))
     _print_leaderboard(path, version, full=False)
     console.print(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")
     console.print(f"Results (DuckDB): [cyan]{path}[/]")
-    console.print(f"  holistic query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\"")
+    console.print(
+        "  holistic query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\""
+    )
     console.print(f"Dagster runs and asset checks: DAGSTER_HOME={home}; open the UI with [cyan]holistic ui[/]")
 
 
@@ -114,8 +129,11 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
             table.add_column(model, justify="right")
         for (scenario, metric), rows in part.groupby(["scenario", "metric"]):
             values = {r.model: r for r in rows.itertuples()}
-            table.add_row(scenario, metric, *[f"{values[m].value:.3f} (n={values[m].count})" if m in values
-                                              else "-" for m in models])
+            table.add_row(
+                scenario,
+                metric,
+                *[f"{values[m].value:.3f} (n={values[m].count})" if m in values else "-" for m in models],
+            )
         console.print(table)
 
 
@@ -141,8 +159,11 @@ def leaderboard_command(
 
 
 @app.command()
-def query(sql: Annotated[str, typer.Argument(help="SQL to run (read-only)")], db: DbOption = None,
-          as_csv: Annotated[bool, typer.Option("--csv", help="print CSV instead of a table")] = False) -> None:
+def query(
+    sql: Annotated[str, typer.Argument(help="SQL to run (read-only)")],
+    db: DbOption = None,
+    as_csv: Annotated[bool, typer.Option("--csv", help="print CSV instead of a table")] = False,
+) -> None:
     """Run SQL on a read-only connection to the warehouse (tables, and views scores, leaderboard, lineage)."""
     from holistic_dagster.warehouse import Warehouse
 

@@ -15,16 +15,25 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
     scenarios = catalog.scenario_names()
     assets = [a for s in scenarios for a in scenario_assets(catalog, s)]
     datasets = AssetSelection.assets(*[[s, "dataset"] for s in scenarios])
-    per_model = AssetSelection.assets(*[[s, stage] for s in scenarios for stage in ("prompts", "completions", "scores")])
+    per_model = AssetSelection.assets(
+        *[[s, stage] for s in scenarios for stage in ("prompts", "completions", "scores")]
+    )
     return Definitions(
         assets=[*assets, leaderboard_asset(scenarios)],
         jobs=[
-            define_asset_job("datasets", selection=datasets,
-                             description="Load and sample every scenario's data for a suite version."),
-            define_asset_job("evaluate_model", selection=per_model,
-                             description="Prompts, completions and scores of every scenario for one model."),
-            define_asset_job("leaderboard_job", selection=AssetSelection.assets(["leaderboard"]),
-                             description="The per-version leaderboard."),
+            define_asset_job(
+                "datasets", selection=datasets, description="Load and sample every scenario's data for a suite version."
+            ),
+            define_asset_job(
+                "evaluate_model",
+                selection=per_model,
+                description="Prompts, completions and scores of every scenario for one model.",
+            ),
+            define_asset_job(
+                "leaderboard_job",
+                selection=AssetSelection.assets(["leaderboard"]),
+                description="The per-version leaderboard.",
+            ),
         ],
         sensors=[registry_partitions],
         resources={"holistic": resource or HolisticResource()},

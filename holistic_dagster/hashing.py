@@ -20,10 +20,17 @@ def sha256_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def request_id(*, kind: str, prompt: str, continuation: str, max_tokens: int, temperature: float,
-               stop: tuple[str, ...]) -> str:
+def request_id(
+    *, kind: str, prompt: str, continuation: str, max_tokens: int, temperature: float, stop: tuple[str, ...]
+) -> str:
     """The request's identity: the rendered prompt plus everything that decides the answer."""
     return sha256_json(
-        {"kind": kind, "prompt": prompt, "continuation": continuation, "max_tokens": max_tokens,
-         "temperature": temperature, "stop": list(stop)}
+        {
+            "kind": kind,
+            "prompt": prompt,
+            "continuation": continuation,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stop": list(stop),
+        }
     )[:32]

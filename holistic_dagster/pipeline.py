@@ -46,35 +46,71 @@ def build_dataset(stage: Stage, version: str, scenario: str) -> dict[str, Any]:
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     instances = sample_instances(spec, pin, load_instances(spec))
     sources = {i.source.uri: i.source for i in instances}
-    files = pd.DataFrame([{"version": version, "scenario": scenario, "uri": s.uri, "sha256": s.sha256,
-                           "revision": s.revision, "num_bytes": s.num_bytes} for s in sources.values()])
-    rows = pd.DataFrame([{
-        "version": version, "scenario": scenario, "instance_id": i.instance_id, "split": i.split,
-        "subset": i.subset, "input": i.input,
-        "references": json.dumps([{"output": r.output, "correct": r.correct} for r in i.references]),
-        "num_correct_references": len(i.correct_references), "is_multiple_choice": i.is_multiple_choice,
-        "source_uri": i.source.uri, "record": i.record,
-    } for i in instances])
+    files = pd.DataFrame(
+        [
+            {
+                "version": version,
+                "scenario": scenario,
+                "uri": s.uri,
+                "sha256": s.sha256,
+                "revision": s.revision,
+                "num_bytes": s.num_bytes,
+            }
+            for s in sources.values()
+        ]
+    )
+    rows = pd.DataFrame(
+        [
+            {
+                "version": version,
+                "scenario": scenario,
+                "instance_id": i.instance_id,
+                "split": i.split,
+                "subset": i.subset,
+                "input": i.input,
+                "references": json.dumps([{"output": r.output, "correct": r.correct} for r in i.references]),
+                "num_correct_references": len(i.correct_references),
+                "is_multiple_choice": i.is_multiple_choice,
+                "source_uri": i.source.uri,
+                "record": i.record,
+            }
+            for i in instances
+        ]
+    )
     keys = {"version": version, "scenario": scenario}
     stage.warehouse.replace(keys, {"source_files": files, "instances": rows})
-    return {"num_test": int((rows["split"] == "test").sum()), "num_train": int((rows["split"] == "train").sum()),
-            "source_files": [f"{s.uri} (sha256 {s.sha256[:12]})" for s in sources.values()]}
+    return {
+        "num_test": int((rows["split"] == "test").sum()),
+        "num_train": int((rows["split"] == "train").sum()),
+        "source_files": [f"{s.uri} (sha256 {s.sha256[:12]})" for s in sources.values()],
+    }
 
 
 def load_dataset(stage: Stage, version: str, scenario: str) -> list[Instance]:
     frame = stage.warehouse.df(
         "SELECT i.*, f.sha256, f.revision, f.num_bytes FROM instances i JOIN source_files f "
         "ON f.version = i.version AND f.scenario = i.scenario AND f.uri = i.source_uri "
-        "WHERE i.version = ? AND i.scenario = ? ORDER BY i.split DESC, i.instance_id", [version, scenario])
+        "WHERE i.version = ? AND i.scenario = ? ORDER BY i.split DESC, i.instance_id",
+        [version, scenario],
+    )
     if frame.empty:
-        raise HolisticError(f"no dataset for scenario {scenario!r}, version {version!r}: "
-                            f"materialize [{scenario}, dataset] for that version first")
-    return [Instance(
-        instance_id=r.instance_id, split=r.split, input=r.input,
-        references=tuple(Reference(x["output"], x["correct"]) for x in json.loads(r.references)),
-        source=SourceFile(r.source_uri, r.sha256, r.revision, int(r.num_bytes or 0)), record=r.record,
-        subset=r.subset, is_multiple_choice=bool(r.is_multiple_choice),
-    ) for r in frame.itertuples(index=False)]
+        raise HolisticError(
+            f"no dataset for scenario {scenario!r}, version {version!r}: "
+            f"materialize [{scenario}, dataset] for that version first"
+        )
+    return [
+        Instance(
+            instance_id=r.instance_id,
+            split=r.split,
+            input=r.input,
+            references=tuple(Reference(x["output"], x["correct"]) for x in json.loads(r.references)),
+            source=SourceFile(r.source_uri, r.sha256, r.revision, int(r.num_bytes or 0)),
+            record=r.record,
+            subset=r.subset,
+            is_multiple_choice=bool(r.is_multiple_choice),
+        )
+        for r in frame.itertuples(index=False)
+    ]
 
 
 # --- prompts ------------------------------------------------------------------------------------------
@@ -82,37 +118,73 @@ def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     client = get_client(stage.model(model))
     budget = TokenBudget(client.max_context, client.count_tokens, client.truncate_left)
-    requests = build_requests(load_dataset(stage, version, scenario), spec.adapter, stage.catalog.templates_dir,
-                              budget, pin.seed)
-    frame = pd.DataFrame([{
-        "model": model, "version": version, "scenario": scenario, "instance_id": r.instance_id,
-        "request_id": r.request_id, "kind": r.kind, "adapter_method": spec.adapter.method,
-        "template": spec.adapter.template_file, "prompt": r.prompt, "continuation": r.continuation,
-        "choice_index": r.choice_index, "is_null_context": r.is_null_context, "max_tokens": r.max_tokens,
-        "temperature": r.temperature, "stop": json.dumps(list(r.stop)), "num_train_instances": r.num_train_instances,
-        "truncated": r.truncated, "num_prompt_tokens": r.num_prompt_tokens,
-    } for r in requests])
+    requests = build_requests(
+        load_dataset(stage, version, scenario), spec.adapter, stage.catalog.templates_dir, budget, pin.seed
+    )
+    frame = pd.DataFrame(
+        [
+            {
+                "model": model,
+                "version": version,
+                "scenario": scenario,
+                "instance_id": r.instance_id,
+                "request_id": r.request_id,
+                "kind": r.kind,
+                "adapter_method": spec.adapter.method,
+                "template": spec.adapter.template_file,
+                "prompt": r.prompt,
+                "continuation": r.continuation,
+                "choice_index": r.choice_index,
+                "is_null_context": r.is_null_context,
+                "max_tokens": r.max_tokens,
+                "temperature": r.temperature,
+                "stop": json.dumps(list(r.stop)),
+                "num_train_instances": r.num_train_instances,
+                "truncated": r.truncated,
+                "num_prompt_tokens": r.num_prompt_tokens,
+            }
+            for r in requests
+        ]
+    )
     frame["choice_index"] = frame["choice_index"].astype("Int64")
     stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"prompts": frame})
-    return {"num_requests": len(frame), "num_distinct_requests": int(frame["request_id"].nunique()),
-            "num_truncated": int(frame["truncated"].sum()),
-            "num_fewer_shots": int((frame["num_train_instances"] < spec.adapter.max_train_instances).sum()),
-            "max_prompt_tokens": int(frame["num_prompt_tokens"].max())}
+    return {
+        "num_requests": len(frame),
+        "num_distinct_requests": int(frame["request_id"].nunique()),
+        "num_truncated": int(frame["truncated"].sum()),
+        "num_fewer_shots": int((frame["num_train_instances"] < spec.adapter.max_train_instances).sum()),
+        "max_prompt_tokens": int(frame["num_prompt_tokens"].max()),
+    }
 
 
 def load_requests(stage: Stage, version: str, scenario: str, model: str) -> list[Request]:
-    frame = stage.warehouse.df("SELECT * FROM prompts WHERE model = ? AND version = ? AND scenario = ? "
-                               "ORDER BY instance_id, request_id", [model, version, scenario])
+    frame = stage.warehouse.df(
+        "SELECT * FROM prompts WHERE model = ? AND version = ? AND scenario = ? ORDER BY instance_id, request_id",
+        [model, version, scenario],
+    )
     if frame.empty:
-        raise HolisticError(f"no prompts for {scenario!r}, model {model!r}, version {version!r}: "
-                            f"materialize [{scenario}, prompts] first")
-    return [Request(
-        request_id=r.request_id, instance_id=r.instance_id, kind=r.kind, prompt=r.prompt,
-        continuation=r.continuation, choice_index=None if pd.isna(r.choice_index) else int(r.choice_index),
-        is_null_context=bool(r.is_null_context), max_tokens=int(r.max_tokens), temperature=float(r.temperature),
-        stop=tuple(json.loads(r.stop)), num_train_instances=int(r.num_train_instances), truncated=bool(r.truncated),
-        num_prompt_tokens=int(r.num_prompt_tokens),
-    ) for r in frame.itertuples(index=False)]
+        raise HolisticError(
+            f"no prompts for {scenario!r}, model {model!r}, version {version!r}: "
+            f"materialize [{scenario}, prompts] first"
+        )
+    return [
+        Request(
+            request_id=r.request_id,
+            instance_id=r.instance_id,
+            kind=r.kind,
+            prompt=r.prompt,
+            continuation=r.continuation,
+            choice_index=None if pd.isna(r.choice_index) else int(r.choice_index),
+            is_null_context=bool(r.is_null_context),
+            max_tokens=int(r.max_tokens),
+            temperature=float(r.temperature),
+            stop=tuple(json.loads(r.stop)),
+            num_train_instances=int(r.num_train_instances),
+            truncated=bool(r.truncated),
+            num_prompt_tokens=int(r.num_prompt_tokens),
+        )
+        for r in frame.itertuples(index=False)
+    ]
 
 
 # --- completions --------------------------------------------------------------------------------------
@@ -125,39 +197,81 @@ def run_completions(stage: Stage, version: str, scenario: str, model: str) -> di
     advance = stage.progress(f"{model} on {scenario}", len(distinct)) if stage.progress else None
     completions = client.generate(generate, advance) + client.score(score, advance)
     info = client.describe()
-    decoding = {"method": spec.adapter.method, "max_tokens": spec.adapter.max_tokens,
-                "temperature": spec.adapter.temperature, "stop": list(spec.adapter.stop_sequences),
-                "max_train_instances": spec.adapter.max_train_instances}
+    decoding = {
+        "method": spec.adapter.method,
+        "max_tokens": spec.adapter.max_tokens,
+        "temperature": spec.adapter.temperature,
+        "stop": list(spec.adapter.stop_sequences),
+        "max_train_instances": spec.adapter.max_train_instances,
+    }
     provenance = {
-        "model": model, "backend": info["backend"], "model_path": info.get("model_path"),
-        "model_revision": info["model_revision"], "batch_size": info.get("batch_size"),
-        "max_context": info.get("max_context"), "decoding": json.dumps(decoding), "hardware": info.get("hardware"),
-        "library_versions": json.dumps(info.get("library_versions", {})), "dagster_run_id": stage.run_id or None,
+        "model": model,
+        "backend": info["backend"],
+        "model_path": info.get("model_path"),
+        "model_revision": info["model_revision"],
+        "batch_size": info.get("batch_size"),
+        "max_context": info.get("max_context"),
+        "decoding": json.dumps(decoding),
+        "hardware": info.get("hardware"),
+        "library_versions": json.dumps(info.get("library_versions", {})),
+        "dagster_run_id": stage.run_id or None,
     }
     provenance["provenance_id"] = sha256_json(provenance)[:16]
     provenance["created_at"] = datetime.now(timezone.utc).replace(tzinfo=None)
     stage.warehouse.upsert_provenance(provenance)
-    frame = pd.DataFrame([{
-        "model": model, "version": version, "scenario": scenario, "request_id": c.request_id, "text": c.text,
-        "tokens": json.dumps(list(c.tokens)), "logprobs": json.dumps(list(c.logprobs)), "logprob": c.logprob,
-        "num_prompt_tokens": c.num_prompt_tokens, "num_completion_tokens": c.num_completion_tokens,
-        "latency_s": c.latency_s, "finish_reason": c.finish_reason, "error": c.error,
-        "provenance_id": provenance["provenance_id"],
-    } for c in completions])
+    frame = pd.DataFrame(
+        [
+            {
+                "model": model,
+                "version": version,
+                "scenario": scenario,
+                "request_id": c.request_id,
+                "text": c.text,
+                "tokens": json.dumps(list(c.tokens)),
+                "logprobs": json.dumps(list(c.logprobs)),
+                "logprob": c.logprob,
+                "num_prompt_tokens": c.num_prompt_tokens,
+                "num_completion_tokens": c.num_completion_tokens,
+                "latency_s": c.latency_s,
+                "finish_reason": c.finish_reason,
+                "error": c.error,
+                "provenance_id": provenance["provenance_id"],
+            }
+            for c in completions
+        ]
+    )
     stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"completions": frame})
-    return {"num_completions": len(frame), "model_revision": info["model_revision"], "backend": info["backend"],
-            "total_latency_s": round(float(frame["latency_s"].sum()), 3),
-            "num_output_tokens": int(frame["num_completion_tokens"].sum())}
+    return {
+        "num_completions": len(frame),
+        "model_revision": info["model_revision"],
+        "backend": info["backend"],
+        "total_latency_s": round(float(frame["latency_s"].sum()), 3),
+        "num_output_tokens": int(frame["num_completion_tokens"].sum()),
+    }
 
 
 def load_completions(stage: Stage, version: str, scenario: str, model: str) -> dict[str, tuple[Completion, str]]:
-    frame = stage.warehouse.df("SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ?",
-                               [model, version, scenario])
-    return {r.request_id: (Completion(
-        request_id=r.request_id, text=r.text, tokens=tuple(json.loads(r.tokens)),
-        logprobs=tuple(json.loads(r.logprobs)), logprob=float(r.logprob), num_prompt_tokens=int(r.num_prompt_tokens),
-        num_completion_tokens=int(r.num_completion_tokens), latency_s=float(r.latency_s),
-        finish_reason=r.finish_reason, error=r.error), r.provenance_id) for r in frame.itertuples(index=False)}
+    frame = stage.warehouse.df(
+        "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
+    )
+    return {
+        r.request_id: (
+            Completion(
+                request_id=r.request_id,
+                text=r.text,
+                tokens=tuple(json.loads(r.tokens)),
+                logprobs=tuple(json.loads(r.logprobs)),
+                logprob=float(r.logprob),
+                num_prompt_tokens=int(r.num_prompt_tokens),
+                num_completion_tokens=int(r.num_completion_tokens),
+                latency_s=float(r.latency_s),
+                finish_reason=r.finish_reason,
+                error=r.error,
+            ),
+            r.provenance_id,
+        )
+        for r in frame.itertuples(index=False)
+    }
 
 
 # --- scores -------------------------------------------------------------------------------------------
@@ -168,17 +282,42 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
     loaded = load_completions(stage, version, scenario, model)
     missing = {r.request_id for r in requests} - set(loaded)
     if missing:
-        raise HolisticError(f"{len(missing)} request(s) of {scenario!r} for model {model!r} have no completion: "
-                            f"materialize [{scenario}, completions] first")
+        raise HolisticError(
+            f"{len(missing)} request(s) of {scenario!r} for model {model!r} have no completion: "
+            f"materialize [{scenario}, completions] first"
+        )
     completions = {rid: c for rid, (c, _) in loaded.items()}
     rows, aggregates = score_instances(spec.adapter.method, spec.metrics, instances, requests, completions)
     keys = {"model": model, "version": version, "scenario": scenario}
-    scores = pd.DataFrame([{**keys, "instance_id": s.instance_id, "metric": s.metric, "family": s.family,
-                            "value": s.value, "request_id": s.request_id, "prediction": s.prediction,
-                            "provenance_id": loaded[s.request_id][1]} for s in rows])
+    scores = pd.DataFrame(
+        [
+            {
+                **keys,
+                "instance_id": s.instance_id,
+                "metric": s.metric,
+                "family": s.family,
+                "value": s.value,
+                "request_id": s.request_id,
+                "prediction": s.prediction,
+                "provenance_id": loaded[s.request_id][1],
+            }
+            for s in rows
+        ]
+    )
     main_provenance = scores["provenance_id"].mode().iat[0]
-    metrics = pd.DataFrame([{**keys, "metric": m.metric, "family": m.family, "value": m.value, "count": m.count,
-                             "provenance_id": main_provenance} for m in aggregates])
+    metrics = pd.DataFrame(
+        [
+            {
+                **keys,
+                "metric": m.metric,
+                "family": m.family,
+                "value": m.value,
+                "count": m.count,
+                "provenance_id": main_provenance,
+            }
+            for m in aggregates
+        ]
+    )
     stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics})
     headline = {m.metric: round(m.value, 4) for m in aggregates if m.metric in (spec.metrics[0], "ece_10_bin")}
     return {"num_instances": len(instances), "num_scores": len(scores), **headline}

@@ -51,8 +51,11 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
         CheckSpec("score_counts_consistent", "One score per evaluated instance and metric.", False),
     ),
     "leaderboard": (
-        CheckSpec("leaderboard_complete", "Every model on the leaderboard has values for every scenario of the "
-                                          "suite version.", False),
+        CheckSpec(
+            "leaderboard_complete",
+            "Every model on the leaderboard has values for every scenario of the suite version.",
+            False,
+        ),
     ),
 }
 
@@ -82,7 +85,9 @@ def _validate(frame: pd.DataFrame, expectations: list) -> tuple[bool, dict[str, 
         if not r.success:
             found = r.result.get("partial_unexpected_list") or r.result.get("observed_value")
             details[r.expectation_config.type] = {
-                "unexpected_count": r.result.get("unexpected_count"), "examples": _jsonable(found)}
+                "unexpected_count": r.result.get("unexpected_count"),
+                "examples": _jsonable(found),
+            }
     return bool(result.success), details
 
 
@@ -92,8 +97,9 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
 
 
-def _outcome(stage: str, name: str, frame: pd.DataFrame, expectations: list,
-             *more: tuple[pd.DataFrame, list]) -> CheckOutcome:
+def _outcome(
+    stage: str, name: str, frame: pd.DataFrame, expectations: list, *more: tuple[pd.DataFrame, list]
+) -> CheckOutcome:
     """One check: expectations over a frame (and optionally over further frames, e.g. a subset)."""
     spec = next(c for c in STAGE_CHECKS[stage] if c.name == name)
     passed, details = True, {"rows_checked": len(frame)}
@@ -106,31 +112,57 @@ def _outcome(stage: str, name: str, frame: pd.DataFrame, expectations: list,
 def check_dataset(warehouse: Warehouse, version: str, scenario: str) -> list[CheckOutcome]:
     import great_expectations as gx
 
-    frame = warehouse.df("SELECT instance_id, split, num_correct_references FROM instances "
-                         "WHERE version = ? AND scenario = ?", [version, scenario])
+    frame = warehouse.df(
+        "SELECT instance_id, split, num_correct_references FROM instances WHERE version = ? AND scenario = ?",
+        [version, scenario],
+    )
     test = frame[frame["split"] == "test"]
     return [
         _outcome("dataset", "instances_nonempty", test, [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]),
-        _outcome("dataset", "instance_ids_unique", frame, [gx.expectations.ExpectColumnValuesToBeUnique(column="instance_id")]),
-        _outcome("dataset", "correct_reference_exists", test, [
-            gx.expectations.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)]),
+        _outcome(
+            "dataset",
+            "instance_ids_unique",
+            frame,
+            [gx.expectations.ExpectColumnValuesToBeUnique(column="instance_id")],
+        ),
+        _outcome(
+            "dataset",
+            "correct_reference_exists",
+            test,
+            [gx.expectations.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)],
+        ),
     ]
 
 
 def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
     import great_expectations as gx
 
-    frame = warehouse.df("SELECT instance_id, request_id, prompt FROM prompts WHERE model = ? AND version = ? "
-                         "AND scenario = ?", [model, version, scenario])
-    test_ids = warehouse.df("SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test'",
-                            [version, scenario])["instance_id"].tolist()
+    frame = warehouse.df(
+        "SELECT instance_id, request_id, prompt FROM prompts WHERE model = ? AND version = ? AND scenario = ?",
+        [model, version, scenario],
+    )
+    test_ids = warehouse.df(
+        "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test'", [version, scenario]
+    )["instance_id"].tolist()
     return [
-        _outcome("prompts", "prompts_cover_instances", frame, [
-            gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
-            gx.expectations.ExpectColumnDistinctValuesToEqualSet(column="instance_id", value_set=test_ids)]),
-        _outcome("prompts", "prompt_rows_unique", frame, [
-            gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "request_id"]),
-            gx.expectations.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=1)]),
+        _outcome(
+            "prompts",
+            "prompts_cover_instances",
+            frame,
+            [
+                gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
+                gx.expectations.ExpectColumnDistinctValuesToEqualSet(column="instance_id", value_set=test_ids),
+            ],
+        ),
+        _outcome(
+            "prompts",
+            "prompt_rows_unique",
+            frame,
+            [
+                gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "request_id"]),
+                gx.expectations.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=1),
+            ],
+        ),
     ]
 
 
@@ -138,50 +170,94 @@ def check_completions(warehouse: Warehouse, version: str, scenario: str, model: 
     import great_expectations as gx
 
     keys = [model, version, scenario]
-    frame = warehouse.df("SELECT request_id, logprob, error FROM completions WHERE model = ? AND version = ? "
-                         "AND scenario = ?", keys)
-    requested = warehouse.df("SELECT DISTINCT request_id FROM prompts WHERE model = ? AND version = ? "
-                             "AND scenario = ?", keys)["request_id"].tolist()
+    frame = warehouse.df(
+        "SELECT request_id, logprob, error FROM completions WHERE model = ? AND version = ? AND scenario = ?", keys
+    )
+    requested = warehouse.df(
+        "SELECT DISTINCT request_id FROM prompts WHERE model = ? AND version = ? AND scenario = ?", keys
+    )["request_id"].tolist()
     return [
-        _outcome("completions", "one_completion_per_request", frame, [
-            gx.expectations.ExpectColumnValuesToBeUnique(column="request_id"),
-            gx.expectations.ExpectTableRowCountToEqual(value=len(requested)),
-            gx.expectations.ExpectColumnValuesToBeInSet(column="request_id", value_set=requested)]),
-        _outcome("completions", "completions_valid", frame, [
-            gx.expectations.ExpectColumnValuesToBeInSet(column="error", value_set=[""]),
-            gx.expectations.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0)]),
+        _outcome(
+            "completions",
+            "one_completion_per_request",
+            frame,
+            [
+                gx.expectations.ExpectColumnValuesToBeUnique(column="request_id"),
+                gx.expectations.ExpectTableRowCountToEqual(value=len(requested)),
+                gx.expectations.ExpectColumnValuesToBeInSet(column="request_id", value_set=requested),
+            ],
+        ),
+        _outcome(
+            "completions",
+            "completions_valid",
+            frame,
+            [
+                gx.expectations.ExpectColumnValuesToBeInSet(column="error", value_set=[""]),
+                gx.expectations.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0),
+            ],
+        ),
     ]
 
 
-def check_scores(warehouse: Warehouse, version: str, scenario: str, model: str,
-                 metrics_per_instance: int) -> list[CheckOutcome]:
+def check_scores(
+    warehouse: Warehouse, version: str, scenario: str, model: str, metrics_per_instance: int
+) -> list[CheckOutcome]:
     import great_expectations as gx
 
-    frame = warehouse.df("SELECT instance_id, metric, family, value FROM instance_scores WHERE model = ? "
-                         "AND version = ? AND scenario = ?", [model, version, scenario])
-    num_test = int(warehouse.df("SELECT count(*) AS n FROM instances WHERE version = ? AND scenario = ? "
-                                "AND split = 'test'", [version, scenario])["n"].iat[0])
+    frame = warehouse.df(
+        "SELECT instance_id, metric, family, value FROM instance_scores WHERE model = ? "
+        "AND version = ? AND scenario = ?",
+        [model, version, scenario],
+    )
+    num_test = int(
+        warehouse.df(
+            "SELECT count(*) AS n FROM instances WHERE version = ? AND scenario = ? AND split = 'test'",
+            [version, scenario],
+        )["n"].iat[0]
+    )
     bounded = frame[frame["family"].isin(["accuracy", "calibration"])]
     return [
-        _outcome("scores", "scores_in_range", frame, [
-            gx.expectations.ExpectColumnValuesToNotBeNull(column="value"),
-            gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0)],
-            (bounded, [gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0, max_value=1.0)])),
-        _outcome("scores", "score_counts_consistent", frame, [
-            gx.expectations.ExpectTableRowCountToEqual(value=num_test * metrics_per_instance),
-            gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "metric"])]),
+        _outcome(
+            "scores",
+            "scores_in_range",
+            frame,
+            [
+                gx.expectations.ExpectColumnValuesToNotBeNull(column="value"),
+                gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0),
+            ],
+            (bounded, [gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0, max_value=1.0)]),
+        ),
+        _outcome(
+            "scores",
+            "score_counts_consistent",
+            frame,
+            [
+                gx.expectations.ExpectTableRowCountToEqual(value=num_test * metrics_per_instance),
+                gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "metric"]),
+            ],
+        ),
     ]
 
 
 def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) -> list[CheckOutcome]:
     import great_expectations as gx
 
-    frame = warehouse.df("SELECT model, scenario, count(value) AS num_values FROM scenario_metrics "
-                         "WHERE version = ? GROUP BY ALL", [version])
+    frame = warehouse.df(
+        "SELECT model, scenario, count(value) AS num_values FROM scenario_metrics WHERE version = ? GROUP BY ALL",
+        [version],
+    )
     models = sorted(frame["model"].unique())
     grid = pd.DataFrame([(m, s) for m in models for s in scenarios], columns=["model", "scenario"])
     grid = grid.merge(frame, on=["model", "scenario"], how="left").fillna({"num_values": 0})
     grid["cell"] = grid["model"] + " / " + grid["scenario"]
-    return [_outcome("leaderboard", "leaderboard_complete", grid, [
-        gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
-        gx.expectations.ExpectColumnValuesToBeBetween(column="num_values", min_value=1)])]
+    return [
+        _outcome(
+            "leaderboard",
+            "leaderboard_complete",
+            grid,
+            [
+                gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
+                gx.expectations.ExpectColumnValuesToBeBetween(column="num_values", min_value=1),
+            ],
+        )
+    ]

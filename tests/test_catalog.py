@@ -28,9 +28,13 @@ def scratch(tmp_path) -> Catalog:
 
 
 def test_a_new_scenario_over_an_existing_format_needs_only_yaml(scratch, tmp_path, monkeypatch):
-    write(tmp_path / "data" / "mini" / "qa.jsonl", '{"q": "Capital of France?", "a": "Paris"}\n'
-                                                   '{"q": "Capital of Italy?", "a": "Rome"}\n')
-    write(scratch.root / "scenarios" / "mini_qa.yaml", """
+    write(
+        tmp_path / "data" / "mini" / "qa.jsonl",
+        '{"q": "Capital of France?", "a": "Paris"}\n{"q": "Capital of Italy?", "a": "Rome"}\n',
+    )
+    write(
+        scratch.root / "scenarios" / "mini_qa.yaml",
+        """
 name: mini_qa
 description: A two-question test scenario.
 source: {dir: mini, revision: test}
@@ -39,13 +43,16 @@ splits: {test: qa.jsonl}
 instance: {input: "{{ q }}", target: "{{ a }}"}
 adapter: {method: generation, max_tokens: 3}
 metrics: [exact_match]
-""")
+""",
+    )
     monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
     from holistic_dagster.scenarios import load_instances
 
     instances = load_instances(scratch.scenario("mini_qa"))
-    assert [(i.input, i.references[0].output) for i in instances] == [("Capital of France?", "Paris"),
-                                                                       ("Capital of Italy?", "Rome")]
+    assert [(i.input, i.references[0].output) for i in instances] == [
+        ("Capital of France?", "Paris"),
+        ("Capital of Italy?", "Rome"),
+    ]
 
 
 def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
@@ -66,8 +73,11 @@ def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
 def test_a_misspelt_key_names_the_file_and_the_key(scratch):
     path = scratch.root / "suites" / "v1.yaml"
     path.write_text(path.read_text().replace("max_eval_instances: 40", "max_eval_instance: 40", 1))
-    with pytest.raises(CatalogError, match=r"v1.yaml: scenarios\.boolq\.max_eval_instances: Field required; "
-                                           r"scenarios\.boolq\.max_eval_instance: Extra inputs are not permitted"):
+    with pytest.raises(
+        CatalogError,
+        match=r"v1.yaml: scenarios\.boolq\.max_eval_instances: Field required; "
+        r"scenarios\.boolq\.max_eval_instance: Extra inputs are not permitted",
+    ):
         scratch.suite("v1")
 
 
@@ -79,7 +89,9 @@ def test_a_missing_template_is_named(scratch):
 
 def test_model_names_must_be_slugs(tmp_path):
     path = write(tmp_path / "models.yaml", "models:\n  'My Model|1': {backend: transformers, path: x}\n")
-    with pytest.raises(CatalogError, match=r"models.yaml: name: Value error, model name 'My Model\|1' must be a lower-case slug"):
+    with pytest.raises(
+        CatalogError, match=r"models.yaml: name: Value error, model name 'My Model\|1' must be a lower-case slug"
+    ):
         load_models(path)
     path = write(tmp_path / "models.yaml", "models:\n  m: {backend: tgi, path: x}\n")
     with pytest.raises(CatalogError, match=r"models.yaml: backend: Input should be 'transformers'"):

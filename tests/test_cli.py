@@ -11,12 +11,15 @@ HOLISTIC = str(Path(sys.executable).with_name("holistic"))
 
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([HOLISTIC, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200", **env})
+    return subprocess.run(
+        [HOLISTIC, *args], capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200", **env}
+    )
 
 
 def test_query_prints_rows(suite_run):
-    out = run("query", "SELECT count(*) AS n FROM lineage WHERE model = 'demo-llama-tuned'", "--db", str(suite_run["path"]))
+    out = run(
+        "query", "SELECT count(*) AS n FROM lineage WHERE model = 'demo-llama-tuned'", "--db", str(suite_run["path"])
+    )
     assert out.returncode == 0, out.stderr
     expected = suite_run["wh"].df("SELECT count(*) FROM instance_scores WHERE model = 'demo-llama-tuned'").iat[0, 0]
     assert str(expected) in out.stdout and "1 row(s)" in out.stdout

@@ -85,8 +85,10 @@ class Adapter:
         s = self.spec
         variables = {
             "instructions": string_template(s.instructions).render(subset=instance.subset.replace("_", " ")),
-            "input_prefix": s.input_prefix, "input_suffix": s.input_suffix,
-            "output_prefix": s.output_prefix, "output_suffix": s.output_suffix,
+            "input_prefix": s.input_prefix,
+            "input_suffix": s.input_suffix,
+            "output_prefix": s.output_prefix,
+            "output_suffix": s.output_suffix,
             "train": [_example(t, s.method) for t in train],
             "instance": {"input": instance.input, "choices": _choices(instance)},
         }
@@ -111,28 +113,60 @@ class Adapter:
         # separate methods: one scoring request per choice (plus the null-context ones when calibrated)
         longest = max(self.budget.count_tokens(" " + r.output) for r in instance.references)
         prompt, k, truncated = self._fit(instance, train, reserve=longest)
-        out = [self._request(instance, "score", prompt, " " + r.output, k, truncated, choice=i)
-               for i, r in enumerate(instance.references)]
+        out = [
+            self._request(instance, "score", prompt, " " + r.output, k, truncated, choice=i)
+            for i, r in enumerate(instance.references)
+        ]
         if s.method == "multiple_choice_separate_calibrated":
-            out += [self._request(instance, "score", NULL_PROMPT, " " + r.output, 0, False, choice=i, null=True)
-                    for i, r in enumerate(instance.references)]
+            out += [
+                self._request(instance, "score", NULL_PROMPT, " " + r.output, 0, False, choice=i, null=True)
+                for i, r in enumerate(instance.references)
+            ]
         return out
 
-    def _request(self, instance: Instance, kind: str, prompt: str, continuation: str, k: int, truncated: bool,
-                 *, max_tokens: int = 0, choice: int | None = None, null: bool = False) -> Request:
+    def _request(
+        self,
+        instance: Instance,
+        kind: str,
+        prompt: str,
+        continuation: str,
+        k: int,
+        truncated: bool,
+        *,
+        max_tokens: int = 0,
+        choice: int | None = None,
+        null: bool = False,
+    ) -> Request:
         stop = tuple(self.spec.stop_sequences) if kind == "generate" else ()
         temperature = self.spec.temperature if kind == "generate" else 0.0
-        rid = request_id(kind=kind, prompt=prompt, continuation=continuation, max_tokens=max_tokens,
-                         temperature=temperature, stop=stop)
+        rid = request_id(
+            kind=kind,
+            prompt=prompt,
+            continuation=continuation,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+        )
         return Request(
-            request_id=rid, instance_id=instance.instance_id, kind=kind, prompt=prompt, continuation=continuation,
-            choice_index=choice, is_null_context=null, max_tokens=max_tokens, temperature=temperature, stop=stop,
-            num_train_instances=k, truncated=truncated, num_prompt_tokens=self.budget.count_tokens(prompt),
+            request_id=rid,
+            instance_id=instance.instance_id,
+            kind=kind,
+            prompt=prompt,
+            continuation=continuation,
+            choice_index=choice,
+            is_null_context=null,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            num_train_instances=k,
+            truncated=truncated,
+            num_prompt_tokens=self.budget.count_tokens(prompt),
         )
 
 
-def build_requests(instances: list[Instance], spec: AdapterSpec, templates_dir: Path, budget: TokenBudget,
-                   seed: int) -> list[Request]:
+def build_requests(
+    instances: list[Instance], spec: AdapterSpec, templates_dir: Path, budget: TokenBudget, seed: int
+) -> list[Request]:
     """Requests for every test instance; few-shot examples come from the train pool of the same subset and
     are the same for every instance of that subset (one shared prefix)."""
     adapter = Adapter(spec, templates_dir, budget)

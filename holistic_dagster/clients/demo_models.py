@@ -43,14 +43,25 @@ def _tokenizer(directory: Path, corpus: list[str]):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    english = ("The following are multiple choice questions with answers about science, history, law, medicine "
-               "and mathematics. Question: Answer: Passage: Is the Which of these is true? yes no A B C D Q: A: "
-               "the number of people who in on for of and to with is was are were how many what where when")
-    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    english = (
+        "The following are multiple choice questions with answers about science, history, law, medicine "
+        "and mathematics. Question: Answer: Passage: Is the Which of these is true? yes no A B C D Q: A: "
+        "the number of people who in on for of and to with is was are were how many what where when"
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=1024,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(corpus + [english] * 20, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                   pad_token="<|endoftext|>", model_max_length=CONTEXT)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        model_max_length=CONTEXT,
+    )
     fast.save_pretrained(directory)
     return fast
 
@@ -63,21 +74,46 @@ def _build(name: str, directory: Path) -> None:
     corpus = _training_text(SEED)
     tok = _tokenizer(directory, corpus)
     if name == "gpt2-untrained":
-        config = GPT2Config(vocab_size=len(tok), n_positions=CONTEXT, n_embd=64, n_layer=2, n_head=2,
-                            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        config = GPT2Config(
+            vocab_size=len(tok),
+            n_positions=CONTEXT,
+            n_embd=64,
+            n_layer=2,
+            n_head=2,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
         model = GPT2LMHeadModel(config)
         recipe = {"trained": False}
     else:
-        config = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=CONTEXT,
-                             tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                             pad_token_id=tok.pad_token_id)
+        config = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=CONTEXT,
+            tie_word_embeddings=True,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
         model = LlamaForCausalLM(config)
         recipe = _train(model, tok, corpus)
     model.save_pretrained(directory)
-    (directory / "demo_model.json").write_text(json.dumps(
-        {"name": name, "build_version": BUILD_VERSION, "seed": SEED, "note": "demo model: untrained or barely trained, not a real language model", **recipe},
-        indent=2))
+    (directory / "demo_model.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "build_version": BUILD_VERSION,
+                "seed": SEED,
+                "note": "demo model: untrained or barely trained, not a real language model",
+                **recipe,
+            },
+            indent=2,
+        )
+    )
 
 
 def _train(model, tok, corpus: list[str], steps: int = 300, batch: int = 16, blocks_per_seq: int = 4) -> dict:
@@ -101,9 +137,14 @@ def _train(model, tok, corpus: list[str], steps: int = 300, batch: int = 16, blo
         optimizer.zero_grad()
         loss_value = float(loss.detach())
     model.eval()
-    return {"trained": True, "steps": steps, "batch": batch, "final_loss": round(loss_value, 4),
-            "train_seconds": round(time.perf_counter() - started, 1),
-            "training_data": "synthetic_reasoning train split, generator seed 1234"}
+    return {
+        "trained": True,
+        "steps": steps,
+        "batch": batch,
+        "final_loss": round(loss_value, 4),
+        "train_seconds": round(time.perf_counter() - started, 1),
+        "training_data": "synthetic_reasoning train split, generator seed 1234",
+    }
 
 
 def ensure_demo_model(name: str, root: Path) -> Path:

@@ -45,14 +45,18 @@ class TransformersClient:
             path = str(ensure_demo_model(path.removeprefix("demo:"), settings.home_dir() / "demo_models"))
         self.path = path
         local = Path(path).is_dir()
-        self.device = torch.device("cuda" if spec.device == "auto" and torch.cuda.is_available() else
-                                   ("cpu" if spec.device == "auto" else spec.device))
+        self.device = torch.device(
+            "cuda"
+            if spec.device == "auto" and torch.cuda.is_available()
+            else ("cpu" if spec.device == "auto" else spec.device)
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(path, revision=spec.revision)
         self.model = AutoModelForCausalLM.from_pretrained(path, revision=spec.revision).to(self.device).eval()
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         window = getattr(self.model.config, "max_position_embeddings", None) or getattr(
-            self.model.config, "n_positions", 2048)
+            self.model.config, "n_positions", 2048
+        )
         self.max_context = spec.max_context or int(window)
         self.revision = spec.revision or (_revision(Path(path)) if local else "unpinned")
 
@@ -71,7 +75,9 @@ class TransformersClient:
             "model_revision": self.revision,
             "batch_size": self.spec.batch_size,
             "max_context": self.max_context,
-            "hardware": torch.cuda.get_device_name(0) if self.device.type == "cuda" else f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)",
+            "hardware": torch.cuda.get_device_name(0)
+            if self.device.type == "cuda"
+            else f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)",
             "library_versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         }
 
@@ -83,7 +89,7 @@ class TransformersClient:
         order = sorted(requests, key=lambda r: -r.num_prompt_tokens)
         self.tokenizer.padding_side = "left"
         for start in range(0, len(order), self.spec.batch_size):
-            batch = order[start:start + self.spec.batch_size]
+            batch = order[start : start + self.spec.batch_size]
             groups: dict[tuple, list[Request]] = {}
             for r in batch:
                 groups.setdefault((r.max_tokens, r.temperature, r.stop), []).append(r)
@@ -93,21 +99,35 @@ class TransformersClient:
                 progress(len(batch))
         return [results[r.request_id] for r in requests]
 
-    def _generate_group(self, group: list[Request], max_tokens: int, temperature: float,
-                        stop: tuple[str, ...]) -> dict[str, Completion]:
+    def _generate_group(
+        self, group: list[Request], max_tokens: int, temperature: float, stop: tuple[str, ...]
+    ) -> dict[str, Completion]:
         budget = self.max_context - max_tokens
-        enc = self.tokenizer([r.prompt for r in group], return_tensors="pt", padding=True,
-                             add_special_tokens=False, truncation=True, max_length=max(budget, 1))
+        enc = self.tokenizer(
+            [r.prompt for r in group],
+            return_tensors="pt",
+            padding=True,
+            add_special_tokens=False,
+            truncation=True,
+            max_length=max(budget, 1),
+        )
         enc = {k: v.to(self.device) for k, v in enc.items()}
         started = time.perf_counter()
         out = self.model.generate(
-            **enc, max_new_tokens=max_tokens, do_sample=temperature > 0,
-            temperature=temperature if temperature > 0 else None, top_p=None, top_k=None,
-            output_scores=True, return_dict_in_generate=True, pad_token_id=self.tokenizer.pad_token_id,
-            stop_strings=list(stop) or None, tokenizer=self.tokenizer if stop else None,
+            **enc,
+            max_new_tokens=max_tokens,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=None,
+            top_k=None,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=self.tokenizer.pad_token_id,
+            stop_strings=list(stop) or None,
+            tokenizer=self.tokenizer if stop else None,
         )
         elapsed = time.perf_counter() - started
-        new_ids = out.sequences[:, enc["input_ids"].shape[1]:]
+        new_ids = out.sequences[:, enc["input_ids"].shape[1] :]
         scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
         done: dict[str, Completion] = {}
         for row, request in enumerate(group):
@@ -126,10 +146,15 @@ class TransformersClient:
                 lps.append(float(scores[row, pos]))
                 text = piece
             done[request.request_id] = Completion(
-                request_id=request.request_id, text=text,
-                tokens=tuple(self.tokenizer.convert_ids_to_tokens(ids)), logprobs=tuple(lps), logprob=sum(lps),
-                num_prompt_tokens=int(enc["attention_mask"][row].sum()), num_completion_tokens=len(ids),
-                latency_s=elapsed / len(group), finish_reason=finish,
+                request_id=request.request_id,
+                text=text,
+                tokens=tuple(self.tokenizer.convert_ids_to_tokens(ids)),
+                logprobs=tuple(lps),
+                logprob=sum(lps),
+                num_prompt_tokens=int(enc["attention_mask"][row].sum()),
+                num_completion_tokens=len(ids),
+                latency_s=elapsed / len(group),
+                finish_reason=finish,
             )
         return done
 
@@ -141,14 +166,14 @@ class TransformersClient:
         results: dict[int, Completion] = {}
         pad = self.tokenizer.pad_token_id
         for start in range(0, len(order), self.spec.batch_size):
-            idx = order[start:start + self.spec.batch_size]
+            idx = order[start : start + self.spec.batch_size]
             width = max(len(encoded[i][0]) for i in idx)
             input_ids = torch.full((len(idx), width), pad, dtype=torch.long)
             mask = torch.zeros((len(idx), width), dtype=torch.long)
             for row, i in enumerate(idx):
                 ids = encoded[i][0]
-                input_ids[row, :len(ids)] = torch.tensor(ids)
-                mask[row, :len(ids)] = 1
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                mask[row, : len(ids)] = 1
             started = time.perf_counter()
             base = getattr(self.model, self.model.base_model_prefix)
             hidden = base(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
@@ -166,14 +191,19 @@ class TransformersClient:
             offset = 0
             for row, i in enumerate(idx):
                 ids, n_cont = encoded[i]
-                lps = token_lps[offset:offset + n_cont]
+                lps = token_lps[offset : offset + n_cont]
                 offset += n_cont
-                cont_ids = ids[len(ids) - n_cont:]
+                cont_ids = ids[len(ids) - n_cont :]
                 results[i] = Completion(
-                    request_id=requests[i].request_id, text=requests[i].continuation,
-                    tokens=tuple(self.tokenizer.convert_ids_to_tokens(cont_ids)), logprobs=tuple(lps),
-                    logprob=float(sum(lps)), num_prompt_tokens=len(ids) - n_cont, num_completion_tokens=0,
-                    latency_s=elapsed / len(idx), finish_reason="scored",
+                    request_id=requests[i].request_id,
+                    text=requests[i].continuation,
+                    tokens=tuple(self.tokenizer.convert_ids_to_tokens(cont_ids)),
+                    logprobs=tuple(lps),
+                    logprob=float(sum(lps)),
+                    num_prompt_tokens=len(ids) - n_cont,
+                    num_completion_tokens=0,
+                    latency_s=elapsed / len(idx),
+                    finish_reason="scored",
                 )
             if progress:
                 progress(len(idx))
@@ -184,12 +214,14 @@ class TransformersClient:
         continuation. Whitespace at the end of the prompt moves to the continuation (as lm-eval does)."""
         context, continuation = request.prompt, request.continuation
         stripped = context.rstrip()
-        continuation = context[len(stripped):] + continuation
+        continuation = context[len(stripped) :] + continuation
         ctx = self.tokenizer(stripped, add_special_tokens=False)["input_ids"]
         cont = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
         if not ctx:
-            ctx = [self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id]
-        ids = (ctx + cont)[-self.max_context:]
+            ctx = [
+                self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id
+            ]
+        ids = (ctx + cont)[-self.max_context :]
         return ids, min(len(cont), len(ids) - 1)
 
 

@@ -32,16 +32,22 @@ with warnings.catch_warnings():  # beta, but the documented way to map model x v
 
 
 def _check_specs(key: list[str], stage: str) -> list[AssetCheckSpec]:
-    return [AssetCheckSpec(c.name, asset=AssetKey(key), description=c.description, blocking=c.blocking)
-            for c in quality.STAGE_CHECKS[stage]]
+    return [
+        AssetCheckSpec(c.name, asset=AssetKey(key), description=c.description, blocking=c.blocking)
+        for c in quality.STAGE_CHECKS[stage]
+    ]
 
 
 def _results(outcomes: list[quality.CheckOutcome], stage: str) -> Iterator[AssetCheckResult]:
     blocking = {c.name: c.blocking for c in quality.STAGE_CHECKS[stage]}
     for o in outcomes:
-        yield AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
-                               severity=AssetCheckSeverity.ERROR if blocking[o.name] else AssetCheckSeverity.WARN,
-                               metadata={"details": MetadataValue.json(o.details)})
+        yield AssetCheckResult(
+            check_name=o.name,
+            passed=o.passed,
+            description=o.description,
+            severity=AssetCheckSeverity.ERROR if blocking[o.name] else AssetCheckSeverity.WARN,
+            metadata={"details": MetadataValue.json(o.details)},
+        )
 
 
 def _keys(context: AssetExecutionContext) -> tuple[str, str]:
@@ -51,8 +57,9 @@ def _keys(context: AssetExecutionContext) -> tuple[str, str]:
     return dims["model"], dims["version"]
 
 
-def _model_stage(context: AssetExecutionContext, holistic: HolisticResource, scenario: str, stage_name: str,
-                 compute, check) -> Iterator:
+def _model_stage(
+    context: AssetExecutionContext, holistic: HolisticResource, scenario: str, stage_name: str, compute, check
+) -> Iterator:
     """A model x version stage: compute it, then report its quality checks on what was stored."""
     model, version = _keys(context)
     stage = holistic.stage(context.run.run_id)
@@ -73,60 +80,92 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     code_version = _code_version(catalog, scenario)
     common = {"group_name": scenario, "code_version": code_version, "kinds": {"duckdb"}}
 
-    @asset(key=[scenario, "dataset"], partitions_def=version_partitions,
-           check_specs=_check_specs([scenario, "dataset"], "dataset"),
-           description=f"{spec.description} The suite version's sample of instances, with references and the "
-                       f"checksum of every source file.", **common)
+    @asset(
+        key=[scenario, "dataset"],
+        partitions_def=version_partitions,
+        check_specs=_check_specs([scenario, "dataset"], "dataset"),
+        description=f"{spec.description} The suite version's sample of instances, with references and the "
+        f"checksum of every source file.",
+        **common,
+    )
     def dataset(context: AssetExecutionContext, holistic: HolisticResource):
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
         summary = pipeline.build_dataset(stage, version, scenario)
-        yield MaterializeResult(metadata={
-            "num_test_instances": summary["num_test"], "num_train_instances": summary["num_train"],
-            "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"]))})
+        yield MaterializeResult(
+            metadata={
+                "num_test_instances": summary["num_test"],
+                "num_train_instances": summary["num_train"],
+                "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"])),
+            }
+        )
         yield from _results(quality.check_dataset(stage.warehouse, version, scenario), "dataset")
 
-    @asset(key=[scenario, "prompts"], partitions_def=model_version_partitions,
-           deps=[AssetDep(AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
-           check_specs=_check_specs([scenario, "prompts"], "prompts"),
-           description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context "
-                       f"window.", **common)
+    @asset(
+        key=[scenario, "prompts"],
+        partitions_def=model_version_partitions,
+        deps=[AssetDep(AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
+        check_specs=_check_specs([scenario, "prompts"], "prompts"),
+        description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context window.",
+        **common,
+    )
     def prompts(context: AssetExecutionContext, holistic: HolisticResource):
         yield from _model_stage(context, holistic, scenario, "prompts", pipeline.build_prompts, quality.check_prompts)
 
-    @asset(key=[scenario, "completions"], partitions_def=model_version_partitions,
-           deps=[AssetKey([scenario, "prompts"])],
-           check_specs=_check_specs([scenario, "completions"], "completions"),
-           description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
-           **common)
+    @asset(
+        key=[scenario, "completions"],
+        partitions_def=model_version_partitions,
+        deps=[AssetKey([scenario, "prompts"])],
+        check_specs=_check_specs([scenario, "completions"], "completions"),
+        description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
+        **common,
+    )
     def completions(context: AssetExecutionContext, holistic: HolisticResource):
-        yield from _model_stage(context, holistic, scenario, "completions", pipeline.run_completions,
-                                quality.check_completions)
+        yield from _model_stage(
+            context, holistic, scenario, "completions", pipeline.run_completions, quality.check_completions
+        )
 
-    @asset(key=[scenario, "scores"], partitions_def=model_version_partitions,
-           deps=[AssetKey([scenario, "completions"])], check_specs=_check_specs([scenario, "scores"], "scores"),
-           description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
-           **common)
+    @asset(
+        key=[scenario, "scores"],
+        partitions_def=model_version_partitions,
+        deps=[AssetKey([scenario, "completions"])],
+        check_specs=_check_specs([scenario, "scores"], "scores"),
+        description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
+        **common,
+    )
     def scores(context: AssetExecutionContext, holistic: HolisticResource):
         per_instance = metrics_per_instance(spec.metrics)
-        yield from _model_stage(context, holistic, scenario, "scores", pipeline.compute_scores,
-                                lambda *keys: quality.check_scores(*keys, metrics_per_instance=per_instance))
+        yield from _model_stage(
+            context,
+            holistic,
+            scenario,
+            "scores",
+            pipeline.compute_scores,
+            lambda *keys: quality.check_scores(*keys, metrics_per_instance=per_instance),
+        )
 
     return [dataset, prompts, completions, scores]
 
 
 def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
-    @asset(key=["leaderboard"], partitions_def=version_partitions, group_name="summary", kinds={"duckdb"},
-           deps=[AssetDep(AssetKey([s, "scores"]), partition_mapping=BY_VERSION) for s in scenarios],
-           check_specs=_check_specs(["leaderboard"], "leaderboard"))
+    @asset(
+        key=["leaderboard"],
+        partitions_def=version_partitions,
+        group_name="summary",
+        kinds={"duckdb"},
+        deps=[AssetDep(AssetKey([s, "scores"]), partition_mapping=BY_VERSION) for s in scenarios],
+        check_specs=_check_specs(["leaderboard"], "leaderboard"),
+    )
     def leaderboard(context: AssetExecutionContext, holistic: HolisticResource):
         """Models x scenarios for one suite version, one table per metric family (never blended).
         Read from DuckDB directly: cross-model summaries do not go through an IO manager."""
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
         frame = pipeline.leaderboard(stage.warehouse, version)
-        metadata = {"num_models": int(frame["model"].nunique()) if len(frame) else 0,
-                    "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0}
+        metadata = {
+            "num_models": int(frame["model"].nunique()) if len(frame) else 0,
+            "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0,
+        }
         for family, part in frame.groupby("family"):
             table = part.pivot_table(index="model", columns=["scenario", "metric"], values="value")
             table.columns = [f"{s} {m}" for s, m in table.columns]

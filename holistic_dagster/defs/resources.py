@@ -22,15 +22,21 @@ class HolisticResource(ConfigurableResource):
     def stage(self, run_id: str) -> Stage:
         from pathlib import Path
 
-        return Stage(warehouse=Warehouse(self.warehouse_path), catalog=Catalog(Path(self.catalog_dir)),
-                     models_file=Path(self.models_file), run_id=run_id,
-                     progress=_tqdm_progress if self.show_progress else None)
+        return Stage(
+            warehouse=Warehouse(self.warehouse_path),
+            catalog=Catalog(Path(self.catalog_dir)),
+            models_file=Path(self.models_file),
+            run_id=run_id,
+            progress=_tqdm_progress if self.show_progress else None,
+        )
 
 
 def _tqdm_progress(description: str, total: int):
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=description, unit="req", file=sys.stderr, leave=False, disable=None)  # off without a TTY
+    bar = tqdm(
+        total=total, desc=description, unit="req", file=sys.stderr, leave=False, disable=None
+    )  # off without a TTY
 
     def advance(n: int) -> None:
         bar.update(n)

@@ -17,10 +17,15 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 class RunFailed(HolisticError):
     def __init__(self, label: str, result: ExecuteInProcessResult):
-        failures = [f"{e.step_key}: {_root_cause(e.step_failure_data.error)}" for e in result.all_events
-                    if e.is_step_failure and e.step_failure_data and e.step_failure_data.error]
+        failures = [
+            f"{e.step_key}: {_root_cause(e.step_failure_data.error)}"
+            for e in result.all_events
+            if e.is_step_failure and e.step_failure_data and e.step_failure_data.error
+        ]
         self.result = result
-        super().__init__(f"{label} failed (Dagster run {result.run_id}):\n" + "\n".join(failures or ["see the Dagster UI"]))
+        super().__init__(
+            f"{label} failed (Dagster run {result.run_id}):\n" + "\n".join(failures or ["see the Dagster UI"])
+        )
 
 
 def _root_cause(error) -> str:
@@ -43,8 +48,13 @@ def register_partitions(instance: DagsterInstance, models: Sequence[str], versio
             instance.add_dynamic_partitions(partitions.name, new)
 
 
-def evaluate_suite(defs: Definitions, instance: DagsterInstance, version: str, models: Sequence[str],
-                   announce: Callable[[str], None] = lambda _: None) -> list[SuiteRun]:
+def evaluate_suite(
+    defs: Definitions,
+    instance: DagsterInstance,
+    version: str,
+    models: Sequence[str],
+    announce: Callable[[str], None] = lambda _: None,
+) -> list[SuiteRun]:
     """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job`; raises RunFailed on the first failure."""
     register_partitions(instance, models, [version])
     steps = [("datasets", version, f"datasets for {version}")]
@@ -53,8 +63,9 @@ def evaluate_suite(defs: Definitions, instance: DagsterInstance, version: str, m
     runs = []
     for job, key, label in steps:
         announce(label)
-        result = defs.resolve_job_def(job).execute_in_process(partition_key=key, instance=instance,
-                                                               run_config=QUIET_LOGS, raise_on_error=False)
+        result = defs.resolve_job_def(job).execute_in_process(
+            partition_key=key, instance=instance, run_config=QUIET_LOGS, raise_on_error=False
+        )
         if not result.success:
             raise RunFailed(label, result)
         runs.append(SuiteRun(label, result))

@@ -27,8 +27,9 @@ def _softmax_prob(scores: list[float], index: int) -> float:
     return weights[index] / sum(weights)
 
 
-def predict(method: str, instance: Instance, requests: Sequence[Request],
-            completions: Mapping[str, Completion]) -> tuple[str, float, Request]:
+def predict(
+    method: str, instance: Instance, requests: Sequence[Request], completions: Mapping[str, Completion]
+) -> tuple[str, float, Request]:
     """(prediction text, the model's probability for it, the request that carries it)."""
     if method in ("generation", "multiple_choice_joint"):
         (request,) = requests
@@ -37,7 +38,7 @@ def predict(method: str, instance: Instance, requests: Sequence[Request],
         if method == "generation":
             return completion.text, prob, request
         letter = completion.text.strip()
-        labels = CHOICE_LABELS[:len(instance.references)]
+        labels = CHOICE_LABELS[: len(instance.references)]
         if len(letter) == 1 and letter in labels:  # map the letter back to its choice, as HELM does
             return instance.references[labels.index(letter)].output, prob, request
         return completion.text, prob, request
@@ -50,9 +51,13 @@ def predict(method: str, instance: Instance, requests: Sequence[Request],
     return instance.references[best].output, _softmax_prob(scores, best), choices[best]
 
 
-def score_instances(method: str, metric_names: Sequence[str], instances: Sequence[Instance],
-                    requests: Sequence[Request], completions: Mapping[str, Completion],
-                    ) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
+def score_instances(
+    method: str,
+    metric_names: Sequence[str],
+    instances: Sequence[Instance],
+    requests: Sequence[Request],
+    completions: Mapping[str, Completion],
+) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
     metrics = [get_reference_metric(n) for n in metric_names]
     by_instance: dict[str, list[Request]] = defaultdict(list)
     for r in requests:
@@ -71,9 +76,11 @@ def score_instances(method: str, metric_names: Sequence[str], instances: Sequenc
         correct.append(values[metrics[0].name])
         rows.append(InstanceScore(inst.instance_id, "max_prob", "calibration", prob, carrier.request_id, pred))
         done = [completions[r.request_id] for r in reqs]
-        eff = {"runtime_s": sum(c.latency_s for c in done),
-               "num_prompt_tokens": float(sum(c.num_prompt_tokens for c in done)),
-               "num_output_tokens": float(sum(c.num_completion_tokens for c in done))}
+        eff = {
+            "runtime_s": sum(c.latency_s for c in done),
+            "num_prompt_tokens": float(sum(c.num_prompt_tokens for c in done)),
+            "num_output_tokens": float(sum(c.num_completion_tokens for c in done)),
+        }
         runtime += eff["runtime_s"]
         prompt_tokens += eff["num_prompt_tokens"]
         output_tokens += eff["num_output_tokens"]
@@ -82,8 +89,14 @@ def score_instances(method: str, metric_names: Sequence[str], instances: Sequenc
     return rows, aggregate(rows, probs, correct, len(requests), runtime, prompt_tokens + output_tokens)
 
 
-def aggregate(rows: Sequence[InstanceScore], probs: list[float], correct: list[float], num_requests: int,
-              runtime: float, tokens: float) -> list[ScenarioMetric]:
+def aggregate(
+    rows: Sequence[InstanceScore],
+    probs: list[float],
+    correct: list[float],
+    num_requests: int,
+    runtime: float,
+    tokens: float,
+) -> list[ScenarioMetric]:
     """Scenario-level values: means of instance scores, calibration over all instances, throughput."""
     grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
     for row in rows:

@@ -18,8 +18,9 @@ def load_instances(spec: ScenarioSpec) -> list[Instance]:
     """Every instance the scenario's source holds (all subsets, all splits)."""
     if spec.generator is not None:
         if spec.generator.name not in GENERATORS:
-            raise CatalogError(f"scenario {spec.name!r}: unknown generator {spec.generator.name!r} "
-                               f"(known: {', '.join(GENERATORS)})")
+            raise CatalogError(
+                f"scenario {spec.name!r}: unknown generator {spec.generator.name!r} (known: {', '.join(GENERATORS)})"
+            )
         instances = GENERATORS[spec.generator.name](**spec.generator.params)
         return [i for i in instances if i.subset in spec.subsets] if spec.subsets != ("",) else instances
     return load_file_instances(spec, source_dir(spec))
@@ -31,8 +32,11 @@ def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Ins
     seen: dict[str, Instance] = {}
     for inst in instances:
         if inst.instance_id in seen:
-            raise DataFormatError(inst.source.uri, inst.record,
-                                  f"duplicate instance id {inst.instance_id!r} (also {seen[inst.instance_id].record})")
+            raise DataFormatError(
+                inst.source.uri,
+                inst.record,
+                f"duplicate instance id {inst.instance_id!r} (also {seen[inst.instance_id].record})",
+            )
         seen[inst.instance_id] = inst
     by_subset: dict[str, dict[str, list[Instance]]] = defaultdict(lambda: defaultdict(list))
     for inst in instances:

@@ -47,7 +47,9 @@ def read_csv(path: Path, spec: CsvSpec) -> Iterator[tuple[str, dict[str, str]]]:
                 if not row:
                     continue
                 if len(row) != len(names):
-                    raise DataFormatError(path, f"row {n}", f"expected {len(names)} fields ({', '.join(names)}), found {len(row)}")
+                    raise DataFormatError(
+                        path, f"row {n}", f"expected {len(names)} fields ({', '.join(names)}), found {len(row)}"
+                    )
                 yield f"row {n}", dict(zip(names, row))
         except csv.Error as e:
             raise DataFormatError(path, f"line {reader.line_num}", f"malformed CSV: {e}") from None
@@ -73,15 +75,18 @@ def _evaluate(kind: str, source: str, record: dict[str, Any], path: Path, where:
             return string_template(source).render(**record)
         return expression(source)(**record)
     except jinja2.UndefinedError as e:
-        raise DataFormatError(path, where, f"{kind} `{source}`: {e.message} (record fields: {', '.join(record)})") from None
+        raise DataFormatError(
+            path, where, f"{kind} `{source}`: {e.message} (record fields: {', '.join(record)})"
+        ) from None
     except jinja2.TemplateError as e:
         raise DataFormatError(path, where, f"{kind} `{source}` is not valid Jinja2: {e}") from None
     except Exception as e:  # an expression failing on this record's values (e.g. 'ABCD'.index('E'))
         raise DataFormatError(path, where, f"{kind} `{source}` failed: {type(e).__name__}: {e}") from None
 
 
-def record_to_instance(spec: ScenarioSpec, record: dict[str, Any], *, path: Path, where: str, split: str,
-                       subset: str, source: SourceFile) -> Instance:
+def record_to_instance(
+    spec: ScenarioSpec, record: dict[str, Any], *, path: Path, where: str, split: str, subset: str, source: SourceFile
+) -> Instance:
     m = spec.instance
     assert m is not None
     text = _evaluate("input", m.input, record, path, where, template=True).strip()
@@ -95,7 +100,9 @@ def record_to_instance(spec: ScenarioSpec, record: dict[str, Any], *, path: Path
             raise DataFormatError(path, where, f"{len(choices)} choices; at most {len(CHOICE_LABELS)} are supported")
         answer = _evaluate("answer_index", m.answer_index or "", record, path, where, template=False)
         if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(choices):
-            raise DataFormatError(path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}")
+            raise DataFormatError(
+                path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
+            )
         references = tuple(Reference(str(c).strip(), i == answer) for i, c in enumerate(choices))
     else:
         target = _evaluate("target", m.target or "", record, path, where, template=True).strip()
@@ -108,8 +115,14 @@ def record_to_instance(spec: ScenarioSpec, record: dict[str, Any], *, path: Path
     else:
         instance_id = "/".join(p for p in (subset, split, number) if p)
     return Instance(
-        instance_id=instance_id, split=split, input=text, references=references, source=source,
-        record=where, subset=subset, is_multiple_choice=m.choices is not None,
+        instance_id=instance_id,
+        split=split,
+        input=text,
+        references=references,
+        source=source,
+        record=where,
+        subset=subset,
+        is_multiple_choice=m.choices is not None,
     )
 
 
@@ -121,10 +134,12 @@ def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
             path = root / pattern.format(subset=subset)
             if not path.exists():
                 raise DataFormatError(path, None, f"file not found (scenario {spec.name!r}, split {split!r})")
-            source = SourceFile(uri=str(path), sha256=sha256_file(path), revision=spec.source.revision,
-                                num_bytes=path.stat().st_size)
+            source = SourceFile(
+                uri=str(path), sha256=sha256_file(path), revision=spec.source.revision, num_bytes=path.stat().st_size
+            )
             records = read_csv(path, spec.csv) if spec.format == "csv" else read_jsonl(path)
             for where, record in records:
-                instances.append(record_to_instance(spec, record, path=path, where=where, split=split,
-                                                    subset=subset, source=source))
+                instances.append(
+                    record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
+                )
     return instances

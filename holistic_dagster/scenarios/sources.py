@@ -30,8 +30,9 @@ def source_dir(spec: ScenarioSpec) -> Path:
     marker = cache / ".complete"
     if marker.exists():
         return cache / (spec.source.download.archive_dir if spec.source.download else "")
-    hint = (f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/`"
-            + (f" (looked in {', '.join(looked)})" if looked else ""))
+    hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/`" + (
+        f" (looked in {', '.join(looked)})" if looked else ""
+    )
     if spec.source.download is None:
         raise DataUnavailableError(f"scenario {spec.name!r}: no local copy of its data; {hint}")
     if not settings.allow_download():

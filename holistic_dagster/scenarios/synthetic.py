@@ -80,8 +80,9 @@ MODES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
 }
 
 
-def synthetic_reasoning(*, seed: int = 0, num_train: int = 200, num_test: int = 200,
-                        modes: tuple[str, ...] = tuple(MODES)) -> list[Instance]:
+def synthetic_reasoning(
+    *, seed: int = 0, num_train: int = 200, num_test: int = 200, modes: tuple[str, ...] = tuple(MODES)
+) -> list[Instance]:
     unknown = set(modes) - set(MODES)
     if unknown:
         raise CatalogError(f"synthetic_reasoning: unknown mode(s) {sorted(unknown)}; known: {sorted(MODES)}")
@@ -92,11 +93,19 @@ def synthetic_reasoning(*, seed: int = 0, num_train: int = 200, num_test: int = 
             for i in range(count):
                 rows.append((mode, split, i, *MODES[mode](rng)))
     params = {"seed": seed, "num_train": num_train, "num_test": num_test, "modes": ",".join(modes)}
-    source = SourceFile(uri=f"generator://synthetic_reasoning?{urlencode(params)}",
-                        sha256=sha256_json(rows), revision=GENERATOR_VERSION)
+    source = SourceFile(
+        uri=f"generator://synthetic_reasoning?{urlencode(params)}", sha256=sha256_json(rows), revision=GENERATOR_VERSION
+    )
     return [
-        Instance(instance_id=f"{mode}/{split}/{i}", split=split, input=text, references=(Reference(target, True),),
-                 source=source, record=f"#{i}", subset=mode)
+        Instance(
+            instance_id=f"{mode}/{split}/{i}",
+            split=split,
+            input=text,
+            references=(Reference(target, True),),
+            source=source,
+            record=f"#{i}",
+            subset=mode,
+        )
         for mode, split, i, text, target in rows
     ]
 

@@ -62,8 +62,10 @@ class Warehouse:
                     columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
                     where = [k for k in keys if k in columns]
                     if where:
-                        con.execute(f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
-                                    [keys[k] for k in where])
+                        con.execute(
+                            f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
+                            [keys[k] for k in where],
+                        )
                     if len(frame):
                         con.register("incoming", frame)
                         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
@@ -75,8 +77,12 @@ class Warehouse:
 
     def upsert_provenance(self, row: Mapping[str, Any]) -> None:
         with self.connect() as con:
-            con.execute("INSERT OR REPLACE INTO provenance BY NAME SELECT * FROM (SELECT " +
-                        ", ".join(f"? AS {k}" for k in row) + ")", list(row.values()))
+            con.execute(
+                "INSERT OR REPLACE INTO provenance BY NAME SELECT * FROM (SELECT "
+                + ", ".join(f"? AS {k}" for k in row)
+                + ")",
+                list(row.values()),
+            )
 
     def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
         """A query on a read-only connection."""
@@ -92,7 +98,8 @@ class Warehouse:
                 if "read-only" in str(e).lower() or "read only" in str(e).lower():
                     raise ReadOnlyError(
                         "holistic query opens the warehouse read-only: statements that write "
-                        f"(INSERT, UPDATE, DELETE, CREATE, DROP, ...) are refused. ({e})") from None
+                        f"(INSERT, UPDATE, DELETE, CREATE, DROP, ...) are refused. ({e})"
+                    ) from None
                 raise
             columns = [d[0] for d in cursor.description or []]
             return columns, cursor.fetchall()

@@ -11,8 +11,9 @@ from holistic_dagster.records import Instance, Reference, SourceFile
 from tests.conftest import write
 
 SRC = SourceFile("test://", "0", "test")
-WORDS = TokenBudget(max_context=10_000, count_tokens=lambda t: len(t.split()),
-                    truncate_left=lambda t, n: " ".join(t.split()[-n:]))
+WORDS = TokenBudget(
+    max_context=10_000, count_tokens=lambda t: len(t.split()), truncate_left=lambda t, n: " ".join(t.split()[-n:])
+)
 
 
 def qa(iid: str, question: str, answer: str, split: str = "test", subset: str = "") -> Instance:
@@ -25,13 +26,20 @@ def mc(iid: str, question: str, choices: list[str], correct: int, split: str = "
 
 
 def test_generation_prompt_layout(catalog):
-    spec = AdapterSpec(method="generation", instructions="Answer briefly.", input_prefix="Q: ", output_prefix="A: ",
-                       max_train_instances=2, max_tokens=5)
+    spec = AdapterSpec(
+        method="generation",
+        instructions="Answer briefly.",
+        input_prefix="Q: ",
+        output_prefix="A: ",
+        max_train_instances=2,
+        max_tokens=5,
+    )
     instances = [qa("t1", "1+1?", "2", "train"), qa("t2", "2+2?", "4", "train"), qa("e1", "3+3?", "6")]
     (request,) = build_requests(instances, spec, catalog.templates_dir, WORDS, seed=0)
     shots = select_few_shot([i for i in instances if i.split == "train"], 2, 0)
-    expected = "Answer briefly.\n\n" + "".join(f"Q: {s.input}\nA: {s.references[0].output}\n\n" for s in shots) \
-        + "Q: 3+3?\nA:"
+    expected = (
+        "Answer briefly.\n\n" + "".join(f"Q: {s.input}\nA: {s.references[0].output}\n\n" for s in shots) + "Q: 3+3?\nA:"
+    )
     assert request.prompt == expected
     assert (request.kind, request.max_tokens, request.stop, request.num_train_instances) == ("generate", 5, ("\n",), 2)
 
@@ -40,8 +48,9 @@ def test_multiple_choice_joint_lists_lettered_choices_and_answers_with_the_lette
     spec = AdapterSpec(method="multiple_choice_joint", input_prefix="Question: ", max_train_instances=1)
     instances = [mc("t1", "Sky colour?", ["red", "blue"], 1, "train"), mc("e1", "Grass colour?", ["green", "pink"], 0)]
     (request,) = build_requests(instances, spec, catalog.templates_dir, WORDS, seed=0)
-    assert request.prompt == ("Question: Sky colour?\nA. red\nB. blue\nAnswer: B\n\n"
-                              "Question: Grass colour?\nA. green\nB. pink\nAnswer:")
+    assert request.prompt == (
+        "Question: Sky colour?\nA. red\nB. blue\nAnswer: B\n\nQuestion: Grass colour?\nA. green\nB. pink\nAnswer:"
+    )
     assert request.max_tokens == 1
 
 
@@ -49,23 +58,34 @@ def test_separate_calibrated_scores_each_choice_after_the_prompt_and_after_the_n
     spec = AdapterSpec(method="multiple_choice_separate_calibrated", output_prefix="Answer:")
     requests = build_requests([mc("e1", "Grass colour?", ["green", "pink"], 0)], spec, catalog.templates_dir, WORDS, 0)
     assert [(r.prompt, r.continuation, r.choice_index, r.is_null_context) for r in requests] == [
-        ("Grass colour?\nAnswer:", " green", 0, False), ("Grass colour?\nAnswer:", " pink", 1, False),
-        (NULL_PROMPT, " green", 0, True), (NULL_PROMPT, " pink", 1, True)]
+        ("Grass colour?\nAnswer:", " green", 0, False),
+        ("Grass colour?\nAnswer:", " pink", 1, False),
+        (NULL_PROMPT, " green", 0, True),
+        (NULL_PROMPT, " pink", 1, True),
+    ]
     assert all(r.kind == "score" for r in requests)
-    original = build_requests([mc("e1", "Grass colour?", ["green", "pink"], 0)],
-                              spec.model_copy(update={"method": "multiple_choice_separate_original"}),
-                              catalog.templates_dir, WORDS, 0)
+    original = build_requests(
+        [mc("e1", "Grass colour?", ["green", "pink"], 0)],
+        spec.model_copy(update={"method": "multiple_choice_separate_original"}),
+        catalog.templates_dir,
+        WORDS,
+        0,
+    )
     assert len(original) == 2 and not any(r.is_null_context for r in original)
 
 
 def test_dataset_text_is_never_template_source(catalog):
     spec = AdapterSpec(method="generation")
-    (request,) = build_requests([qa("e1", "What is {{ 7 * 6 }} and {% raw %}?", "x")], spec, catalog.templates_dir, WORDS, 0)
+    (request,) = build_requests(
+        [qa("e1", "What is {{ 7 * 6 }} and {% raw %}?", "x")], spec, catalog.templates_dir, WORDS, 0
+    )
     assert request.prompt == "What is {{ 7 * 6 }} and {% raw %}?\nAnswer:"
 
 
 def test_few_shot_selection_is_seeded_and_label_balanced():
-    pool = [qa(f"y{i}", f"q{i}", "Yes", "train") for i in range(8)] + [qa(f"n{i}", f"p{i}", "No", "train") for i in range(2)]
+    pool = [qa(f"y{i}", f"q{i}", "Yes", "train") for i in range(8)] + [
+        qa(f"n{i}", f"p{i}", "No", "train") for i in range(2)
+    ]
     chosen = select_few_shot(pool, 4, seed=1)
     assert select_few_shot(pool, 4, seed=1) == chosen
     assert sorted(c.references[0].output for c in chosen) == ["No", "No", "Yes", "Yes"]
@@ -75,8 +95,11 @@ def test_few_shot_selection_is_seeded_and_label_balanced():
 
 def test_few_shot_examples_come_from_the_same_subset(catalog):
     spec = AdapterSpec(method="generation", max_train_instances=1)
-    instances = [qa("a/t", "alpha train", "1", "train", "a"), qa("b/t", "beta train", "2", "train", "b"),
-                 qa("a/e", "alpha test", "3", "test", "a")]
+    instances = [
+        qa("a/t", "alpha train", "1", "train", "a"),
+        qa("b/t", "beta train", "2", "train", "b"),
+        qa("a/e", "alpha test", "3", "test", "a"),
+    ]
     (request,) = build_requests(instances, spec, catalog.templates_dir, WORDS, 0)
     assert "alpha train" in request.prompt and "beta train" not in request.prompt
 

@@ -10,16 +10,22 @@ from holistic_dagster.records import Request
 
 
 def _score_request(prompt: str, continuation: str) -> Request:
-    return Request(request_id=request_id(kind="score", prompt=prompt, continuation=continuation, max_tokens=0,
-                                         temperature=0.0, stop=()),
-                   instance_id="i", kind="score", prompt=prompt, continuation=continuation)
+    return Request(
+        request_id=request_id(
+            kind="score", prompt=prompt, continuation=continuation, max_tokens=0, temperature=0.0, stop=()
+        ),
+        instance_id="i",
+        kind="score",
+        prompt=prompt,
+        continuation=continuation,
+    )
 
 
 def _naive_logprob(client, prompt: str, continuation: str) -> float:
     """Full forward pass over the whole sequence, log-softmax everywhere, sum the continuation's tokens."""
     tok = client.tokenizer
     ctx = tok(prompt.rstrip(), add_special_tokens=False)["input_ids"]
-    cont = tok(prompt[len(prompt.rstrip()):] + continuation, add_special_tokens=False)["input_ids"]
+    cont = tok(prompt[len(prompt.rstrip()) :] + continuation, add_special_tokens=False)["input_ids"]
     ids = torch.tensor([ctx + cont])
     with torch.no_grad():
         logprobs = torch.log_softmax(client.model(ids).logits[0].float(), dim=-1)
@@ -29,8 +35,12 @@ def _naive_logprob(client, prompt: str, continuation: str) -> float:
 @pytest.mark.parametrize("client_name", ["untrained_client", "tuned_client"])
 def test_scoring_equals_the_naive_computation_in_any_batch(client_name, request):
     client = request.getfixturevalue(client_name)
-    pairs = [("Question: Grass colour?\nAnswer:", " green"), ("Question: Grass colour?\nAnswer:", " a pale pink"),
-             ("Rule: A + B\nSubstitute: A = cat, B = dog\nAnswer:", " cat + dog"), ("Answer:", " green")]
+    pairs = [
+        ("Question: Grass colour?\nAnswer:", " green"),
+        ("Question: Grass colour?\nAnswer:", " a pale pink"),
+        ("Rule: A + B\nSubstitute: A = cat, B = dog\nAnswer:", " cat + dog"),
+        ("Answer:", " green"),
+    ]
     together = client.score([_score_request(p, c) for p, c in pairs])
     for (prompt, continuation), result in zip(pairs, together):
         alone = client.score([_score_request(prompt, continuation)])[0]
@@ -60,10 +70,22 @@ def test_greedy_generation_matches_a_manual_argmax_loop(untrained_client):
 
 
 def test_generation_stops_at_the_stop_sequence_and_is_batch_invariant(tuned_client):
-    prompts = ["Apply the rules.\n\nRule: A + B\nSubstitute: A = cat, B = dog\nAnswer:",
-               "Apply the rules.\n\nExpression: moon * moon - fish\nWhich rule produced it?\nAnswer:"]
-    reqs = [Request(request_id=f"g{i}", instance_id="i", kind="generate", prompt=p, max_tokens=12, stop=("\n",),
-                    num_prompt_tokens=tuned_client.count_tokens(p)) for i, p in enumerate(prompts)]
+    prompts = [
+        "Apply the rules.\n\nRule: A + B\nSubstitute: A = cat, B = dog\nAnswer:",
+        "Apply the rules.\n\nExpression: moon * moon - fish\nWhich rule produced it?\nAnswer:",
+    ]
+    reqs = [
+        Request(
+            request_id=f"g{i}",
+            instance_id="i",
+            kind="generate",
+            prompt=p,
+            max_tokens=12,
+            stop=("\n",),
+            num_prompt_tokens=tuned_client.count_tokens(p),
+        )
+        for i, p in enumerate(prompts)
+    ]
     batch = tuned_client.generate(reqs)
     for req, completion in zip(reqs, batch):
         assert "\n" not in completion.text and completion.text.strip()

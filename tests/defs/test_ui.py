@@ -40,18 +40,29 @@ def dagster_dev(suite_run, dagster_home, tmp_path_factory):
     env = {**os.environ, "HOLISTIC_WAREHOUSE": str(suite_run["path"]), "DAGSTER_HOME": str(dagster_home)}
     dagster = str(Path(sys.executable).with_name("dagster"))
     with log.open("w") as out:
-        proc = subprocess.Popen([dagster, "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", "127.0.0.1",
-                                 "-p", str(port)], cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [dagster, "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while True:
             try:
-                data = _graphql(port, "{ workspaceOrError { ... on Workspace { locationEntries { name "
-                                      "locationOrLoadError { __typename } } } } }")
+                data = _graphql(
+                    port,
+                    "{ workspaceOrError { ... on Workspace { locationEntries { name "
+                    "locationOrLoadError { __typename } } } } }",
+                )
                 entries = data["workspaceOrError"]["locationEntries"]
-                if entries and entries[0]["locationOrLoadError"] and \
-                        entries[0]["locationOrLoadError"]["__typename"] == "RepositoryLocation":
+                if (
+                    entries
+                    and entries[0]["locationOrLoadError"]
+                    and entries[0]["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+                ):
                     break
             except (OSError, AssertionError):
                 pass
@@ -74,9 +85,12 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
     for scenario in ("synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"):
         assert {f"{scenario}/{stage}" for stage in ("dataset", "prompts", "completions", "scores")} <= keys
     assert "leaderboard" in keys and all(n["isPartitioned"] for n in nodes)
-    node = _graphql(port, """{ assetNodeOrError(assetKey: {path: ["mmlu", "completions"]}) { ... on AssetNode {
+    node = _graphql(
+        port,
+        """{ assetNodeOrError(assetKey: {path: ["mmlu", "completions"]}) { ... on AssetNode {
         partitionKeysByDimension { name partitionKeys }
-        assetChecksOrError { ... on AssetChecks { checks { name blocking } } } } } }""")["assetNodeOrError"]
+        assetChecksOrError { ... on AssetChecks { checks { name blocking } } } } } }""",
+    )["assetNodeOrError"]
     dims = {d["name"]: set(d["partitionKeys"]) for d in node["partitionKeysByDimension"]}
     assert dims == {"model": {"demo-gpt2-untrained", "demo-llama-tuned"}, "version": {"v1"}}
     checks = {c["name"]: c["blocking"] for c in node["assetChecksOrError"]["checks"]}
@@ -85,25 +99,40 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
 
 def test_the_demo_runs_are_shown_with_their_materializations(dagster_dev):
     port, _ = dagster_dev
-    data = _graphql(port, """{ assetOrError(assetKey: {path: ["mmlu", "scores"]}) { ... on Asset {
-        assetMaterializations(limit: 10) { partition runId } } } }""")
+    data = _graphql(
+        port,
+        """{ assetOrError(assetKey: {path: ["mmlu", "scores"]}) { ... on Asset {
+        assetMaterializations(limit: 10) { partition runId } } } }""",
+    )
     partitions = {m["partition"] for m in data["assetOrError"]["assetMaterializations"]}
     assert {"demo-gpt2-untrained|v1", "demo-llama-tuned|v1"} <= partitions
 
 
 def test_a_run_launched_from_the_ui_succeeds(dagster_dev):
     port, location = dagster_dev
-    launched = _graphql(port, """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
-        __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""", {"params": {
-        "selector": {"repositoryLocationName": location, "repositoryName": "__repository__",
-                     "jobName": "leaderboard_job"},
-        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "v1"}]}}})["launchRun"]
+    launched = _graphql(
+        port,
+        """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
+        __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+        {
+            "params": {
+                "selector": {
+                    "repositoryLocationName": location,
+                    "repositoryName": "__repository__",
+                    "jobName": "leaderboard_job",
+                },
+                "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "v1"}]},
+            }
+        },
+    )["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     run_id = launched["run"]["runId"]
     deadline = time.monotonic() + 180
     status = None
     while time.monotonic() < deadline:
-        status = _graphql(port, '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id)["runOrError"]["status"]
+        status = _graphql(port, '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id)["runOrError"][
+            "status"
+        ]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             break
         time.sleep(1)

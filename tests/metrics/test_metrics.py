@@ -8,10 +8,20 @@ import pytest
 
 from holistic_dagster.metrics import get_reference_metric
 from holistic_dagster.metrics.accuracy import (
-    exact_match, f1_score, final_number, final_number_exact_match, normalize_text, prefix_exact_match,
-    quasi_exact_match)
+    exact_match,
+    f1_score,
+    final_number,
+    final_number_exact_match,
+    normalize_text,
+    prefix_exact_match,
+    quasi_exact_match,
+)
 from holistic_dagster.metrics.calibration import (
-    calibration_metrics, expected_calibration_error, selective_accuracy, selective_coverage_accuracy_area)
+    calibration_metrics,
+    expected_calibration_error,
+    selective_accuracy,
+    selective_coverage_accuracy_area,
+)
 from holistic_dagster.metrics.scoring import metrics_per_instance, predict, score_instances
 from holistic_dagster.records import Completion, Request
 from tests.adaptation.test_adaptation import mc, qa
@@ -21,18 +31,25 @@ def test_normalize_text_follows_helm():
     assert normalize_text("  The Cat's  hat, an Apple!  ") == "cats hat apple"
 
 
-@pytest.mark.parametrize("fn, gold, pred, expected", [
-    (exact_match, "Yes", " Yes\n", 1.0), (exact_match, "Yes", "yes", 0.0), (exact_match, "Yes", "", 0.0),
-    (quasi_exact_match, "The Cat!", "cat", 1.0), (quasi_exact_match, "cat", "cats", 0.0),
-    (quasi_exact_match, "", "", 0.0),  # HELM: an empty prediction never matches
-    (prefix_exact_match, "Yes", " Yes, Elmendorf", 1.0), (prefix_exact_match, "Yes", "No, Yes", 0.0),
-    (f1_score, "the quick brown fox", "quick fox jumps", 2 / 3),  # P = R = 2/3
-    (f1_score, "brown fox", "fox fox fox", 2 / 3),  # sets: P = 1, R = 1/2
-    (f1_score, "a an the", "a", 0.0),  # empty after normalisation
-    (final_number_exact_match, "#### 1,234", "so 1234 eggs", 1.0),
-    (final_number_exact_match, "The answer is 18.", "18.5 dollars", 0.0),
-    (final_number_exact_match, "18", "no number", 0.0),
-])
+@pytest.mark.parametrize(
+    "fn, gold, pred, expected",
+    [
+        (exact_match, "Yes", " Yes\n", 1.0),
+        (exact_match, "Yes", "yes", 0.0),
+        (exact_match, "Yes", "", 0.0),
+        (quasi_exact_match, "The Cat!", "cat", 1.0),
+        (quasi_exact_match, "cat", "cats", 0.0),
+        (quasi_exact_match, "", "", 0.0),  # HELM: an empty prediction never matches
+        (prefix_exact_match, "Yes", " Yes, Elmendorf", 1.0),
+        (prefix_exact_match, "Yes", "No, Yes", 0.0),
+        (f1_score, "the quick brown fox", "quick fox jumps", 2 / 3),  # P = R = 2/3
+        (f1_score, "brown fox", "fox fox fox", 2 / 3),  # sets: P = 1, R = 1/2
+        (f1_score, "a an the", "a", 0.0),  # empty after normalisation
+        (final_number_exact_match, "#### 1,234", "so 1234 eggs", 1.0),
+        (final_number_exact_match, "The answer is 18.", "18.5 dollars", 0.0),
+        (final_number_exact_match, "18", "no number", 0.0),
+    ],
+)
 def test_reference_metrics(fn, gold, pred, expected):
     assert fn(gold, pred) == pytest.approx(expected)
 
@@ -72,8 +89,9 @@ def _req(rid, iid, kind="score", choice=None, null=False):
 def test_joint_prediction_maps_the_letter_back_to_its_choice():
     inst = mc("e", "q", ["red", "blue", "green"], 1)
     req = _req("r", "e", "generate")
-    pred, prob, carrier = predict("multiple_choice_joint", inst, [req],
-                                  {"r": Completion("r", " B", ("B",), (-0.5,), -0.5)})
+    pred, prob, carrier = predict(
+        "multiple_choice_joint", inst, [req], {"r": Completion("r", " B", ("B",), (-0.5,), -0.5)}
+    )
     assert (pred, carrier) == ("blue", req) and prob == pytest.approx(math.exp(-0.5))
     pred, _, _ = predict("multiple_choice_joint", inst, [req], {"r": Completion("r", " Z", ("Z",), (-0.1,), -0.1)})
     assert pred == " Z"  # not a choice letter: scored as is, so it matches nothing
@@ -81,7 +99,9 @@ def test_joint_prediction_maps_the_letter_back_to_its_choice():
 
 def test_separate_original_and_calibrated_predictions():
     inst = mc("e", "q", ["a", "b", "c"], 0)
-    reqs = [_req(f"c{i}", "e", choice=i) for i in range(3)] + [_req(f"n{i}", "e", choice=i, null=True) for i in range(3)]
+    reqs = [_req(f"c{i}", "e", choice=i) for i in range(3)] + [
+        _req(f"n{i}", "e", choice=i, null=True) for i in range(3)
+    ]
     lps = {"c0": -3.0, "c1": -1.0, "c2": -2.0, "n0": -4.0, "n1": -0.5, "n2": -2.5}
     completions = {k: Completion(k, "", logprob=v) for k, v in lps.items()}
     pred, prob, carrier = predict("multiple_choice_separate_original", inst, reqs[:3], completions)
@@ -96,8 +116,10 @@ def test_separate_original_and_calibrated_predictions():
 def test_score_instances_rows_and_aggregates():
     instances = [qa("e1", "q1", "Paris"), qa("e2", "q2", "4")]
     reqs = [_req("r1", "e1", "generate"), _req("r2", "e2", "generate")]
-    completions = {"r1": Completion("r1", " Paris", ("Paris",), (-0.1,), -0.1, 10, 1, 0.5),
-                   "r2": Completion("r2", " 5", ("5",), (-2.0,), -2.0, 12, 1, 1.5)}
+    completions = {
+        "r1": Completion("r1", " Paris", ("Paris",), (-0.1,), -0.1, 10, 1, 0.5),
+        "r2": Completion("r2", " 5", ("5",), (-2.0,), -2.0, 12, 1, 1.5),
+    }
     rows, aggregates = score_instances("generation", ["exact_match", "f1_score"], instances, reqs, completions)
     assert len(rows) == 2 * metrics_per_instance(["exact_match", "f1_score"])
     values = {(r.instance_id, r.metric): r.value for r in rows}

@@ -71,9 +71,17 @@ def test_a_failed_download_says_what_failed_and_what_to_set(scratch_catalog, ups
     monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
     monkeypatch.delenv("HOLISTIC_OFFLINE")
     spec = scratch_catalog.scenario("mmlu")
-    broken = spec.model_copy(update={"source": spec.source.model_copy(update={
-        "download": spec.source.download.model_copy(update={"url": upstream[0] + "/missing.tar"})})})
-    with pytest.raises(DataUnavailableError, match=r"download of http://127.0.0.1:\d+/missing.tar failed "
-                                                   r"\(HTTP Error 404.*set HOLISTIC_DATA_DIR"):
+    broken = spec.model_copy(
+        update={
+            "source": spec.source.model_copy(
+                update={"download": spec.source.download.model_copy(update={"url": upstream[0] + "/missing.tar"})}
+            )
+        }
+    )
+    with pytest.raises(
+        DataUnavailableError,
+        match=r"download of http://127.0.0.1:\d+/missing.tar failed "
+        r"\(HTTP Error 404.*set HOLISTIC_DATA_DIR",
+    ):
         load_instances(broken)
     assert not (tmp_path / "home" / "downloads" / "mmlu").exists()

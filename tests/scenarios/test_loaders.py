@@ -105,20 +105,37 @@ def _with_data(catalog, name, tmp_path, monkeypatch, files: dict[str, str]):
 
 
 def test_csv_row_with_missing_field(catalog, tmp_path, monkeypatch):
-    spec = _with_data(catalog, "mmlu", tmp_path, monkeypatch, {
-        "mmlu/dev/anatomy_dev.csv": "q1,a,b,c,d,A\n",
-        "mmlu/test/anatomy_test.csv": 'q1,a,b,c,d,A\n"q2, with comma",a,b,c,B\n'})
+    spec = _with_data(
+        catalog,
+        "mmlu",
+        tmp_path,
+        monkeypatch,
+        {
+            "mmlu/dev/anatomy_dev.csv": "q1,a,b,c,d,A\n",
+            "mmlu/test/anatomy_test.csv": 'q1,a,b,c,d,A\n"q2, with comma",a,b,c,B\n',
+        },
+    )
     with pytest.raises(DataFormatError) as e:
         load_instances(spec.model_copy(update={"subsets": ("anatomy",)}))
-    assert str(e.value) == (f"{tmp_path}/mmlu/test/anatomy_test.csv, record row 2: expected 6 fields "
-                            "(question, A, B, C, D, answer), found 5")
+    assert str(e.value) == (
+        f"{tmp_path}/mmlu/test/anatomy_test.csv, record row 2: expected 6 fields "
+        "(question, A, B, C, D, answer), found 5"
+    )
 
 
 def test_csv_answer_that_is_not_a_choice_letter(catalog, tmp_path, monkeypatch):
-    spec = _with_data(catalog, "mmlu", tmp_path, monkeypatch, {
-        "mmlu/dev/anatomy_dev.csv": "q1,a,b,c,d,A\n", "mmlu/test/anatomy_test.csv": "q1,a,b,c,d,E\n"})
-    with pytest.raises(DataFormatError, match=r"anatomy_test.csv, record row 1: answer_index .* failed: "
-                                              r"ValueError: substring not found"):
+    spec = _with_data(
+        catalog,
+        "mmlu",
+        tmp_path,
+        monkeypatch,
+        {"mmlu/dev/anatomy_dev.csv": "q1,a,b,c,d,A\n", "mmlu/test/anatomy_test.csv": "q1,a,b,c,d,E\n"},
+    )
+    with pytest.raises(
+        DataFormatError,
+        match=r"anatomy_test.csv, record row 1: answer_index .* failed: "
+        r"ValueError: substring not found",
+    ):
         load_instances(spec.model_copy(update={"subsets": ("anatomy",)}))
 
 
@@ -148,16 +165,29 @@ def test_csv_with_header_missing_a_column(catalog, tmp_path):
 
 
 def test_duplicate_instance_ids_are_refused(catalog, tmp_path, monkeypatch):
-    record = {"id": "same", "question": {"stem": "s", "choices": [{"text": "a", "label": "A"},
-                                                                   {"text": "b", "label": "B"}]}, "answerKey": "A"}
-    spec = _with_data(catalog, "openbookqa", tmp_path, monkeypatch,
-                      {"openbookqa/test.jsonl": json.dumps(record) + "\n" + json.dumps(record) + "\n"})
-    with pytest.raises(DataFormatError, match=r"test.jsonl, record line 2: duplicate instance id 'same' \(also line 1\)"):
+    record = {
+        "id": "same",
+        "question": {"stem": "s", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}]},
+        "answerKey": "A",
+    }
+    spec = _with_data(
+        catalog,
+        "openbookqa",
+        tmp_path,
+        monkeypatch,
+        {"openbookqa/test.jsonl": json.dumps(record) + "\n" + json.dumps(record) + "\n"},
+    )
+    with pytest.raises(
+        DataFormatError, match=r"test.jsonl, record line 2: duplicate instance id 'same' \(also line 1\)"
+    ):
         sample_instances(spec, SuiteScenario(max_eval_instances=5), load_instances(spec))
 
 
 def test_no_local_copy_and_offline_names_what_to_set(catalog, tmp_path, monkeypatch):
     monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path))
-    with pytest.raises(DataUnavailableError, match=r"scenario 'gsm8k': no local copy and downloads are off; "
-                                                   r"set HOLISTIC_DATA_DIR to a folder that contains `gsm8k/`"):
+    with pytest.raises(
+        DataUnavailableError,
+        match=r"scenario 'gsm8k': no local copy and downloads are off; "
+        r"set HOLISTIC_DATA_DIR to a folder that contains `gsm8k/`",
+    ):
         load_instances(catalog.scenario("gsm8k"))

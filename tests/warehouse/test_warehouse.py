@@ -10,8 +10,12 @@ from holistic_dagster.warehouse import ReadOnlyError, Warehouse
 
 
 def _files(version: str, n: int) -> pd.DataFrame:
-    return pd.DataFrame([{"version": version, "scenario": "s", "uri": f"f{i}", "sha256": "x", "revision": "r",
-                          "num_bytes": i} for i in range(n)])
+    return pd.DataFrame(
+        [
+            {"version": version, "scenario": "s", "uri": f"f{i}", "sha256": "x", "revision": "r", "num_bytes": i}
+            for i in range(n)
+        ]
+    )
 
 
 def test_replace_swaps_one_partition_and_leaves_others(tmp_path):
@@ -28,8 +32,7 @@ def test_a_failed_write_leaves_earlier_results_and_no_partial_rows(tmp_path):
     wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 3)})
     bad_instances = pd.DataFrame([{"version": "v1", "scenario": "s", "instance_id": "i"}])  # NOT NULL columns missing
     with pytest.raises(Exception, match="NOT NULL"):
-        wh.replace({"version": "v1", "scenario": "s"},
-                   {"source_files": _files("v1", 5), "instances": bad_instances})
+        wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 5), "instances": bad_instances})
     assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 3  # the earlier 3, not 5
     assert wh.df("SELECT count(*) AS n FROM instances")["n"].iat[0] == 0
 
