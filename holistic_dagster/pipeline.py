@@ -189,22 +189,52 @@ def load_requests(stage: Stage, version: str, scenario: str, model: str) -> list
 
 # --- completions --------------------------------------------------------------------------------------
 def run_completions(stage: Stage, version: str, scenario: str, model: str) -> dict[str, Any]:
+    """Completions for every distinct request, reusing the completion cache: only requests this model
+    (same backend, path and revision) has never answered are sent, and each finished chunk is committed to
+    the cache at once, so a killed run resumes where it stopped. The partition is replaced at the end."""
     spec, _ = stage.catalog.resolved_scenario(version, scenario)
     client = get_client(stage.model(model))
-    distinct = list({r.request_id: r for r in load_requests(stage, version, scenario, model)}.values())
-    generate = [r for r in distinct if r.kind == "generate"]
-    score = [r for r in distinct if r.kind == "score"]
-    advance = stage.progress(f"{model} on {scenario}", len(distinct)) if stage.progress else None
-    completions = client.generate(generate, advance) + client.score(score, advance)
     info = client.describe()
-    decoding = {
-        "method": spec.adapter.method,
-        "max_tokens": spec.adapter.max_tokens,
-        "temperature": spec.adapter.temperature,
-        "stop": list(spec.adapter.stop_sequences),
-        "max_train_instances": spec.adapter.max_train_instances,
+    model_key = sha256_json({k: info.get(k) for k in ("backend", "model_path", "model_revision")})[:16]
+    distinct = list({r.request_id: r for r in load_requests(stage, version, scenario, model)}.values())
+    done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
+    todo = sorted((r for r in distinct if r.request_id not in done), key=lambda r: (r.kind, -r.num_prompt_tokens))
+    provenance_id = _record_provenance(stage, model, info, spec.adapter)
+    advance = stage.progress(f"{model} on {scenario}", len(todo)) if stage.progress and todo else None
+    chunk = max(4 * stage.model(model).batch_size, 16)
+    for start in range(0, len(todo), chunk):
+        part = todo[start : start + chunk]
+        fresh = client.generate([r for r in part if r.kind == "generate"], advance)
+        fresh += client.score([r for r in part if r.kind == "score"], advance)
+        stage.warehouse.upsert("completion_cache", _cache_frame(fresh, model_key, provenance_id))
+        done.update({c.request_id: (c, provenance_id) for c in fresh})
+    frame = pd.DataFrame(
+        [
+            {"model": model, "version": version, "scenario": scenario, **_completion_row(c), "provenance_id": pid}
+            for c, pid in (done[r.request_id] for r in distinct)
+        ]
+    )
+    stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"completions": frame})
+    return {
+        "num_completions": len(frame),
+        "num_sent": len(todo),
+        "num_from_cache": len(distinct) - len(todo),
+        "model_revision": info["model_revision"],
+        "backend": info["backend"],
+        "total_latency_s": round(float(frame["latency_s"].sum()), 3),
+        "num_output_tokens": int(frame["num_completion_tokens"].sum()),
     }
-    provenance = {
+
+
+def _record_provenance(stage: Stage, model: str, info: dict[str, Any], adapter) -> str:
+    decoding = {
+        "method": adapter.method,
+        "max_tokens": adapter.max_tokens,
+        "temperature": adapter.temperature,
+        "stop": list(adapter.stop_sequences),
+        "max_train_instances": adapter.max_train_instances,
+    }
+    row = {
         "model": model,
         "backend": info["backend"],
         "model_path": info.get("model_path"),
@@ -216,62 +246,72 @@ def run_completions(stage: Stage, version: str, scenario: str, model: str) -> di
         "library_versions": json.dumps(info.get("library_versions", {})),
         "dagster_run_id": stage.run_id or None,
     }
-    provenance["provenance_id"] = sha256_json(provenance)[:16]
-    provenance["created_at"] = datetime.now(timezone.utc).replace(tzinfo=None)
-    stage.warehouse.upsert_provenance(provenance)
-    frame = pd.DataFrame(
-        [
-            {
-                "model": model,
-                "version": version,
-                "scenario": scenario,
-                "request_id": c.request_id,
-                "text": c.text,
-                "tokens": json.dumps(list(c.tokens)),
-                "logprobs": json.dumps(list(c.logprobs)),
-                "logprob": c.logprob,
-                "num_prompt_tokens": c.num_prompt_tokens,
-                "num_completion_tokens": c.num_completion_tokens,
-                "latency_s": c.latency_s,
-                "finish_reason": c.finish_reason,
-                "error": c.error,
-                "provenance_id": provenance["provenance_id"],
-            }
-            for c in completions
-        ]
-    )
-    stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"completions": frame})
+    row["provenance_id"] = sha256_json(row)[:16]
+    row["created_at"] = datetime.now(timezone.utc).replace(tzinfo=None)
+    stage.warehouse.upsert("provenance", pd.DataFrame([row]))
+    return row["provenance_id"]
+
+
+def _completion_row(c: Completion) -> dict[str, Any]:
     return {
-        "num_completions": len(frame),
-        "model_revision": info["model_revision"],
-        "backend": info["backend"],
-        "total_latency_s": round(float(frame["latency_s"].sum()), 3),
-        "num_output_tokens": int(frame["num_completion_tokens"].sum()),
+        "request_id": c.request_id,
+        "text": c.text,
+        "tokens": json.dumps(list(c.tokens)),
+        "logprobs": json.dumps(list(c.logprobs)),
+        "logprob": c.logprob,
+        "num_prompt_tokens": c.num_prompt_tokens,
+        "num_completion_tokens": c.num_completion_tokens,
+        "latency_s": c.latency_s,
+        "finish_reason": c.finish_reason,
+        "error": c.error,
     }
+
+
+def _completion_from_row(r: Any) -> Completion:
+    return Completion(
+        request_id=r.request_id,
+        text=r.text,
+        tokens=tuple(json.loads(r.tokens)),
+        logprobs=tuple(json.loads(r.logprobs)),
+        logprob=float(r.logprob),
+        num_prompt_tokens=int(r.num_prompt_tokens),
+        num_completion_tokens=int(r.num_completion_tokens),
+        latency_s=float(r.latency_s),
+        finish_reason=r.finish_reason,
+        error=getattr(r, "error", ""),
+    )
+
+
+def _cache_frame(completions: list[Completion], model_key: str, provenance_id: str) -> pd.DataFrame:
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = []
+    for c in completions:
+        if c.error:  # a failed request is retried next time, never served from the cache
+            continue
+        row = _completion_row(c)
+        del row["error"]
+        rows.append(
+            {"model_key": model_key, "sample_index": 0, **row, "provenance_id": provenance_id, "created_at": now}
+        )
+    return pd.DataFrame(rows)
+
+
+def _cached_completions(stage: Stage, model_key: str, request_ids: list[str]) -> dict[str, tuple[Completion, str]]:
+    if not stage.warehouse.path.exists():
+        return {}
+    frame = stage.warehouse.df(
+        "SELECT * FROM completion_cache WHERE model_key = ? AND sample_index = 0 AND request_id IN "
+        "(SELECT unnest(?::VARCHAR[]))",
+        [model_key, request_ids],
+    )
+    return {r.request_id: (_completion_from_row(r), r.provenance_id) for r in frame.itertuples(index=False)}
 
 
 def load_completions(stage: Stage, version: str, scenario: str, model: str) -> dict[str, tuple[Completion, str]]:
     frame = stage.warehouse.df(
         "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
     )
-    return {
-        r.request_id: (
-            Completion(
-                request_id=r.request_id,
-                text=r.text,
-                tokens=tuple(json.loads(r.tokens)),
-                logprobs=tuple(json.loads(r.logprobs)),
-                logprob=float(r.logprob),
-                num_prompt_tokens=int(r.num_prompt_tokens),
-                num_completion_tokens=int(r.num_completion_tokens),
-                latency_s=float(r.latency_s),
-                finish_reason=r.finish_reason,
-                error=r.error,
-            ),
-            r.provenance_id,
-        )
-        for r in frame.itertuples(index=False)
-    }
+    return {r.request_id: (_completion_from_row(r), r.provenance_id) for r in frame.itertuples(index=False)}
 
 
 # --- scores -------------------------------------------------------------------------------------------

@@ -21,7 +21,16 @@ from filelock import FileLock
 from holistic_dagster.errors import HolisticError
 
 SCHEMA_VERSION = "1"
-TABLES = ("source_files", "instances", "prompts", "provenance", "completions", "instance_scores", "scenario_metrics")
+TABLES = (
+    "completion_cache",
+    "source_files",
+    "instances",
+    "prompts",
+    "provenance",
+    "completions",
+    "instance_scores",
+    "scenario_metrics",
+)
 
 
 class ReadOnlyError(HolisticError):
@@ -75,14 +84,15 @@ class Warehouse:
                 con.execute("ROLLBACK")
                 raise
 
-    def upsert_provenance(self, row: Mapping[str, Any]) -> None:
+    def upsert(self, table: str, frame: pd.DataFrame) -> None:
+        """Insert rows, replacing those with the same primary key (one transaction)."""
+        assert table in TABLES, table
+        if frame.empty:
+            return
         with self.connect() as con:
-            con.execute(
-                "INSERT OR REPLACE INTO provenance BY NAME SELECT * FROM (SELECT "
-                + ", ".join(f"? AS {k}" for k in row)
-                + ")",
-                list(row.values()),
-            )
+            con.register("incoming", frame)
+            con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM incoming")
+            con.unregister("incoming")
 
     def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
         """A query on a read-only connection."""

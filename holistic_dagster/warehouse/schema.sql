@@ -52,6 +52,17 @@ CREATE TABLE IF NOT EXISTS completions (
     PRIMARY KEY (model, version, scenario, request_id)
 );
 
+-- Completions cached by model identity (backend, path, revision) and request id, written as each batch
+-- finishes: a deterministic request is never sent twice, and a run killed part-way resumes where it stopped.
+-- Failed requests are not cached. sample_index tells apart samples of one sampled (temperature > 0) request.
+CREATE TABLE IF NOT EXISTS completion_cache (
+    model_key VARCHAR NOT NULL, request_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL,
+    text VARCHAR NOT NULL, tokens JSON NOT NULL, logprobs JSON NOT NULL, logprob DOUBLE NOT NULL,
+    num_prompt_tokens INTEGER NOT NULL, num_completion_tokens INTEGER NOT NULL, latency_s DOUBLE NOT NULL,
+    finish_reason VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (model_key, request_id, sample_index)
+);
+
 -- One row per model x version x scenario x instance x metric.
 CREATE TABLE IF NOT EXISTS instance_scores (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,

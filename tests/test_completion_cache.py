@@ -1,0 +1,100 @@
+"""The completion cache: a deterministic request is never computed twice, and a run killed with SIGKILL
+resumes where it stopped and ends with the same scores as an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.pipeline import Stage, build_dataset, build_prompts, compute_scores, run_completions
+from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.warehouse import Warehouse
+from tests.conftest import write
+
+MODEL = "demo-gpt2-untrained"
+SCENARIO = "synthetic_reasoning"
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """A catalog whose suite samples 100 instances per mode, and a registry serving the model one request
+    at a time, so that a run lasts long enough to be killed part-way."""
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    suite = tmp_path / "assets" / "suites" / "v1.yaml"
+    suite.write_text(
+        suite.read_text().replace(
+            "synthetic_reasoning: {max_eval_instances: 30", "synthetic_reasoning: {max_eval_instances: 100"
+        )
+    )
+    models = write(
+        tmp_path / "models.yaml",
+        f"models:\n  {MODEL}: {{backend: transformers, path: 'demo:gpt2-untrained', batch_size: 1}}\n",
+    )
+    return Catalog(tmp_path / "assets"), models
+
+
+def _stage(path, catalog, models) -> Stage:
+    return Stage(Warehouse(path), catalog, models)
+
+
+def _prepare(stage: Stage) -> int:
+    build_dataset(stage, "v1", SCENARIO)
+    return build_prompts(stage, "v1", SCENARIO, MODEL)["num_distinct_requests"]
+
+
+def test_a_second_run_sends_nothing(setup, tmp_path):
+    stage = _stage(tmp_path / "w.duckdb", *setup)
+    n = _prepare(stage)
+    first = run_completions(stage, "v1", SCENARIO, MODEL)
+    assert (first["num_sent"], first["num_from_cache"]) == (n, 0)
+    before = stage.warehouse.df("SELECT request_id, text, logprob FROM completions ORDER BY request_id")
+    second = run_completions(stage, "v1", SCENARIO, MODEL)
+    assert (second["num_sent"], second["num_from_cache"]) == (0, n)
+    after = stage.warehouse.df("SELECT request_id, text, logprob FROM completions ORDER BY request_id")
+    assert after.equals(before)
+
+
+def test_a_killed_run_resumes_without_repeating_finished_requests(setup, tmp_path):
+    catalog, models = setup
+    path = tmp_path / "killed.duckdb"
+    stage = _stage(path, catalog, models)
+    total = _prepare(stage)
+    script = (
+        "import sys; from pathlib import Path; from holistic_dagster.catalog import Catalog; "
+        "from holistic_dagster.pipeline import Stage, run_completions; "
+        "from holistic_dagster.warehouse import Warehouse; "
+        "run_completions(Stage(Warehouse(sys.argv[1]), Catalog(Path(sys.argv[2])), Path(sys.argv[3])), "
+        f"'v1', '{SCENARIO}', '{MODEL}')"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path), str(catalog.root), str(models)], env=os.environ)
+    cached = 0
+    deadline = time.monotonic() + 120
+    while cached < 48 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        cached = int(stage.warehouse.df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    cached = int(stage.warehouse.df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
+    assert 0 < cached < total
+    assert stage.warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 0  # nothing partial
+
+    resumed = run_completions(stage, "v1", SCENARIO, MODEL)
+    assert (resumed["num_sent"], resumed["num_from_cache"]) == (total - cached, cached)
+    compute_scores(stage, "v1", SCENARIO, MODEL)
+
+    clean = _stage(tmp_path / "clean.duckdb", catalog, models)
+    _prepare(clean)
+    run_completions(clean, "v1", SCENARIO, MODEL)
+    compute_scores(clean, "v1", SCENARIO, MODEL)
+    query = "SELECT instance_id, metric, value FROM instance_scores WHERE family = 'accuracy' ORDER BY ALL"
+    assert stage.warehouse.df(query).equals(clean.warehouse.df(query))
+    texts = "SELECT request_id, text FROM completions ORDER BY request_id"
+    assert stage.warehouse.df(texts).equals(clean.warehouse.df(texts))
