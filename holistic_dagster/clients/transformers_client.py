@@ -6,8 +6,10 @@ network exists); `demo:<name>` builds one of the offline demo models first.
 
 from __future__ import annotations
 
+import copy
 import platform
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -160,54 +162,107 @@ class TransformersClient:
 
     # --- scoring --------------------------------------------------------------------------------------
     @torch.inference_mode()
-    def score(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+    def score(
+        self, requests: Sequence[Request], progress: Progress | None = None, share_context: bool = True
+    ) -> list[Completion]:
+        """Continuation log-probabilities. Requests that share a context (the choices of one question) run the
+        context once and reuse its key/value cache for every continuation; the rest run in length-sorted
+        batches. Either way only the continuation's positions get the vocabulary projection."""
         encoded = [self._encode_pair(r) for r in requests]
-        order = sorted(range(len(requests)), key=lambda i: -len(encoded[i][0]))
+        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for i, (ids, n_cont) in enumerate(encoded):
+            groups[tuple(ids[: len(ids) - n_cont])].append(i)
+        shared = [g for g in groups.values() if share_context and len(g) > 1]
+        alone = [i for g in groups.values() if not (share_context and len(g) > 1) for i in g]
         results: dict[int, Completion] = {}
-        pad = self.tokenizer.pad_token_id
-        for start in range(0, len(order), self.spec.batch_size):
-            idx = order[start : start + self.spec.batch_size]
-            width = max(len(encoded[i][0]) for i in idx)
-            input_ids = torch.full((len(idx), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
-            for row, i in enumerate(idx):
-                ids = encoded[i][0]
-                input_ids[row, : len(ids)] = torch.tensor(ids)
-                mask[row, : len(ids)] = 1
-            started = time.perf_counter()
-            base = getattr(self.model, self.model.base_model_prefix)
-            hidden = base(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
-            # only the continuation's positions need the vocabulary projection and log-softmax
-            rows, cols, targets = [], [], []
-            for row, i in enumerate(idx):
-                ids, n_cont = encoded[i]
-                for pos in range(len(ids) - n_cont, len(ids)):
-                    rows.append(row)
-                    cols.append(pos - 1)
-                    targets.append(ids[pos])
-            logits = self.model.get_output_embeddings()(hidden[rows, cols]).float()
-            token_lps = torch.log_softmax(logits, dim=-1)[torch.arange(len(targets)), torch.tensor(targets)].tolist()
-            elapsed = time.perf_counter() - started
-            offset = 0
-            for row, i in enumerate(idx):
-                ids, n_cont = encoded[i]
-                lps = token_lps[offset : offset + n_cont]
-                offset += n_cont
-                cont_ids = ids[len(ids) - n_cont :]
-                results[i] = Completion(
-                    request_id=requests[i].request_id,
-                    text=requests[i].continuation,
-                    tokens=tuple(self.tokenizer.convert_ids_to_tokens(cont_ids)),
-                    logprobs=tuple(lps),
-                    logprob=float(sum(lps)),
-                    num_prompt_tokens=len(ids) - n_cont,
-                    num_completion_tokens=0,
-                    latency_s=elapsed / len(idx),
-                    finish_reason="scored",
-                )
+        alone.sort(key=lambda i: -len(encoded[i][0]))
+        for start in range(0, len(alone), self.spec.batch_size):
+            results.update(self._score_batch(alone[start : start + self.spec.batch_size], encoded, requests))
             if progress:
-                progress(len(idx))
+                progress(len(alone[start : start + self.spec.batch_size]))
+        for group in shared:
+            results.update(self._score_shared_context(group, encoded, requests))
+            if progress:
+                progress(len(group))
         return [results[i] for i in range(len(requests))]
+
+    def _score_batch(self, idx: list[int], encoded: list[tuple[list[int], int]], requests) -> dict[int, Completion]:
+        pad = self.tokenizer.pad_token_id
+        width = max(len(encoded[i][0]) for i in idx)
+        input_ids = torch.full((len(idx), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            ids = encoded[i][0]
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            mask[row, : len(ids)] = 1
+        started = time.perf_counter()
+        hidden = self._base(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
+        rows, cols, targets = [], [], []
+        for row, i in enumerate(idx):
+            ids, n_cont = encoded[i]
+            for pos in range(len(ids) - n_cont, len(ids)):
+                rows.append(row)
+                cols.append(pos - 1)
+                targets.append(ids[pos])
+        token_lps = self._token_logprobs(hidden[rows, cols], targets)
+        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started)
+
+    def _score_shared_context(self, idx: list[int], encoded, requests) -> dict[int, Completion]:
+        ids0, n0 = encoded[idx[0]]
+        context = ids0[: len(ids0) - n0]
+        started = time.perf_counter()
+        out = self._base(input_ids=torch.tensor([context], device=self.device), use_cache=True)
+        context_cache, last_hidden = out.past_key_values, out.last_hidden_state[0, -1]
+        token_lps: list[float] = []
+        for start in range(0, len(idx), self.spec.batch_size):
+            chunk = idx[start : start + self.spec.batch_size]
+            continuations = [encoded[i][0][len(context) :] for i in chunk]
+            width = max(len(c) for c in continuations)
+            hidden_rows = []  # hidden state that predicts each continuation token, in order
+            if width > 1:
+                # every continuation token but the last is an input; right padding never reaches real tokens
+                inputs = torch.full((len(chunk), width - 1), self.tokenizer.pad_token_id, dtype=torch.long)
+                for row, cont in enumerate(continuations):
+                    inputs[row, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long)
+                cache = copy.deepcopy(context_cache)
+                cache.batch_repeat_interleave(len(chunk))
+                mask = torch.ones((len(chunk), len(context) + width - 1), dtype=torch.long, device=self.device)
+                hidden = self._base(
+                    input_ids=inputs.to(self.device), cache=cache, attention_mask=mask, use_cache=True
+                ).last_hidden_state
+            for row, cont in enumerate(continuations):
+                hidden_rows.append(last_hidden)
+                hidden_rows.extend(hidden[row, j] for j in range(len(cont) - 1))
+            targets = [t for cont in continuations for t in cont]
+            token_lps.extend(self._token_logprobs(torch.stack(hidden_rows), targets))
+        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started)
+
+    def _base(self, **kwargs):
+        """The transformer without its language-model head."""
+        return getattr(self.model, self.model.base_model_prefix)(**kwargs)
+
+    def _token_logprobs(self, hidden: torch.Tensor, targets: list[int]) -> list[float]:
+        logits = self.model.get_output_embeddings()(hidden).float()
+        return torch.log_softmax(logits, dim=-1)[torch.arange(len(targets)), torch.tensor(targets)].tolist()
+
+    def _scored(self, idx, encoded, requests, token_lps: list[float], elapsed: float) -> dict[int, Completion]:
+        results, offset = {}, 0
+        for i in idx:
+            ids, n_cont = encoded[i]
+            lps = token_lps[offset : offset + n_cont]
+            offset += n_cont
+            results[i] = Completion(
+                request_id=requests[i].request_id,
+                text=requests[i].continuation,
+                tokens=tuple(self.tokenizer.convert_ids_to_tokens(ids[len(ids) - n_cont :])),
+                logprobs=tuple(lps),
+                logprob=float(sum(lps)),
+                num_prompt_tokens=len(ids) - n_cont,
+                num_completion_tokens=0,
+                latency_s=elapsed / len(idx),
+                finish_reason="scored",
+            )
+        return results
 
     def _encode_pair(self, request: Request) -> tuple[list[int], int]:
         """Token ids of prompt + continuation (cut from the left to fit), and how many belong to the

@@ -106,3 +106,23 @@ def test_describe_records_backend_revision_and_versions(untrained_client):
     info = untrained_client.describe()
     assert info["backend"] == "transformers" and info["model_revision"].startswith("sha256:")
     assert set(info["library_versions"]) == {"torch", "transformers"} and info["batch_size"] == 16
+
+
+def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned_client, catalog):
+    from holistic_dagster.adaptation import TokenBudget, build_requests
+    from holistic_dagster.catalog import SuiteScenario
+    from holistic_dagster.scenarios import load_instances, sample_instances
+
+    spec = catalog.scenario("openbookqa")  # multiple_choice_separate_calibrated: 4 choices + 4 null-prompt ones
+    instances = sample_instances(spec, SuiteScenario(max_eval_instances=6, seed=3), load_instances(spec))
+    budget = TokenBudget(tuned_client.max_context, tuned_client.count_tokens, tuned_client.truncate_left)
+    requests = list(
+        {r.request_id: r for r in build_requests(instances, spec.adapter, catalog.templates_dir, budget, 0)}.values()
+    )
+    shared = tuned_client.score(requests, share_context=True)
+    independent = tuned_client.score(requests, share_context=False)
+    assert len({r.prompt for r in requests}) < len(requests)  # contexts really are shared
+    for a, b in zip(shared, independent):
+        assert a.request_id == b.request_id and a.tokens == b.tokens
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+        assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
