@@ -1,0 +1,164 @@
+"""Benchmark: local multiple-choice scoring, ours versus EleutherAI lm-evaluation-harness, side by side.
+
+Same model directory, same MMLU subjects from ../shared/data, same prompts (our multiple_choice_separate
+requests, 5-shot), same (context, continuation) pairs. Reports wall-time ratios and the largest per-choice
+log-likelihood difference (they must agree to 1e-4). lm-eval runs in its own virtual environment, created
+here on first use (bench/.venv-lm-eval; LM_EVAL_PYTHON points at another one).
+
+usage: .venv/bin/python bench/mc_scoring_vs_lm_eval.py [--per-subject 40] [--batch-size 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SUBJECTS = ("abstract_algebra", "college_chemistry", "computer_security", "econometrics", "us_foreign_policy")
+
+
+def lm_eval_python() -> str:
+    if os.environ.get("LM_EVAL_PYTHON"):
+        return os.environ["LM_EVAL_PYTHON"]
+    venv = HERE / ".venv-lm-eval"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"creating {venv} (lm-eval 0.4.13, first use only) ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet"]
+        if Path("/opt/wheels").is_dir():
+            pip += ["--find-links", "/opt/wheels"]
+        subprocess.run([*pip, "torch==2.13.0", "lm-eval[hf]==0.4.13", "transformers==5.24.0"], check=True)
+    return str(python)
+
+
+def build_model(directory: Path) -> Path:
+    """A randomly initialised Llama-shaped model of about 5M parameters with the demo tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from holistic_dagster import settings
+    from holistic_dagster.clients.demo_models import ensure_demo_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_demo_model("gpt2-untrained", settings.home_dir() / "demo_models"))
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=6,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--per-subject", type=int, default=40)
+    parser.add_argument("--batch-size", type=int, default=16)
+    args = parser.parse_args()
+    shared_data = (HERE.parent.parent / "shared" / "data").resolve()
+    os.environ.setdefault("HOLISTIC_DATA_DIR", str(shared_data))
+
+    from holistic_dagster.adaptation import TokenBudget, build_requests
+    from holistic_dagster.catalog import Catalog, ModelSpec, SuiteScenario
+    from holistic_dagster.clients.transformers_client import TransformersClient
+    from holistic_dagster.scenarios import load_instances, sample_instances
+
+    work = Path(tempfile.mkdtemp(prefix="bench-mc-"))
+    model_dir = build_model(work / "model")
+    n_params = sum(
+        p.numel() for p in __import__("transformers").AutoModelForCausalLM.from_pretrained(model_dir).parameters()
+    )
+
+    started = time.perf_counter()
+    client = TransformersClient(
+        ModelSpec(name="bench", backend="transformers", path=str(model_dir), batch_size=args.batch_size)
+    )
+    ours_load = time.perf_counter() - started
+    catalog = Catalog()
+    spec = catalog.scenario("mmlu")
+    spec = spec.model_copy(
+        update={
+            "subsets": SUBJECTS,
+            "adapter": spec.adapter.model_copy(update={"method": "multiple_choice_separate_original"}),
+        }
+    )
+    instances = sample_instances(spec, SuiteScenario(max_eval_instances=args.per_subject, seed=1), load_instances(spec))
+    budget = TokenBudget(client.max_context, client.count_tokens, client.truncate_left)
+    requests = build_requests(instances, spec.adapter, catalog.templates_dir, budget, seed=1)
+    questions = len({r.instance_id for r in requests})
+
+    timings = {}
+    results = {}
+    for mode, share in (("ours_shared_context", True), ("ours_independent", False)):
+        t = time.perf_counter()
+        results[mode] = client.score(requests, share_context=share)
+        timings[mode] = time.perf_counter() - t
+
+    pairs = [(r.prompt, r.continuation) for r in requests]
+    (work / "requests.json").write_text(json.dumps(pairs))
+    t = time.perf_counter()
+    subprocess.run(
+        [
+            lm_eval_python(),
+            str(HERE / "_lm_eval_worker.py"),
+            str(model_dir),
+            str(work / "requests.json"),
+            str(work / "lm_eval.json"),
+            str(args.batch_size),
+        ],
+        check=True,
+    )
+    lm_eval_process = time.perf_counter() - t
+    theirs = json.loads((work / "lm_eval.json").read_text())
+
+    ours = [c.logprob for c in results["ours_shared_context"]]
+    diff = max(abs(a - b) for a, b in zip(ours, theirs["loglikelihoods"]))
+    diff_independent = max(
+        abs(a.logprob - b.logprob) for a, b in zip(results["ours_shared_context"], results["ours_independent"])
+    )
+    report = {
+        "model": f"Llama-shaped, random weights, {n_params / 1e6:.1f}M parameters, float32, CPU",
+        "threads": __import__("torch").get_num_threads(),
+        "questions": questions,
+        "requests": len(requests),
+        "batch_size": args.batch_size,
+        "max_prompt_tokens": max(r.num_prompt_tokens for r in requests),
+        "score_s": {
+            "ours_shared_context": round(timings["ours_shared_context"], 2),
+            "ours_independent": round(timings["ours_independent"], 2),
+            "lm_eval": round(theirs["score_s"], 2),
+        },
+        "ratio_ours_shared_over_lm_eval": round(timings["ours_shared_context"] / theirs["score_s"], 3),
+        "ratio_ours_independent_over_lm_eval": round(timings["ours_independent"] / theirs["score_s"], 3),
+        "process_s": {
+            "ours_load": round(ours_load, 2),
+            "lm_eval_import_and_load": round(theirs["import_and_load_s"], 2),
+            "lm_eval_whole_process": round(lm_eval_process, 2),
+        },
+        "max_abs_loglikelihood_diff_vs_lm_eval": diff,
+        "max_abs_diff_shared_vs_independent": diff_independent,
+    }
+    print(json.dumps(report, indent=2))
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    (out / "mc_scoring_vs_lm_eval.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
