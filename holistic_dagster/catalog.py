@@ -117,18 +117,30 @@ class SuiteScenario(_Strict):
 class SuiteSpec(_Strict):
     version: str
     description: str = ""
+    max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
     scenarios: dict[str, SuiteScenario]
 
 
 class ModelSpec(_Strict):
     name: str
-    backend: Literal["transformers"]
-    path: str  # a local checkpoint directory, a hub id, or demo:<name> for the built-in demo models
+    backend: Literal["transformers", "openai"]
+    # transformers: a local checkpoint directory, a hub id, or demo:<name> for a built-in demo model;
+    # openai: the model id the server knows
+    path: str
     revision: str | None = None
     description: str = ""
     batch_size: int = Field(16, gt=0)
     max_context: int | None = Field(None, gt=0)
     device: str = "auto"
+    # HTTP backends (OpenAI and OpenAI-compatible servers)
+    base_url: str | None = None
+    api_key_env: str | None = None  # the NAME of the environment variable holding the key, never the key
+    chat: bool = False  # use /v1/chat/completions instead of /v1/completions
+    prompt_logprobs: bool = False  # the server returns prompt log-probabilities (echo + logprobs)
+    tokenizer: str | None = None  # a local tokenizer for exact token counts; otherwise ~4 characters a token
+    max_concurrency: int = Field(8, gt=0)
+    timeout_s: float = Field(120.0, gt=0)
+    max_attempts: int = Field(5, gt=0)
 
     @field_validator("name")
     @classmethod

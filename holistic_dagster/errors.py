@@ -22,3 +22,7 @@ class DataFormatError(HolisticError):
 
 class DataUnavailableError(HolisticError):
     """Source data is neither in a configured local directory nor downloadable."""
+
+
+class CapabilityError(HolisticError):
+    """A model cannot do what a scenario's adapter needs (e.g. prompt log-probabilities)."""

@@ -19,7 +19,7 @@ import pandas as pd
 from holistic_dagster.adaptation import TokenBudget, build_requests
 from holistic_dagster.catalog import Catalog, ModelSpec, model_spec
 from holistic_dagster.clients import get_client
-from holistic_dagster.errors import HolisticError
+from holistic_dagster.errors import CapabilityError, HolisticError
 from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics.scoring import score_instances
 from holistic_dagster.records import Completion, Instance, Reference, Request, SourceFile
@@ -117,6 +117,7 @@ def load_dataset(stage: Stage, version: str, scenario: str) -> list[Instance]:
 def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict[str, Any]:
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     client = get_client(stage.model(model))
+    check_capabilities(client, scenario, spec.adapter.method)
     budget = TokenBudget(client.max_context, client.count_tokens, client.truncate_left)
     requests = build_requests(
         load_dataset(stage, version, scenario), spec.adapter, stage.catalog.templates_dir, budget, pin.seed
@@ -155,6 +156,17 @@ def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict
         "num_fewer_shots": int((frame["num_train_instances"] < spec.adapter.max_train_instances).sum()),
         "max_prompt_tokens": int(frame["num_prompt_tokens"].max()),
     }
+
+
+def check_capabilities(client, scenario: str, method: str) -> None:
+    """Fails before the first request when the model cannot serve the scenario's adapter method."""
+    if method.startswith("multiple_choice_separate") and not client.supports_prompt_logprobs:
+        raise CapabilityError(
+            f"model {client.spec.name!r} ({client.spec.backend}) cannot return prompt log-probabilities, which "
+            f"scenario {scenario!r} needs for {method}. Use a backend that can (transformers; an OpenAI-compatible "
+            f"server with echo + logprobs, marked `prompt_logprobs: true` in resources/models.yaml), or pin "
+            f"`method: multiple_choice_joint` for {scenario!r} in the suite file."
+        )
 
 
 def load_requests(stage: Stage, version: str, scenario: str, model: str) -> list[Request]:
@@ -207,7 +219,7 @@ def run_completions(stage: Stage, version: str, scenario: str, model: str) -> di
         fresh = client.generate([r for r in part if r.kind == "generate"], advance)
         fresh += client.score([r for r in part if r.kind == "score"], advance)
         stage.warehouse.upsert("completion_cache", _cache_frame(fresh, model_key, provenance_id))
-        done.update({c.request_id: (c, provenance_id) for c in fresh})
+        done.update({c.request_id: (c, provenance_id) for c in fresh})  # failed ones too: stored, never cached
     frame = pd.DataFrame(
         [
             {"model": model, "version": version, "scenario": scenario, **_completion_row(c), "provenance_id": pid}
@@ -219,6 +231,7 @@ def run_completions(stage: Stage, version: str, scenario: str, model: str) -> di
         "num_completions": len(frame),
         "num_sent": len(todo),
         "num_from_cache": len(distinct) - len(todo),
+        "num_failed": int((frame["error"] != "").sum()),
         "model_revision": info["model_revision"],
         "backend": info["backend"],
         "total_latency_s": round(float(frame["latency_s"].sum()), 3),
@@ -327,6 +340,11 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
             f"materialize [{scenario}, completions] first"
         )
     completions = {rid: c for rid, (c, _) in loaded.items()}
+    # a failed request never becomes a score: its instance is left out (and counted)
+    failed = {r.instance_id for r in requests if completions[r.request_id].error}
+    instances = [i for i in instances if i.instance_id not in failed]
+    if not instances:
+        raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
     rows, aggregates = score_instances(spec.adapter.method, spec.metrics, instances, requests, completions)
     keys = {"model": model, "version": version, "scenario": scenario}
     scores = pd.DataFrame(
@@ -360,7 +378,7 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
     )
     stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics})
     headline = {m.metric: round(m.value, 4) for m in aggregates if m.metric in (spec.metrics[0], "ece_10_bin")}
-    return {"num_instances": len(instances), "num_scores": len(scores), **headline}
+    return {"num_instances": len(instances), "num_failed_instances": len(failed), "num_scores": len(scores), **headline}
 
 
 # --- leaderboard --------------------------------------------------------------------------------------

@@ -44,7 +44,11 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     ),
     "completions": (
         CheckSpec("one_completion_per_request", "Exactly one completion for every distinct request.", True),
-        CheckSpec("completions_valid", "No failed completions; log-probabilities are <= 0.", True),
+        CheckSpec(
+            "completions_valid",
+            "Failed requests stay within the suite's max_failure_rate; log-probabilities are <= 0.",
+            True,
+        ),
     ),
     "scores": (
         CheckSpec("scores_in_range", "Accuracy and calibration scores lie in [0, 1]; efficiency is >= 0.", False),
@@ -166,16 +170,37 @@ def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str)
     ]
 
 
-def check_completions(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
+def check_completions(
+    warehouse: Warehouse, version: str, scenario: str, model: str, max_failure_rate: float = 0.0
+) -> list[CheckOutcome]:
     import great_expectations as gx
 
     keys = [model, version, scenario]
     frame = warehouse.df(
-        "SELECT request_id, logprob, error FROM completions WHERE model = ? AND version = ? AND scenario = ?", keys
+        "SELECT request_id, logprob, error, error <> '' AS failed FROM completions WHERE model = ? AND version = ? "
+        "AND scenario = ?",
+        keys,
     )
     requested = warehouse.df(
         "SELECT DISTINCT request_id FROM prompts WHERE model = ? AND version = ? AND scenario = ?", keys
     )["request_id"].tolist()
+    failures = frame[frame["failed"]]
+    valid = _outcome(
+        "completions",
+        "completions_valid",
+        frame,
+        [gx.expectations.ExpectColumnMeanToBeBetween(column="failed", max_value=max_failure_rate)],
+        (frame[~frame["failed"]], [gx.expectations.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0)]),
+    )
+    if len(failures):  # say how many and why
+        reasons = failures["error"].str.slice(0, 160).value_counts().head(5)
+        valid = CheckOutcome(
+            valid.name,
+            valid.passed,
+            f"{len(failures)} of {len(frame)} requests failed (allowed rate {max_failure_rate:g}): "
+            + "; ".join(f"{n} x {reason}" for reason, n in reasons.items()),
+            valid.details,
+        )
     return [
         _outcome(
             "completions",
@@ -187,15 +212,7 @@ def check_completions(warehouse: Warehouse, version: str, scenario: str, model: 
                 gx.expectations.ExpectColumnValuesToBeInSet(column="request_id", value_set=requested),
             ],
         ),
-        _outcome(
-            "completions",
-            "completions_valid",
-            frame,
-            [
-                gx.expectations.ExpectColumnValuesToBeInSet(column="error", value_set=[""]),
-                gx.expectations.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0),
-            ],
-        ),
+        valid,
     ]
 
 
@@ -209,10 +226,14 @@ def check_scores(
         "AND version = ? AND scenario = ?",
         [model, version, scenario],
     )
+    # instances with a failed request are not scored
     num_test = int(
         warehouse.df(
-            "SELECT count(*) AS n FROM instances WHERE version = ? AND scenario = ? AND split = 'test'",
-            [version, scenario],
+            "SELECT count(*) AS n FROM instances i WHERE version = ? AND scenario = ? AND split = 'test' "
+            "AND NOT EXISTS (SELECT 1 FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
+            "WHERE p.model = ? AND p.version = i.version AND p.scenario = i.scenario "
+            "AND p.instance_id = i.instance_id AND c.error <> '')",
+            [version, scenario, model],
         )["n"].iat[0]
     )
     bounded = frame[frame["family"].isin(["accuracy", "calibration"])]

@@ -1,4 +1,4 @@
-"""Model clients: one protocol, one class per backend. Only the local transformers backend exists so far."""
+"""Model clients: one protocol, one class per backend (local transformers, OpenAI-compatible HTTP)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ Progress = Callable[[int], None]  # called with the number of requests just fini
 class ModelClient(Protocol):
     spec: ModelSpec
     max_context: int
+    supports_prompt_logprobs: bool  # needed by the separate multiple-choice methods
 
     def describe(self) -> dict[str, Any]:
         """Backend, model revision, hardware and library versions: recorded with every result."""
@@ -29,6 +30,12 @@ class ModelClient(Protocol):
         """Log-probability of each request's continuation after its prompt."""
 
 
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """The text up to the first stop sequence, and whether one was found."""
+    hits = [text.find(s) for s in stop if s and s in text]
+    return (text[: min(hits)], True) if hits else (text, False)
+
+
 _CLIENTS: dict[tuple, ModelClient] = {}
 
 
@@ -40,6 +47,10 @@ def get_client(spec: ModelSpec) -> ModelClient:
             from holistic_dagster.clients.transformers_client import TransformersClient
 
             _CLIENTS[key] = TransformersClient(spec)
+        elif spec.backend == "openai":
+            from holistic_dagster.clients.openai_client import OpenAICompatibleClient
+
+            _CLIENTS[key] = OpenAICompatibleClient(spec)
         else:  # pragma: no cover - the registry schema only admits known backends
             raise CatalogError(f"model {spec.name!r}: unknown backend {spec.backend!r}")
     return _CLIENTS[key]

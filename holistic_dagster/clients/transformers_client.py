@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.clients import Progress
+from holistic_dagster.clients import Progress, cut_at_stop
 from holistic_dagster.hashing import sha256_file
 from holistic_dagster.records import Completion, Request
 
@@ -37,6 +37,7 @@ def _revision(path: Path) -> str:
 
 class TransformersClient:
     backend = "transformers"
+    supports_prompt_logprobs = True
 
     def __init__(self, spec: ModelSpec):
         self.spec = spec
@@ -140,9 +141,9 @@ class TransformersClient:
                     finish = "eos"
                     break
                 piece = self.tokenizer.decode(ids + [token_id])
-                cut = _first_stop(piece, stop)
-                if cut is not None:
-                    text, finish = piece[:cut], "stop"
+                cut, stopped = cut_at_stop(piece, stop)
+                if stopped:
+                    text, finish = cut, "stop"
                     break
                 ids.append(token_id)
                 lps.append(float(scores[row, pos]))
@@ -278,8 +279,3 @@ class TransformersClient:
             ]
         ids = (ctx + cont)[-self.max_context :]
         return ids, min(len(cont), len(ids) - 1)
-
-
-def _first_stop(text: str, stop: tuple[str, ...]) -> int | None:
-    hits = [text.find(s) for s in stop if s and s in text]
-    return min(hits) if hits else None

@@ -122,7 +122,12 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     )
     def completions(context: AssetExecutionContext, holistic: HolisticResource):
         yield from _model_stage(
-            context, holistic, scenario, "completions", pipeline.run_completions, quality.check_completions
+            context,
+            holistic,
+            scenario,
+            "completions",
+            pipeline.run_completions,
+            lambda wh, v, s, m: quality.check_completions(wh, v, s, m, catalog.suite(v).max_failure_rate),
         )
 
     @asset(

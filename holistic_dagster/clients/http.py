@@ -1,0 +1,87 @@
+"""What every HTTP backend shares: bounded concurrency, timeouts, and bounded retries with exponential
+backoff and jitter that honour Retry-After. A request that still fails becomes a failed completion (a row
+with `error` set, never a score); it does not stop the run."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from holistic_dagster.clients import Progress
+from holistic_dagster.records import Completion, Request
+
+
+class TransientError(Exception):
+    """Worth retrying: a timeout, a 429 (with the server's Retry-After, if it gave one), a 5xx."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class PermanentError(Exception):
+    """Not worth retrying: a 4xx other than 429, or a malformed response."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    initial_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    timeout_s: float = 120.0
+
+
+def backoff_delay(attempt: int, policy: RetryPolicy, retry_after_s: float | None, rng: random.Random) -> float:
+    """Seconds to wait before retry number `attempt` (0-based): the server's Retry-After when given,
+    otherwise exponential backoff with jitter (between half and all of initial * 2^attempt), capped."""
+    if retry_after_s is not None:
+        return min(max(retry_after_s, 0.0), policy.max_delay_s)
+    return min(policy.max_delay_s, policy.initial_delay_s * 2**attempt) * rng.uniform(0.5, 1.0)
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[Completion]], policy: RetryPolicy, rng: random.Random
+) -> Completion:
+    last: Exception | None = None
+    for attempt in range(policy.max_attempts):
+        try:
+            return await asyncio.wait_for(call(), policy.timeout_s)
+        except asyncio.TimeoutError:
+            last = TransientError(f"timed out after {policy.timeout_s:g} s")
+        except TransientError as e:
+            last = e
+        if attempt + 1 < policy.max_attempts:
+            await asyncio.sleep(backoff_delay(attempt, policy, getattr(last, "retry_after_s", None), rng))
+    raise TransientError(f"gave up after {policy.max_attempts} attempts; last error: {last}")
+
+
+def run_requests(
+    requests: Sequence[Request],
+    send: Callable[[Request], Awaitable[Completion]],
+    *,
+    max_concurrency: int,
+    policy: RetryPolicy,
+    progress: Progress | None = None,
+    seed: int = 0,
+) -> list[Completion]:
+    """Sends every request with at most `max_concurrency` in flight; returns completions in request order."""
+    rng = random.Random(seed)
+
+    async def main() -> list[Completion]:
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def one(request: Request) -> Completion:
+            async with gate:
+                try:
+                    completion = await with_retries(lambda: send(request), policy, rng)
+                except (TransientError, PermanentError) as e:
+                    completion = Completion(request_id=request.request_id, text="", error=f"{type(e).__name__}: {e}")
+            if progress:
+                progress(1)
+            return completion
+
+        return list(await asyncio.gather(*(one(r) for r in requests)))
+
+    return asyncio.run(main())

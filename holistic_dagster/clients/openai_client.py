@@ -1,0 +1,184 @@
+"""OpenAI and OpenAI-compatible servers (vLLM, SGLang, `transformers serve`, ...) through the `openai` client.
+
+The API key is read from the environment variable the registry names (`api_key_env`); it is never logged,
+stored or put in metadata. Retries, backoff and concurrency come from clients.http.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+
+from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.clients import Progress, cut_at_stop
+from holistic_dagster.clients.http import PermanentError, RetryPolicy, TransientError, run_requests
+from holistic_dagster.errors import CatalogError
+from holistic_dagster.records import Completion, Request
+
+CHARS_PER_TOKEN = 4  # used only when no local tokenizer is configured
+
+
+def _api_key(spec: ModelSpec) -> str:
+    if not spec.api_key_env:
+        return "EMPTY"  # local OpenAI-compatible servers accept any key
+    value = os.environ.get(spec.api_key_env)
+    if not value:
+        raise CatalogError(f"model {spec.name!r}: environment variable {spec.api_key_env} (its API key) is not set")
+    return value
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    value = error.response.headers.get("retry-after") if error.response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class OpenAICompatibleClient:
+    backend = "openai"
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.max_context = spec.max_context or 4096
+        self.supports_prompt_logprobs = spec.prompt_logprobs and not spec.chat
+        self.policy = RetryPolicy(max_attempts=spec.max_attempts, timeout_s=spec.timeout_s)
+        self._key = _api_key(spec)
+        self.tokenizer = None
+        if spec.tokenizer:
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
+
+    def _client(self) -> openai.AsyncOpenAI:
+        # one per event loop; the SDK's own retries are off: ours honour Retry-After and are bounded per request
+        return openai.AsyncOpenAI(
+            base_url=self.spec.base_url, api_key=self._key, max_retries=0, timeout=self.spec.timeout_s
+        )
+
+    # --- tokens ---------------------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        if self.tokenizer is not None:
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return -(-len(text) // CHARS_PER_TOKEN)
+
+    def truncate_left(self, text: str, max_tokens: int) -> str:
+        if self.tokenizer is not None:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            return self.tokenizer.decode(ids[-max_tokens:]) if len(ids) > max_tokens else text
+        return text[-max_tokens * CHARS_PER_TOKEN :]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "model_path": f"{self.spec.base_url or 'https://api.openai.com/v1'} {self.spec.path}",
+            "model_revision": self.spec.revision or f"served:{self.spec.path}",
+            "batch_size": None,
+            "max_context": self.max_context,
+            "hardware": "remote",
+            "library_versions": {"openai": openai.__version__},
+            "max_concurrency": self.spec.max_concurrency,
+        }
+
+    # --- requests -------------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+        return self._run(requests, self._generate_one, progress)
+
+    def score(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+        if requests and not self.supports_prompt_logprobs:
+            raise CatalogError(f"model {self.spec.name!r} cannot return prompt log-probabilities")
+        return self._run(requests, self._score_one, progress)
+
+    def _run(self, requests, send_one, progress) -> list[Completion]:
+        if not requests:
+            return []
+        state: dict[str, openai.AsyncOpenAI] = {}
+
+        async def send(request: Request) -> Completion:
+            client = state.setdefault("client", self._client())
+            try:
+                return await send_one(client, request)
+            except openai.RateLimitError as e:
+                raise TransientError(f"HTTP 429 rate limited: {e.message}", _retry_after(e)) from None
+            except openai.APIStatusError as e:
+                if e.status_code >= 500:
+                    raise TransientError(f"HTTP {e.status_code}: {e.message}", _retry_after(e)) from None
+                raise PermanentError(f"HTTP {e.status_code}: {e.message}") from None
+            except (openai.APITimeoutError, openai.APIConnectionError) as e:
+                raise TransientError(f"{type(e).__name__}: {e}") from None
+            except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError) as e:
+                raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
+
+        return run_requests(
+            requests, send, max_concurrency=self.spec.max_concurrency, policy=self.policy, progress=progress
+        )
+
+    async def _generate_one(self, client: openai.AsyncOpenAI, request: Request) -> Completion:
+        started = time.perf_counter()
+        common = {"model": self.spec.path, "max_tokens": request.max_tokens, "temperature": request.temperature}
+        if request.stop:
+            common["stop"] = list(request.stop)
+        if self.spec.chat:
+            response = await client.chat.completions.create(
+                messages=[{"role": "user", "content": request.prompt}], logprobs=True, **common
+            )
+            choice = response.choices[0]
+            text = choice.message.content or ""
+            content = (choice.logprobs.content if choice.logprobs else None) or []
+            tokens, logprobs = [t.token for t in content], [t.logprob for t in content]
+        else:
+            response = await client.completions.create(prompt=request.prompt, logprobs=1, **common)
+            choice = response.choices[0]
+            text = choice.text
+            lp = choice.logprobs
+            tokens = list(lp.tokens or []) if lp else []
+            logprobs = [float(x) for x in (lp.token_logprobs or [])] if lp else []
+        text, _ = cut_at_stop(text, request.stop)
+        usage = response.usage
+        return Completion(
+            request_id=request.request_id,
+            text=text,
+            tokens=tuple(tokens),
+            logprobs=tuple(logprobs),
+            logprob=sum(logprobs),
+            num_prompt_tokens=usage.prompt_tokens if usage else self.count_tokens(request.prompt),
+            num_completion_tokens=usage.completion_tokens if usage else len(tokens),
+            latency_s=time.perf_counter() - started,
+            finish_reason=choice.finish_reason or "",
+        )
+
+    async def _score_one(self, client: openai.AsyncOpenAI, request: Request) -> Completion:
+        """The continuation's log-probability from the prompt logprobs the server echoes back."""
+        started = time.perf_counter()
+        response = await client.completions.create(
+            model=self.spec.path,
+            prompt=request.prompt + request.continuation,
+            echo=True,
+            logprobs=1,
+            max_tokens=0,
+            temperature=0.0,
+        )
+        lp = response.choices[0].logprobs
+        if lp is None or lp.text_offset is None or lp.token_logprobs is None:
+            raise PermanentError("the server returned no prompt log-probabilities (echo + logprobs)")
+        start = len(request.prompt)
+        picked = [
+            (t, float(x))
+            for t, off, x in zip(lp.tokens, lp.text_offset, lp.token_logprobs)
+            if off >= start and x is not None
+        ]
+        return Completion(
+            request_id=request.request_id,
+            text=request.continuation,
+            tokens=tuple(t for t, _ in picked),
+            logprobs=tuple(x for _, x in picked),
+            logprob=sum(x for _, x in picked),
+            num_prompt_tokens=len(lp.tokens) - len(picked),
+            num_completion_tokens=0,
+            latency_s=time.perf_counter() - started,
+            finish_reason="scored",
+        )

@@ -1,0 +1,168 @@
+"""The OpenAI-compatible backend: against the real `transformers serve`, and against an OpenAI-protocol test
+server that injects faults (429 with Retry-After, 5xx, timeouts, malformed JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.clients.http import RetryPolicy, backoff_delay
+from holistic_dagster.clients.openai_client import OpenAICompatibleClient
+from holistic_dagster.records import Request
+from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
+
+
+def _gen(prompt: str, i: int = 0, max_tokens: int = 8) -> Request:
+    return Request(
+        request_id=f"g{i}", instance_id=f"i{i}", kind="generate", prompt=prompt, max_tokens=max_tokens, stop=("\n",)
+    )
+
+
+PROMPTS = [
+    f"Apply the rules.\n\nRule: A + B\nSubstitute: A = {w}, B = dog\nAnswer:"
+    for w in ("cat", "moon", "fish", "tree", "lamp", "bird")
+]
+
+
+@pytest.fixture(scope="module")
+def server(tuned_client):
+    with OpenAIProtocolTestServer(tuned_client, api_key="sk-test-not-a-real-key") as s:
+        yield s
+
+
+def _client(server, monkeypatch, **overrides) -> OpenAICompatibleClient:
+    monkeypatch.setenv("TEST_SERVER_KEY", server.api_key)
+    spec = {
+        "name": "remote",
+        "backend": "openai",
+        "path": "demo-llama-tuned",
+        "base_url": server.base_url,
+        "api_key_env": "TEST_SERVER_KEY",
+        "max_concurrency": 3,
+        "timeout_s": 1.0,
+        "max_attempts": 4,
+        "prompt_logprobs": True,
+        **overrides,
+    }
+    return OpenAICompatibleClient(ModelSpec(**spec))
+
+
+def test_generation_over_http_equals_the_local_model(server, tuned_client, monkeypatch):
+    client = _client(server, monkeypatch)
+    remote = client.generate([_gen(p, i) for i, p in enumerate(PROMPTS)])
+    local = tuned_client.generate([_gen(p, i) for i, p in enumerate(PROMPTS)])
+    assert [c.text for c in remote] == [c.text for c in local]
+    assert [c.error for c in remote] == [""] * len(PROMPTS)
+    assert remote[0].logprob == pytest.approx(local[0].logprob, abs=1e-3)
+    assert 2 <= server.max_in_flight <= 3  # concurrent, and never past the bound
+    assert server.auth_failures == 0
+
+
+def test_prompt_logprobs_over_http_equal_local_scoring(server, tuned_client, monkeypatch):
+    client = _client(server, monkeypatch)
+    requests = [
+        Request(
+            request_id=f"s{i}", instance_id="i", kind="score", prompt="Question: Grass colour?\nAnswer:", continuation=c
+        )
+        for i, c in enumerate((" green", " a pale pink"))
+    ]
+    remote, local = client.score(requests), tuned_client.score(requests)
+    for got, want in zip(remote, local):
+        assert got.error == "" and got.logprob == pytest.approx(want.logprob, abs=1e-4)
+
+
+def test_faults_are_retried_with_backoff_and_failures_become_error_rows(server, monkeypatch):
+    client = _client(server, monkeypatch)
+    prompts = {m: f"{m} Rule: A\nAnswer:" for m in ("FAULT429", "FAULT500", "SLOW", "MALFORMED", "ALWAYS500")}
+    started = time.monotonic()
+    results = dict(zip(prompts, client.generate([_gen(p, i, 4) for i, p in enumerate(prompts.values())])))
+    elapsed = time.monotonic() - started
+    assert {m: server.hits[p] for m, p in prompts.items()} == {
+        "FAULT429": 2,
+        "FAULT500": 3,
+        "SLOW": 2,
+        "MALFORMED": 1,
+        "ALWAYS500": 4,
+    }
+    for marker in ("FAULT429", "FAULT500", "SLOW"):
+        assert results[marker].error == "" and results[marker].num_completion_tokens > 0
+    assert results["MALFORMED"].error.startswith("PermanentError: malformed response")
+    assert results["ALWAYS500"].error.startswith("TransientError: gave up after 4 attempts; last error: HTTP 500")
+    assert elapsed >= 1.0  # the SLOW request waited out its 1 s timeout before its retry
+
+
+def test_a_wrong_key_is_a_permanent_error_and_the_key_is_never_described(server, monkeypatch):
+    client = _client(server, monkeypatch)
+    assert server.api_key not in json.dumps(client.describe())
+    monkeypatch.setenv("TEST_SERVER_KEY", "sk-wrong")
+    (c,) = OpenAICompatibleClient(client.spec).generate([_gen(PROMPTS[0])])
+    assert c.error.startswith("PermanentError: HTTP 401")
+
+
+def test_backoff_honours_retry_after_and_grows_with_jitter():
+    policy, rng = RetryPolicy(initial_delay_s=0.5, max_delay_s=4.0), random.Random(0)
+    assert backoff_delay(0, policy, 2.5, rng) == 2.5 and backoff_delay(0, policy, 60, rng) == 4.0
+    for attempt, top in ((0, 0.5), (1, 1.0), (2, 2.0), (5, 4.0)):
+        delays = [backoff_delay(attempt, policy, None, rng) for _ in range(50)]
+        assert all(top / 2 <= d <= top for d in delays) and len(set(delays)) > 1
+
+
+@pytest.fixture(scope="module")
+def transformers_serve(tuned_client):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = str(Path(sys.executable).with_name("transformers"))
+    proc = subprocess.Popen(
+        [exe, "serve", tuned_client.path, "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("transformers serve did not start")
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_against_transformers_serve(transformers_serve, tuned_client):
+    spec = ModelSpec(
+        name="served",
+        backend="openai",
+        path=tuned_client.path,
+        base_url=transformers_serve,
+        max_concurrency=4,
+        timeout_s=60,
+    )
+    client = OpenAICompatibleClient(spec)
+    assert not client.supports_prompt_logprobs
+    remote = client.generate([_gen(p, i) for i, p in enumerate(PROMPTS)])
+    local = tuned_client.generate([_gen(p, i) for i, p in enumerate(PROMPTS)])
+    assert [c.error for c in remote] == [""] * len(PROMPTS)
+    assert [c.text for c in remote] == [c.text for c in local]
+    assert all(c.num_prompt_tokens > 0 for c in remote)
+    # a model the server cannot load is a permanent error row, not a crash
+    (bad,) = OpenAICompatibleClient(spec.model_copy(update={"path": "/no/such/model"})).generate([_gen(PROMPTS[0])])
+    assert bad.error

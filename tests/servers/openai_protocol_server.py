@@ -1,0 +1,165 @@
+"""OpenAI-protocol test server with fault injection (a test double, named for what it is).
+
+It speaks the `/v1/completions` wire format (including `echo` + `logprobs` prompt log-probabilities) and
+answers with a real local transformers model, so its text and log-probabilities are real. Prompts that
+contain a fault marker get scripted faults, one per attempt, to exercise retries:
+  FAULT429 -> 429 with Retry-After: 0.3, then OK        FAULT500 -> 500, 500, then OK
+  SLOW     -> sleeps 3 s (past the client timeout), then OK   MALFORMED -> a body that is not JSON
+  ALWAYS500 -> 500 on every attempt
+It counts requests per prompt and the most requests it ever had in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections import Counter
+
+import torch
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from holistic_dagster.records import Request
+
+SCRIPTS = {
+    "FAULT429": ["429", "ok"],
+    "FAULT500": ["500", "500", "ok"],
+    "SLOW": ["slow", "ok"],
+    "MALFORMED": ["malformed"] * 10,
+    "ALWAYS500": ["500"] * 100,
+}
+
+
+class OpenAIProtocolTestServer:
+    def __init__(self, client, api_key: str | None = None):
+        self.client = client  # a TransformersClient: the real model behind the answers
+        self.api_key = api_key
+        self.hits: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.auth_failures = 0
+        self._lock = asyncio.Lock()
+        app = Starlette(routes=[Route("/v1/completions", self.completions, methods=["POST"])])
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("test server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    async def completions(self, http: HttpRequest) -> Response:
+        if self.api_key and http.headers.get("authorization") != f"Bearer {self.api_key}":
+            self.auth_failures += 1
+            return JSONResponse({"error": {"message": "invalid api key", "type": "invalid_request_error"}}, 401)
+        body = await http.json()
+        prompt = body["prompt"]
+        self.hits[prompt] += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.05)  # some latency, so concurrent requests overlap
+            marker = next((m for m in SCRIPTS if m in prompt), None)
+            if marker:
+                script = SCRIPTS[marker]
+                action = script[min(self.hits[prompt] - 1, len(script) - 1)]
+                if action == "429":
+                    return JSONResponse(
+                        {"error": {"message": "slow down", "type": "rate_limit"}}, 429, headers={"Retry-After": "0.3"}
+                    )
+                if action == "500":
+                    return JSONResponse({"error": {"message": "boom", "type": "server_error"}}, 500)
+                if action == "slow":
+                    await asyncio.sleep(3)
+                if action == "malformed":
+                    return Response('{"id": "x", "choices": [', media_type="application/json")
+            async with self._lock:  # one model call at a time
+                if body.get("echo"):
+                    return JSONResponse(await asyncio.to_thread(self._echo, prompt))
+                return JSONResponse(await asyncio.to_thread(self._generate, body))
+        finally:
+            self.in_flight -= 1
+
+    def _generate(self, body: dict) -> dict:
+        request = Request(
+            request_id="r",
+            instance_id="i",
+            kind="generate",
+            prompt=body["prompt"],
+            max_tokens=body.get("max_tokens", 16),
+            stop=tuple(body.get("stop") or ()),
+        )
+        (c,) = self.client.generate([request])
+        return {
+            "id": "cmpl-test",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "text": c.text,
+                    "finish_reason": "stop" if c.finish_reason == "stop" else "length",
+                    "logprobs": {
+                        "tokens": list(c.tokens),
+                        "token_logprobs": list(c.logprobs),
+                        "text_offset": [],
+                        "top_logprobs": None,
+                    },
+                }
+            ],
+            "usage": {
+                "prompt_tokens": c.num_prompt_tokens,
+                "completion_tokens": c.num_completion_tokens,
+                "total_tokens": c.num_prompt_tokens + c.num_completion_tokens,
+            },
+        }
+
+    @torch.inference_mode()
+    def _echo(self, text: str) -> dict:
+        """Prompt log-probabilities, as OpenAI's legacy completions API returns them with echo=True."""
+        tok = self.client.tokenizer
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids = enc["input_ids"]
+        logprobs = torch.log_softmax(self.client.model(torch.tensor([ids])).logits[0].float(), dim=-1)
+        token_logprobs = [None] + [float(logprobs[k - 1, ids[k]]) for k in range(1, len(ids))]
+        return {
+            "id": "cmpl-echo",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": "test",
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text,
+                    "finish_reason": "length",
+                    "logprobs": {
+                        "tokens": tok.convert_ids_to_tokens(ids),
+                        "token_logprobs": token_logprobs,
+                        "text_offset": [start for start, _ in enc["offset_mapping"]],
+                        "top_logprobs": None,
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": 0, "total_tokens": len(ids)},
+        }
