@@ -123,16 +123,16 @@ class SuiteSpec(_Strict):
 
 class ModelSpec(_Strict):
     name: str
-    backend: Literal["transformers", "openai"]
+    backend: Literal["transformers", "tgi", "openai"]
     # transformers: a local checkpoint directory, a hub id, or demo:<name> for a built-in demo model;
-    # openai: the model id the server knows
+    # openai: the model id the server knows; tgi: a label (the server serves one model, /info names it)
     path: str
     revision: str | None = None
     description: str = ""
     batch_size: int = Field(16, gt=0)
     max_context: int | None = Field(None, gt=0)
     device: str = "auto"
-    # HTTP backends (OpenAI and OpenAI-compatible servers)
+    # HTTP backends (TGI; OpenAI and OpenAI-compatible servers)
     base_url: str | None = None
     api_key_env: str | None = None  # the NAME of the environment variable holding the key, never the key
     chat: bool = False  # use /v1/chat/completions instead of /v1/completions

@@ -213,7 +213,7 @@ def run_completions(stage: Stage, version: str, scenario: str, model: str) -> di
     todo = sorted((r for r in distinct if r.request_id not in done), key=lambda r: (r.kind, -r.num_prompt_tokens))
     provenance_id = _record_provenance(stage, model, info, spec.adapter)
     advance = stage.progress(f"{model} on {scenario}", len(todo)) if stage.progress and todo else None
-    chunk = max(4 * stage.model(model).batch_size, 16)
+    chunk = max(4 * client.parallelism, 16)  # a few batches (or rounds of concurrent requests) per commit
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
         fresh = client.generate([r for r in part if r.kind == "generate"], advance)
@@ -277,6 +277,7 @@ def _completion_row(c: Completion) -> dict[str, Any]:
         "latency_s": c.latency_s,
         "finish_reason": c.finish_reason,
         "error": c.error,
+        "top_logprobs": json.dumps(list(c.top_logprobs)),
     }
 
 
@@ -292,6 +293,7 @@ def _completion_from_row(r: Any) -> Completion:
         latency_s=float(r.latency_s),
         finish_reason=r.finish_reason,
         error=getattr(r, "error", ""),
+        top_logprobs=tuple(json.loads(r.top_logprobs or "[]")),
     )
 
 

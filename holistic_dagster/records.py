@@ -71,6 +71,7 @@ class Completion:
     latency_s: float = 0.0
     finish_reason: str = ""
     error: str = ""
+    top_logprobs: tuple[dict[str, float], ...] = ()  # per generated token: the top alternatives, where given
 
 
 @dataclass(frozen=True)

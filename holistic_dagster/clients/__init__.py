@@ -1,4 +1,4 @@
-"""Model clients: one protocol, one class per backend (local transformers, OpenAI-compatible HTTP)."""
+"""Model clients: one protocol, one class per backend (local transformers, TGI, OpenAI-compatible)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ class ModelClient(Protocol):
     spec: ModelSpec
     max_context: int
     supports_prompt_logprobs: bool  # needed by the separate multiple-choice methods
+    parallelism: int  # requests in flight at once (batch size, or HTTP concurrency)
 
     def describe(self) -> dict[str, Any]:
         """Backend, model revision, hardware and library versions: recorded with every result."""
@@ -36,6 +37,18 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     return (text[: min(hits)], True) if hits else (text, False)
 
 
+def keep_tokens_within(text: str, tokens: Sequence[str], *per_token: Sequence) -> tuple[list, ...]:
+    """Drops the trailing tokens that lie past `text` (a server's tokens include the stop sequence's; our
+    text is cut before it), returning the kept tokens and the matching prefix of each per-token list."""
+    kept, length = 0, 0
+    for token in tokens:
+        if length + len(token) > len(text):
+            break
+        length += len(token)
+        kept += 1
+    return (list(tokens[:kept]), *(list(values[:kept]) for values in per_token))
+
+
 _CLIENTS: dict[tuple, ModelClient] = {}
 
 
@@ -47,6 +60,10 @@ def get_client(spec: ModelSpec) -> ModelClient:
             from holistic_dagster.clients.transformers_client import TransformersClient
 
             _CLIENTS[key] = TransformersClient(spec)
+        elif spec.backend == "tgi":
+            from holistic_dagster.clients.tgi_client import TGIClient
+
+            _CLIENTS[key] = TGIClient(spec)
         elif spec.backend == "openai":
             from holistic_dagster.clients.openai_client import OpenAICompatibleClient
 

@@ -9,8 +9,11 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import Progress
 from holistic_dagster.records import Completion, Request
+
+CHARS_PER_TOKEN = 4  # used only when no local tokenizer is configured
 
 
 class TransientError(Exception):
@@ -85,3 +88,44 @@ def run_requests(
         return list(await asyncio.gather(*(one(r) for r in requests)))
 
     return asyncio.run(main())
+
+
+class HttpClientBase:
+    """Token counting for HTTP backends (a configured local tokenizer, else ~4 characters a token) and the
+    concurrent, retried sending of requests; subclasses map one request to one HTTP call."""
+
+    backend = "http"
+
+    def __init__(self, spec: ModelSpec, default_context: int):
+        self.spec = spec
+        self.max_context = spec.max_context or default_context
+        self.policy = RetryPolicy(max_attempts=spec.max_attempts, timeout_s=spec.timeout_s)
+        self.tokenizer = None
+        if spec.tokenizer:
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
+
+    @property
+    def parallelism(self) -> int:
+        return self.spec.max_concurrency
+
+    def count_tokens(self, text: str) -> int:
+        if self.tokenizer is not None:
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return -(-len(text) // CHARS_PER_TOKEN)
+
+    def truncate_left(self, text: str, max_tokens: int) -> str:
+        if self.tokenizer is not None:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            return self.tokenizer.decode(ids[-max_tokens:]) if len(ids) > max_tokens else text
+        return text[-max_tokens * CHARS_PER_TOKEN :]
+
+    def _send_all(self, requests, send_one, progress) -> list[Completion]:
+        return (
+            run_requests(
+                requests, send_one, max_concurrency=self.spec.max_concurrency, policy=self.policy, progress=progress
+            )
+            if requests
+            else []
+        )

@@ -14,12 +14,12 @@ from typing import Any
 import openai
 
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.clients import Progress, cut_at_stop
-from holistic_dagster.clients.http import PermanentError, RetryPolicy, TransientError, run_requests
+from holistic_dagster.clients import Progress, cut_at_stop, keep_tokens_within
+from holistic_dagster.clients.http import HttpClientBase, PermanentError, TransientError
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request
 
-CHARS_PER_TOKEN = 4  # used only when no local tokenizer is configured
+TOP_N = 5  # alternatives asked for per generated token
 
 
 def _api_key(spec: ModelSpec) -> str:
@@ -39,38 +39,19 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
         return None
 
 
-class OpenAICompatibleClient:
+class OpenAICompatibleClient(HttpClientBase):
     backend = "openai"
 
     def __init__(self, spec: ModelSpec):
-        self.spec = spec
-        self.max_context = spec.max_context or 4096
+        super().__init__(spec, default_context=4096)
         self.supports_prompt_logprobs = spec.prompt_logprobs and not spec.chat
-        self.policy = RetryPolicy(max_attempts=spec.max_attempts, timeout_s=spec.timeout_s)
         self._key = _api_key(spec)
-        self.tokenizer = None
-        if spec.tokenizer:
-            from transformers import AutoTokenizer
-
-            self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
 
     def _client(self) -> openai.AsyncOpenAI:
         # one per event loop; the SDK's own retries are off: ours honour Retry-After and are bounded per request
         return openai.AsyncOpenAI(
             base_url=self.spec.base_url, api_key=self._key, max_retries=0, timeout=self.spec.timeout_s
         )
-
-    # --- tokens ---------------------------------------------------------------------------------------
-    def count_tokens(self, text: str) -> int:
-        if self.tokenizer is not None:
-            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return -(-len(text) // CHARS_PER_TOKEN)
-
-    def truncate_left(self, text: str, max_tokens: int) -> str:
-        if self.tokenizer is not None:
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-            return self.tokenizer.decode(ids[-max_tokens:]) if len(ids) > max_tokens else text
-        return text[-max_tokens * CHARS_PER_TOKEN :]
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -113,9 +94,7 @@ class OpenAICompatibleClient:
             except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError) as e:
                 raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
 
-        return run_requests(
-            requests, send, max_concurrency=self.spec.max_concurrency, policy=self.policy, progress=progress
-        )
+        return self._send_all(requests, send, progress)
 
     async def _generate_one(self, client: openai.AsyncOpenAI, request: Request) -> Completion:
         started = time.perf_counter()
@@ -124,20 +103,25 @@ class OpenAICompatibleClient:
             common["stop"] = list(request.stop)
         if self.spec.chat:
             response = await client.chat.completions.create(
-                messages=[{"role": "user", "content": request.prompt}], logprobs=True, **common
+                messages=[{"role": "user", "content": request.prompt}], logprobs=True, top_logprobs=TOP_N, **common
             )
             choice = response.choices[0]
             text = choice.message.content or ""
             content = (choice.logprobs.content if choice.logprobs else None) or []
             tokens, logprobs = [t.token for t in content], [t.logprob for t in content]
+            top = [{a.token: a.logprob for a in (t.top_logprobs or [])} for t in content]
         else:
-            response = await client.completions.create(prompt=request.prompt, logprobs=1, **common)
+            response = await client.completions.create(prompt=request.prompt, logprobs=TOP_N, **common)
             choice = response.choices[0]
             text = choice.text
             lp = choice.logprobs
             tokens = list(lp.tokens or []) if lp else []
             logprobs = [float(x) for x in (lp.token_logprobs or [])] if lp else []
-        text, _ = cut_at_stop(text, request.stop)
+            top = [dict(t) for t in (lp.top_logprobs or []) if t] if lp else []
+        text, stopped = cut_at_stop(text, request.stop)
+        if stopped and tokens:
+            tokens, logprobs, top = keep_tokens_within(text, tokens, logprobs, top or [{}] * len(tokens))
+            top = [t for t in top if t]
         usage = response.usage
         return Completion(
             request_id=request.request_id,
@@ -149,6 +133,7 @@ class OpenAICompatibleClient:
             num_completion_tokens=usage.completion_tokens if usage else len(tokens),
             latency_s=time.perf_counter() - started,
             finish_reason=choice.finish_reason or "",
+            top_logprobs=tuple(top),
         )
 
     async def _score_one(self, client: openai.AsyncOpenAI, request: Request) -> Completion:

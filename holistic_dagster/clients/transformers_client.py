@@ -26,6 +26,7 @@ from holistic_dagster.records import Completion, Request
 
 # token counts of over-long prompts are expected (adaptation trims them); weight-loading bars are noise
 transformers.logging.set_verbosity_error()
+TOP_K = 5  # alternatives recorded per generated token
 transformers.logging.disable_progress_bar()
 
 
@@ -62,6 +63,10 @@ class TransformersClient:
         )
         self.max_context = spec.max_context or int(window)
         self.revision = spec.revision or (_revision(Path(path)) if local else "unpinned")
+
+    @property
+    def parallelism(self) -> int:
+        return self.spec.batch_size
 
     # --- tokens ---------------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -132,9 +137,11 @@ class TransformersClient:
         elapsed = time.perf_counter() - started
         new_ids = out.sequences[:, enc["input_ids"].shape[1] :]
         scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+        # the top alternatives at each generated position
+        top_lps, top_ids = torch.stack(out.scores, dim=1).float().log_softmax(dim=-1).topk(TOP_K, dim=-1)
         done: dict[str, Completion] = {}
         for row, request in enumerate(group):
-            ids, lps, text = [], [], ""
+            ids, lps, top, text = [], [], [], ""
             finish = "length"
             for pos, token_id in enumerate(new_ids[row].tolist()):
                 if token_id == self.tokenizer.eos_token_id:  # after it there is only padding
@@ -147,17 +154,20 @@ class TransformersClient:
                     break
                 ids.append(token_id)
                 lps.append(float(scores[row, pos]))
+                alternatives = zip(top_ids[row, pos].tolist(), top_lps[row, pos].tolist())
+                top.append({self.tokenizer.decode([i]): lp for i, lp in alternatives})
                 text = piece
             done[request.request_id] = Completion(
                 request_id=request.request_id,
                 text=text,
-                tokens=tuple(self.tokenizer.convert_ids_to_tokens(ids)),
+                tokens=tuple(self.tokenizer.decode([i]) for i in ids),
                 logprobs=tuple(lps),
                 logprob=sum(lps),
                 num_prompt_tokens=int(enc["attention_mask"][row].sum()),
                 num_completion_tokens=len(ids),
                 latency_s=elapsed / len(group),
                 finish_reason=finish,
+                top_logprobs=tuple(top),
             )
         return done
 
@@ -255,7 +265,7 @@ class TransformersClient:
             results[i] = Completion(
                 request_id=requests[i].request_id,
                 text=requests[i].continuation,
-                tokens=tuple(self.tokenizer.convert_ids_to_tokens(ids[len(ids) - n_cont :])),
+                tokens=tuple(self.tokenizer.decode([i]) for i in ids[len(ids) - n_cont :]),
                 logprobs=tuple(lps),
                 logprob=float(sum(lps)),
                 num_prompt_tokens=len(ids) - n_cont,

@@ -63,6 +63,10 @@ CREATE TABLE IF NOT EXISTS completion_cache (
     PRIMARY KEY (model_key, request_id, sample_index)
 );
 
+-- top-k alternatives per generated token (where the backend gives them); added after schema version 1
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS top_logprobs JSON DEFAULT '[]';
+ALTER TABLE completion_cache ADD COLUMN IF NOT EXISTS top_logprobs JSON DEFAULT '[]';
+
 -- One row per model x version x scenario x instance x metric.
 CREATE TABLE IF NOT EXISTS instance_scores (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
