@@ -234,16 +234,50 @@ class Catalog:
         return spec.model_copy(update=update), pin
 
 
-def load_models(path: Path | None = None) -> dict[str, ModelSpec]:
-    """The model registry (resources/models.yaml): {name: ModelSpec}."""
+BACKEND_SETTINGS = {
+    "transformers": ("device", "batch_size"),
+    "tgi": ("max_concurrency", "timeout_s", "max_attempts"),
+    "openai": ("base_url", "api_key_env", "max_concurrency", "timeout_s", "max_attempts"),
+}
+
+
+def load_backend_defaults(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Deployment defaults per backend kind (resources/backends.yaml; the file is optional)."""
+    path = Path(path) if path else settings.resources_dir() / "backends.yaml"
+    if not path.exists():
+        return {}
+    data = _read_yaml(path) or {}
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a mapping of backend kind -> settings")
+    for kind, values in data.items():
+        if kind not in BACKEND_SETTINGS:
+            raise CatalogError(f"{path}: unknown backend kind {kind!r} (known: {', '.join(BACKEND_SETTINGS)})")
+        unknown = set(values or {}) - set(BACKEND_SETTINGS[kind])
+        if unknown:
+            raise CatalogError(
+                f"{path}: {kind}: unknown setting(s) {sorted(unknown)}; allowed: {', '.join(BACKEND_SETTINGS[kind])}"
+            )
+    return {kind: dict(values or {}) for kind, values in data.items()}
+
+
+def with_backend_defaults(spec: ModelSpec, defaults: dict[str, Any]) -> ModelSpec:
+    """The model's own settings win; the backend's deployment defaults fill in the rest."""
+    update = {k: v for k, v in defaults.items() if k not in spec.model_fields_set and v is not None}
+    return spec.model_copy(update=update) if update else spec
+
+
+def load_models(path: Path | None = None, backends: Path | None = None) -> dict[str, ModelSpec]:
+    """The model registry (resources/models.yaml): {name: ModelSpec}, with backends.yaml defaults applied."""
     path = Path(path) if path else settings.resources_dir() / "models.yaml"
     data = _read_yaml(path) or {}
     entries = data.get("models") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise CatalogError(f"{path}: expected a top-level `models:` mapping of name -> settings")
+    defaults = load_backend_defaults(backends if backends else path.parent / "backends.yaml")
     models = {}
     for name, body in entries.items():
-        models[name] = _validate(ModelSpec, {"name": name, **(body or {})}, path)
+        spec = _validate(ModelSpec, {"name": name, **(body or {})}, path)
+        models[name] = with_backend_defaults(spec, defaults.get(spec.backend, {}))
     return models
 
 

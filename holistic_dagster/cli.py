@@ -93,7 +93,12 @@ def demo(
     )
     try:
         evaluate_suite(
-            defs, DagsterInstance.get(), version, names, lambda label: console.print(f"[bold]>[/] {label} ...")
+            defs,
+            DagsterInstance.get(),
+            version,
+            names,
+            lambda label: console.print(f"[bold]>[/] {label} ..."),
+            catalog=catalog,
         )
     except HolisticError as e:
         _fail(str(e))

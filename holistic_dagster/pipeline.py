@@ -18,7 +18,7 @@ import pandas as pd
 
 from holistic_dagster.adaptation import TokenBudget, build_requests
 from holistic_dagster.catalog import Catalog, ModelSpec, model_spec
-from holistic_dagster.clients import get_client
+from holistic_dagster.clients import ModelClient, get_client
 from holistic_dagster.errors import CapabilityError, HolisticError
 from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics.scoring import score_instances
@@ -36,9 +36,13 @@ class Stage:
     models_file: Path | None = None
     run_id: str = ""
     progress: Callable[[str, int], Callable[[int], None]] | None = None  # (description, total) -> advance
+    clients: Callable[[ModelSpec], ModelClient] = get_client  # the Dagster layer passes its backend resources
 
     def model(self, name: str) -> ModelSpec:
         return model_spec(name, self.models_file)
+
+    def client(self, name: str) -> ModelClient:
+        return self.clients(self.model(name))
 
 
 # --- dataset ------------------------------------------------------------------------------------------
@@ -116,7 +120,7 @@ def load_dataset(stage: Stage, version: str, scenario: str) -> list[Instance]:
 # --- prompts ------------------------------------------------------------------------------------------
 def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict[str, Any]:
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
-    client = get_client(stage.model(model))
+    client = stage.client(model)
     check_capabilities(client, scenario, spec.adapter.method)
     budget = TokenBudget(client.max_context, client.count_tokens, client.truncate_left)
     requests = build_requests(
@@ -202,24 +206,28 @@ def load_requests(stage: Stage, version: str, scenario: str, model: str) -> list
 # --- completions --------------------------------------------------------------------------------------
 def run_completions(stage: Stage, version: str, scenario: str, model: str) -> dict[str, Any]:
     """Completions for every distinct request, reusing the completion cache: only requests this model
-    (same backend, path and revision) has never answered are sent, and each finished chunk is committed to
-    the cache at once, so a killed run resumes where it stopped. The partition is replaced at the end."""
+    (same backend, path and revision) has never answered are sent, and every finished batch or response is
+    committed to the cache at once, so a killed run resumes where it stopped and repeats no finished request.
+    The partition is replaced at the end."""
     spec, _ = stage.catalog.resolved_scenario(version, scenario)
-    client = get_client(stage.model(model))
+    client = stage.client(model)
     info = client.describe()
     model_key = sha256_json({k: info.get(k) for k in ("backend", "model_path", "model_revision")})[:16]
     distinct = list({r.request_id: r for r in load_requests(stage, version, scenario, model)}.values())
     done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
-    todo = sorted((r for r in distinct if r.request_id not in done), key=lambda r: (r.kind, -r.num_prompt_tokens))
+    todo = [r for r in distinct if r.request_id not in done]
     provenance_id = _record_provenance(stage, model, info, spec.adapter)
     advance = stage.progress(f"{model} on {scenario}", len(todo)) if stage.progress and todo else None
-    chunk = max(4 * client.parallelism, 16)  # a few batches (or rounds of concurrent requests) per commit
-    for start in range(0, len(todo), chunk):
-        part = todo[start : start + chunk]
-        fresh = client.generate([r for r in part if r.kind == "generate"], advance)
-        fresh += client.score([r for r in part if r.kind == "score"], advance)
-        stage.warehouse.upsert("completion_cache", _cache_frame(fresh, model_key, provenance_id))
-        done.update({c.request_id: (c, provenance_id) for c in fresh})  # failed ones too: stored, never cached
+
+    def save(finished: list[Completion]) -> None:
+        """Each batch (or HTTP response) is committed to the cache the moment it is finished."""
+        stage.warehouse.upsert("completion_cache", _cache_frame(finished, model_key, provenance_id))
+        done.update({c.request_id: (c, provenance_id) for c in finished})  # failed ones too: stored, never cached
+        if advance:
+            advance(len(finished))
+
+    client.generate([r for r in todo if r.kind == "generate"], save)
+    client.score([r for r in todo if r.kind == "score"], save)
     frame = pd.DataFrame(
         [
             {"model": model, "version": version, "scenario": scenario, **_completion_row(c), "provenance_id": pid}

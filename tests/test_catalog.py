@@ -93,6 +93,6 @@ def test_model_names_must_be_slugs(tmp_path):
         CatalogError, match=r"models.yaml: name: Value error, model name 'My Model\|1' must be a lower-case slug"
     ):
         load_models(path)
-    path = write(tmp_path / "models.yaml", "models:\n  m: {backend: tgi, path: x}\n")
-    with pytest.raises(CatalogError, match=r"models.yaml: backend: Input should be 'transformers'"):
+    path = write(tmp_path / "models.yaml", "models:\n  m: {backend: vllm, path: x}\n")
+    with pytest.raises(CatalogError, match=r"models.yaml: backend: Input should be 'transformers', 'tgi' or 'openai'"):
         load_models(path)

@@ -9,14 +9,15 @@ from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request
 
-Progress = Callable[[int], None]  # called with the number of requests just finished
+# called with completions as soon as they are finished (each batch, or each HTTP response), so that callers
+# can save them at once: a killed run then loses nothing that had finished
+OnDone = Callable[[list[Completion]], None]
 
 
 class ModelClient(Protocol):
     spec: ModelSpec
     max_context: int
     supports_prompt_logprobs: bool  # needed by the separate multiple-choice methods
-    parallelism: int  # requests in flight at once (batch size, or HTTP concurrency)
 
     def describe(self) -> dict[str, Any]:
         """Backend, model revision, hardware and library versions: recorded with every result."""
@@ -25,9 +26,9 @@ class ModelClient(Protocol):
 
     def truncate_left(self, text: str, max_tokens: int) -> str: ...
 
-    def generate(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]: ...
+    def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]: ...
 
-    def score(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+    def score(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         """Log-probability of each request's continuation after its prompt."""
 
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.clients import Progress
+from holistic_dagster.clients import OnDone
 from holistic_dagster.records import Completion, Request
 
 CHARS_PER_TOKEN = 4  # used only when no local tokenizer is configured
@@ -66,7 +66,7 @@ def run_requests(
     *,
     max_concurrency: int,
     policy: RetryPolicy,
-    progress: Progress | None = None,
+    on_done: OnDone | None = None,
     seed: int = 0,
 ) -> list[Completion]:
     """Sends every request with at most `max_concurrency` in flight; returns completions in request order."""
@@ -81,8 +81,8 @@ def run_requests(
                     completion = await with_retries(lambda: send(request), policy, rng)
                 except (TransientError, PermanentError) as e:
                     completion = Completion(request_id=request.request_id, text="", error=f"{type(e).__name__}: {e}")
-            if progress:
-                progress(1)
+            if on_done:
+                on_done([completion])
             return completion
 
         return list(await asyncio.gather(*(one(r) for r in requests)))
@@ -106,10 +106,6 @@ class HttpClientBase:
 
             self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
 
-    @property
-    def parallelism(self) -> int:
-        return self.spec.max_concurrency
-
     def count_tokens(self, text: str) -> int:
         if self.tokenizer is not None:
             return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -121,10 +117,10 @@ class HttpClientBase:
             return self.tokenizer.decode(ids[-max_tokens:]) if len(ids) > max_tokens else text
         return text[-max_tokens * CHARS_PER_TOKEN :]
 
-    def _send_all(self, requests, send_one, progress) -> list[Completion]:
+    def _send_all(self, requests, send_one, on_done) -> list[Completion]:
         return (
             run_requests(
-                requests, send_one, max_concurrency=self.spec.max_concurrency, policy=self.policy, progress=progress
+                requests, send_one, max_concurrency=self.spec.max_concurrency, policy=self.policy, on_done=on_done
             )
             if requests
             else []

@@ -14,7 +14,7 @@ from typing import Any
 import openai
 
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.clients import Progress, cut_at_stop, keep_tokens_within
+from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, PermanentError, TransientError
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request
@@ -27,7 +27,10 @@ def _api_key(spec: ModelSpec) -> str:
         return "EMPTY"  # local OpenAI-compatible servers accept any key
     value = os.environ.get(spec.api_key_env)
     if not value:
-        raise CatalogError(f"model {spec.name!r}: environment variable {spec.api_key_env} (its API key) is not set")
+        raise CatalogError(
+            f"model {spec.name!r}: environment variable {spec.api_key_env} (its API key) is not set; set it, or "
+            f"give the model `api_key_env: null` in resources/models.yaml if its server needs no key"
+        )
     return value
 
 
@@ -66,15 +69,15 @@ class OpenAICompatibleClient(HttpClientBase):
         }
 
     # --- requests -------------------------------------------------------------------------------------
-    def generate(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
-        return self._run(requests, self._generate_one, progress)
+    def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
+        return self._run(requests, self._generate_one, on_done)
 
-    def score(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+    def score(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         if requests and not self.supports_prompt_logprobs:
             raise CatalogError(f"model {self.spec.name!r} cannot return prompt log-probabilities")
-        return self._run(requests, self._score_one, progress)
+        return self._run(requests, self._score_one, on_done)
 
-    def _run(self, requests, send_one, progress) -> list[Completion]:
+    def _run(self, requests, send_one, on_done) -> list[Completion]:
         if not requests:
             return []
         state: dict[str, openai.AsyncOpenAI] = {}
@@ -94,7 +97,7 @@ class OpenAICompatibleClient(HttpClientBase):
             except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError) as e:
                 raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
 
-        return self._send_all(requests, send, progress)
+        return self._send_all(requests, send, on_done)
 
     async def _generate_one(self, client: openai.AsyncOpenAI, request: Request) -> Completion:
         started = time.perf_counter()

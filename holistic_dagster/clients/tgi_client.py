@@ -26,7 +26,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.errors import ValidationError as TGIValidationError
 
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.clients import Progress, cut_at_stop, keep_tokens_within
+from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, PermanentError, TransientError
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
@@ -125,7 +125,7 @@ class TGIClient(HttpClientBase):
             "max_concurrency": self.spec.max_concurrency,
         }
 
-    def generate(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+    def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         async def one(client: AsyncInferenceClient, r: Request) -> Completion:
             started = time.perf_counter()
             output = await client.text_generation(
@@ -140,9 +140,9 @@ class TGIClient(HttpClientBase):
             )
             return completion_from_tgi(output, r, time.perf_counter() - started)
 
-        return self._run(requests, one, progress)
+        return self._run(requests, one, on_done)
 
-    def score(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+    def score(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         async def one(client: AsyncInferenceClient, r: Request) -> Completion:
             started = time.perf_counter()
             output = await client.text_generation(
@@ -150,9 +150,9 @@ class TGIClient(HttpClientBase):
             )
             return continuation_from_prefill(output, r, time.perf_counter() - started)
 
-        return self._run(requests, one, progress)
+        return self._run(requests, one, on_done)
 
-    def _run(self, requests, send_one, progress) -> list[Completion]:
+    def _run(self, requests, send_one, on_done) -> list[Completion]:
         state: dict[str, AsyncInferenceClient] = {}
 
         async def send(request: Request) -> Completion:
@@ -178,4 +178,4 @@ class TGIClient(HttpClientBase):
             except (ValueError, KeyError, TypeError) as e:
                 raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
 
-        return self._send_all(requests, send, progress)
+        return self._send_all(requests, send, on_done)

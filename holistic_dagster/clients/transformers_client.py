@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.clients import Progress, cut_at_stop
+from holistic_dagster.clients import OnDone, cut_at_stop
 from holistic_dagster.hashing import sha256_file
 from holistic_dagster.records import Completion, Request
 
@@ -64,10 +64,6 @@ class TransformersClient:
         self.max_context = spec.max_context or int(window)
         self.revision = spec.revision or (_revision(Path(path)) if local else "unpinned")
 
-    @property
-    def parallelism(self) -> int:
-        return self.spec.batch_size
-
     # --- tokens ---------------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -91,7 +87,7 @@ class TransformersClient:
 
     # --- generation -----------------------------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, requests: Sequence[Request], progress: Progress | None = None) -> list[Completion]:
+    def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         results: dict[str, Completion] = {}
         # longest first, so padding is minimal and a too-large batch fails at once
         order = sorted(requests, key=lambda r: -r.num_prompt_tokens)
@@ -101,10 +97,12 @@ class TransformersClient:
             groups: dict[tuple, list[Request]] = {}
             for r in batch:
                 groups.setdefault((r.max_tokens, r.temperature, r.stop), []).append(r)
+            finished: dict[str, Completion] = {}
             for (max_tokens, temperature, stop), group in groups.items():
-                results.update(self._generate_group(group, max_tokens, temperature, stop))
-            if progress:
-                progress(len(batch))
+                finished.update(self._generate_group(group, max_tokens, temperature, stop))
+            results.update(finished)
+            if on_done:
+                on_done(list(finished.values()))
         return [results[r.request_id] for r in requests]
 
     def _generate_group(
@@ -174,7 +172,7 @@ class TransformersClient:
     # --- scoring --------------------------------------------------------------------------------------
     @torch.inference_mode()
     def score(
-        self, requests: Sequence[Request], progress: Progress | None = None, share_context: bool = True
+        self, requests: Sequence[Request], on_done: OnDone | None = None, share_context: bool = True
     ) -> list[Completion]:
         """Continuation log-probabilities. Requests that share a context (the choices of one question) run the
         context once and reuse its key/value cache for every continuation; the rest run in length-sorted
@@ -188,13 +186,15 @@ class TransformersClient:
         results: dict[int, Completion] = {}
         alone.sort(key=lambda i: -len(encoded[i][0]))
         for start in range(0, len(alone), self.spec.batch_size):
-            results.update(self._score_batch(alone[start : start + self.spec.batch_size], encoded, requests))
-            if progress:
-                progress(len(alone[start : start + self.spec.batch_size]))
+            finished = self._score_batch(alone[start : start + self.spec.batch_size], encoded, requests)
+            results.update(finished)
+            if on_done:
+                on_done(list(finished.values()))
         for group in shared:
-            results.update(self._score_shared_context(group, encoded, requests))
-            if progress:
-                progress(len(group))
+            finished = self._score_shared_context(group, encoded, requests)
+            results.update(finished)
+            if on_done:
+                on_done(list(finished.values()))
         return [results[i] for i in range(len(requests))]
 
     def _score_batch(self, idx: list[int], encoded: list[tuple[list[int], int]], requests) -> dict[int, Completion]:

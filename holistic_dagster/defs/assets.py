@@ -22,7 +22,7 @@ from dagster import (
 from holistic_dagster import pipeline, quality
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
-from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.defs.resources import HolisticResource, OpenAIBackend, TGIBackend, TransformersBackend
 from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics.scoring import metrics_per_instance
 
@@ -58,11 +58,17 @@ def _keys(context: AssetExecutionContext) -> tuple[str, str]:
 
 
 def _model_stage(
-    context: AssetExecutionContext, holistic: HolisticResource, scenario: str, stage_name: str, compute, check
+    context: AssetExecutionContext,
+    holistic: HolisticResource,
+    scenario: str,
+    stage_name: str,
+    compute,
+    check,
+    backends: dict | None = None,
 ) -> Iterator:
     """A model x version stage: compute it, then report its quality checks on what was stored."""
     model, version = _keys(context)
-    stage = holistic.stage(context.run.run_id)
+    stage = holistic.stage(context.run.run_id, backends)
     yield MaterializeResult(metadata=compute(stage, version, scenario, model))
     yield from _results(check(stage.warehouse, version, scenario, model), stage_name)
 
@@ -109,18 +115,35 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
         description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context window.",
         **common,
     )
-    def prompts(context: AssetExecutionContext, holistic: HolisticResource):
-        yield from _model_stage(context, holistic, scenario, "prompts", pipeline.build_prompts, quality.check_prompts)
+    def prompts(
+        context: AssetExecutionContext,
+        holistic: HolisticResource,
+        transformers_backend: TransformersBackend,
+        tgi_backend: TGIBackend,
+        openai_backend: OpenAIBackend,
+    ):
+        backends = {"transformers": transformers_backend, "tgi": tgi_backend, "openai": openai_backend}
+        yield from _model_stage(
+            context, holistic, scenario, "prompts", pipeline.build_prompts, quality.check_prompts, backends
+        )
 
     @asset(
         key=[scenario, "completions"],
+        pool="model_requests",  # concurrent runs share model servers: see dagster.yaml
         partitions_def=model_version_partitions,
         deps=[AssetKey([scenario, "prompts"])],
         check_specs=_check_specs([scenario, "completions"], "completions"),
         description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
         **common,
     )
-    def completions(context: AssetExecutionContext, holistic: HolisticResource):
+    def completions(
+        context: AssetExecutionContext,
+        holistic: HolisticResource,
+        transformers_backend: TransformersBackend,
+        tgi_backend: TGIBackend,
+        openai_backend: OpenAIBackend,
+    ):
+        backends = {"transformers": transformers_backend, "tgi": tgi_backend, "openai": openai_backend}
         yield from _model_stage(
             context,
             holistic,
@@ -128,6 +151,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
             "completions",
             pipeline.run_completions,
             lambda wh, v, s, m: quality.check_completions(wh, v, s, m, catalog.suite(v).max_failure_rate),
+            backends,
         )
 
     @asset(

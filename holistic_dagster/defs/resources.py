@@ -6,9 +6,48 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.catalog import Catalog, ModelSpec, load_backend_defaults, with_backend_defaults
+from holistic_dagster.clients import ModelClient, get_client
 from holistic_dagster.pipeline import Stage
 from holistic_dagster.warehouse import Warehouse
+
+
+def _default(kind: str, key: str, fallback):
+    return lambda: load_backend_defaults().get(kind, {}).get(key, fallback)
+
+
+class _Backend(ConfigurableResource):
+    """A model backend kind. Its settings (from resources/backends.yaml) fill in what a model entry in
+    resources/models.yaml leaves unset; the entry's own settings win."""
+
+    def client(self, spec: ModelSpec) -> ModelClient:
+        return get_client(with_backend_defaults(spec, self.model_dump(exclude_none=True)))
+
+
+class TransformersBackend(_Backend):
+    """Local models on transformers + torch."""
+
+    device: str = Field(default_factory=_default("transformers", "device", "auto"))
+
+
+class TGIBackend(_Backend):
+    """Text Generation Inference servers."""
+
+    max_concurrency: int = Field(default_factory=_default("tgi", "max_concurrency", 16))
+    timeout_s: float = Field(default_factory=_default("tgi", "timeout_s", 120.0))
+    max_attempts: int = Field(default_factory=_default("tgi", "max_attempts", 5))
+
+
+class OpenAIBackend(_Backend):
+    """OpenAI and OpenAI-compatible servers. api_key_env names the variable holding the key."""
+
+    api_key_env: str | None = Field(default_factory=_default("openai", "api_key_env", None))
+    max_concurrency: int = Field(default_factory=_default("openai", "max_concurrency", 8))
+    timeout_s: float = Field(default_factory=_default("openai", "timeout_s", 120.0))
+    max_attempts: int = Field(default_factory=_default("openai", "max_attempts", 5))
+
+
+BACKEND_RESOURCES = {"transformers": "transformers_backend", "tgi": "tgi_backend", "openai": "openai_backend"}
 
 
 class HolisticResource(ConfigurableResource):
@@ -19,10 +58,12 @@ class HolisticResource(ConfigurableResource):
     models_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "models.yaml"))
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
 
-    def stage(self, run_id: str) -> Stage:
+    def stage(self, run_id: str, backends: dict[str, _Backend] | None = None) -> Stage:
         from pathlib import Path
 
+        clients = (lambda spec: backends[spec.backend].client(spec)) if backends else get_client
         return Stage(
+            clients=clients,
             warehouse=Warehouse(self.warehouse_path),
             catalog=Catalog(Path(self.catalog_dir)),
             models_file=Path(self.models_file),

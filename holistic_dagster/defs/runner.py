@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dagster import DagsterInstance, Definitions, MultiPartitionKey
+from dagster import AssetKey, DagsterInstance, Definitions, MultiPartitionKey
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
+from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
 
@@ -54,17 +55,25 @@ def evaluate_suite(
     version: str,
     models: Sequence[str],
     announce: Callable[[str], None] = lambda _: None,
+    catalog: Catalog | None = None,
 ) -> list[SuiteRun]:
-    """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job`; raises RunFailed on the first failure."""
+    """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job` on the suite version's scenarios;
+    raises RunFailed on the first failure."""
+    scenarios = list((catalog or Catalog()).suite(version).scenarios)
     register_partitions(instance, models, [version])
-    steps = [("datasets", version, f"datasets for {version}")]
-    steps += [("evaluate_model", MultiPartitionKey({"model": m, "version": version}), f"evaluate {m}") for m in models]
-    steps += [("leaderboard_job", version, "leaderboard")]
+    datasets = [AssetKey([s, "dataset"]) for s in scenarios]
+    per_model = [AssetKey([s, stage]) for s in scenarios for stage in ("prompts", "completions", "scores")]
+    steps = [("datasets", version, f"datasets for {version}", datasets)]
+    steps += [
+        ("evaluate_model", MultiPartitionKey({"model": m, "version": version}), f"evaluate {m}", per_model)
+        for m in models
+    ]
+    steps += [("leaderboard_job", version, "leaderboard", None)]
     runs = []
-    for job, key, label in steps:
+    for job, key, label, selection in steps:
         announce(label)
         result = defs.resolve_job_def(job).execute_in_process(
-            partition_key=key, instance=instance, run_config=QUIET_LOGS, raise_on_error=False
+            partition_key=key, instance=instance, run_config=QUIET_LOGS, raise_on_error=False, asset_selection=selection
         )
         if not result.success:
             raise RunFailed(label, result)

@@ -1,0 +1,99 @@
+"""SIGKILL a materialization mid-run against a model server, run it again: no request reaches the server
+twice, and the scores equal those of an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from dagster import DagsterInstance
+
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.definitions import build_definitions
+from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.defs.runner import evaluate_suite
+from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.warehouse import Warehouse
+from tests.conftest import write
+from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
+
+RUN = """
+import sys
+from pathlib import Path
+from dagster import DagsterInstance
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.definitions import build_definitions
+from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.defs.runner import evaluate_suite
+warehouse, catalog, models = sys.argv[1:4]
+resource = HolisticResource(warehouse_path=warehouse, catalog_dir=catalog, models_file=models)
+evaluate_suite(build_definitions(Catalog(Path(catalog)), resource), DagsterInstance.get(), "v1", ["remote"],
+               catalog=Catalog(Path(catalog)))
+"""
+
+
+def _world(tmp_path, base_url):
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write(
+        tmp_path / "assets" / "suites" / "v1.yaml",
+        "version: v1\nscenarios:\n  synthetic_reasoning: {max_eval_instances: 40, seed: 1}\n",
+    )
+    models = write(
+        tmp_path / "models.yaml",
+        f"models:\n  remote: {{backend: openai, path: demo-llama-tuned, base_url: '{base_url}', max_concurrency: 2, "
+        "api_key_env: null}\n",
+    )
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").symlink_to(REPO_ROOT / "dagster.yaml")
+    return tmp_path / "assets", models, home
+
+
+def _scores(path):
+    return Warehouse(path).df(
+        "SELECT instance_id, metric, value FROM instance_scores WHERE family = 'accuracy' ORDER BY ALL"
+    )
+
+
+def test_killed_materialization_resumes_without_repeating_requests(tuned_client, tmp_path, monkeypatch):
+    with OpenAIProtocolTestServer(tuned_client) as server:
+        catalog, models, home = _world(tmp_path, server.base_url)
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        killed = tmp_path / "killed.duckdb"
+        proc = subprocess.Popen([sys.executable, "-c", RUN, str(killed), str(catalog), str(models)], env=os.environ)
+        deadline, cached = time.monotonic() + 180, 0
+        while cached < 32 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            if killed.exists():
+                cached = int(Warehouse(killed).df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
+        assert proc.poll() is None, "the run ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        cache = Warehouse(killed).df("SELECT request_id FROM completion_cache")
+        prompts = Warehouse(killed).df("SELECT DISTINCT request_id, prompt FROM prompts")
+        finished = set(prompts[prompts["request_id"].isin(cache["request_id"])]["prompt"])
+        assert 32 <= len(finished) < 120
+
+        resource = HolisticResource(warehouse_path=str(killed), catalog_dir=str(catalog), models_file=str(models))
+        defs = build_definitions(Catalog(catalog), resource)
+        evaluate_suite(defs, DagsterInstance.get(), "v1", ["remote"], catalog=Catalog(catalog))
+        assert len(server.hits) == 120
+        assert all(server.hits[p] == 1 for p in finished)  # no finished request was sent again
+        # only requests in flight at the kill (at most max_concurrency) can have reached the server twice
+        assert sum(n > 1 for n in server.hits.values()) <= 2
+
+        server.hits.clear()
+        clean = tmp_path / "clean.duckdb"
+        resource = HolisticResource(warehouse_path=str(clean), catalog_dir=str(catalog), models_file=str(models))
+        evaluate_suite(
+            build_definitions(Catalog(catalog), resource),
+            DagsterInstance.get(),
+            "v1",
+            ["remote"],
+            catalog=Catalog(catalog),
+        )
+    assert _scores(killed).equals(_scores(clean)) and len(_scores(clean)) == 120 * 3
