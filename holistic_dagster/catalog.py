@@ -112,6 +112,8 @@ class SuiteScenario(_Strict):
     seed: int = 0
     subsets: tuple[str, ...] | None = None
     method: Literal[ADAPTER_METHODS] | None = None  # type: ignore[valid-type]
+    # used instead on models that cannot give prompt log-probabilities (recorded in prompts.adapter_method)
+    fallback_method: Literal["generation", "multiple_choice_joint"] | None = None
 
 
 class SuiteSpec(_Strict):

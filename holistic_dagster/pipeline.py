@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.adaptation import TokenBudget, build_requests
-from holistic_dagster.catalog import Catalog, ModelSpec, model_spec
+from holistic_dagster.catalog import AdapterSpec, Catalog, ModelSpec, model_spec
 from holistic_dagster.clients import ModelClient, get_client
 from holistic_dagster.errors import CapabilityError, HolisticError
 from holistic_dagster.hashing import sha256_json
@@ -121,10 +121,10 @@ def load_dataset(stage: Stage, version: str, scenario: str) -> list[Instance]:
 def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict[str, Any]:
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     client = stage.client(model)
-    check_capabilities(client, scenario, spec.adapter.method)
+    adapter = adapter_for(client, scenario, spec.adapter, pin.fallback_method)
     budget = TokenBudget(client.max_context, client.count_tokens, client.truncate_left)
     requests = build_requests(
-        load_dataset(stage, version, scenario), spec.adapter, stage.catalog.templates_dir, budget, pin.seed
+        load_dataset(stage, version, scenario), adapter, stage.catalog.templates_dir, budget, pin.seed
     )
     frame = pd.DataFrame(
         [
@@ -135,8 +135,8 @@ def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict
                 "instance_id": r.instance_id,
                 "request_id": r.request_id,
                 "kind": r.kind,
-                "adapter_method": spec.adapter.method,
-                "template": spec.adapter.template_file,
+                "adapter_method": adapter.method,
+                "template": adapter.template_file,
                 "prompt": r.prompt,
                 "continuation": r.continuation,
                 "choice_index": r.choice_index,
@@ -157,20 +157,39 @@ def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict
         "num_requests": len(frame),
         "num_distinct_requests": int(frame["request_id"].nunique()),
         "num_truncated": int(frame["truncated"].sum()),
-        "num_fewer_shots": int((frame["num_train_instances"] < spec.adapter.max_train_instances).sum()),
+        "num_fewer_shots": int((frame["num_train_instances"] < adapter.max_train_instances).sum()),
         "max_prompt_tokens": int(frame["num_prompt_tokens"].max()),
     }
 
 
-def check_capabilities(client, scenario: str, method: str) -> None:
-    """Fails before the first request when the model cannot serve the scenario's adapter method."""
-    if method.startswith("multiple_choice_separate") and not client.supports_prompt_logprobs:
-        raise CapabilityError(
-            f"model {client.spec.name!r} ({client.spec.backend}) cannot return prompt log-probabilities, which "
-            f"scenario {scenario!r} needs for {method}. Use a backend that can (transformers; an OpenAI-compatible "
-            f"server with echo + logprobs, marked `prompt_logprobs: true` in resources/models.yaml), or pin "
-            f"`method: multiple_choice_joint` for {scenario!r} in the suite file."
+def adapter_for(client, scenario: str, adapter: AdapterSpec, fallback_method: str | None) -> AdapterSpec:
+    """The adapter this model can serve: the scenario's, or the suite's fallback method when the model cannot
+    give the prompt log-probabilities the scenario needs (recorded in prompts.adapter_method). Without a
+    fallback it fails before the first request, saying what to change."""
+    if not adapter.method.startswith("multiple_choice_separate") or client.supports_prompt_logprobs:
+        return adapter
+    if fallback_method:
+        return adapter.model_copy(update={"method": fallback_method})
+    raise CapabilityError(
+        f"model {client.spec.name!r} ({client.spec.backend}) cannot return prompt log-probabilities, which "
+        f"scenario {scenario!r} needs for {adapter.method}. Use a backend that can (transformers, tgi; an "
+        f"OpenAI-compatible server with echo + logprobs, marked `prompt_logprobs: true` in resources/models.yaml), "
+        f"or give {scenario!r} a `fallback_method: multiple_choice_joint` (or `method:`) in the suite file."
+    )
+
+
+def prompted_method(stage: Stage, version: str, scenario: str, model: str) -> str:
+    """The adapter method the prompts were built with (the scenario's, or a fallback)."""
+    frame = stage.warehouse.df(
+        "SELECT DISTINCT adapter_method FROM prompts WHERE model = ? AND version = ? AND scenario = ?",
+        [model, version, scenario],
+    )
+    if frame.empty:
+        raise HolisticError(
+            f"no prompts for {scenario!r}, model {model!r}, version {version!r}: "
+            f"materialize [{scenario}, prompts] first"
         )
+    return str(frame["adapter_method"].iat[0])
 
 
 def load_requests(stage: Stage, version: str, scenario: str, model: str) -> list[Request]:
@@ -216,7 +235,8 @@ def run_completions(stage: Stage, version: str, scenario: str, model: str) -> di
     distinct = list({r.request_id: r for r in load_requests(stage, version, scenario, model)}.values())
     done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
     todo = [r for r in distinct if r.request_id not in done]
-    provenance_id = _record_provenance(stage, model, info, spec.adapter)
+    adapter = spec.adapter.model_copy(update={"method": prompted_method(stage, version, scenario, model)})
+    provenance_id = _record_provenance(stage, model, info, adapter)
     advance = stage.progress(f"{model} on {scenario}", len(todo)) if stage.progress and todo else None
 
     def save(finished: list[Completion]) -> None:
@@ -355,7 +375,8 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
     instances = [i for i in instances if i.instance_id not in failed]
     if not instances:
         raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
-    rows, aggregates = score_instances(spec.adapter.method, spec.metrics, instances, requests, completions)
+    method = prompted_method(stage, version, scenario, model)
+    rows, aggregates = score_instances(method, spec.metrics, instances, requests, completions)
     keys = {"model": model, "version": version, "scenario": scenario}
     scores = pd.DataFrame(
         [

@@ -77,7 +77,28 @@ def test_a_model_without_prompt_logprobs_is_stopped_before_any_request(world):
     message = str(e.value)
     assert "model 'remote' (openai) cannot return prompt log-probabilities" in message
     assert "scenario 'openbookqa' needs for multiple_choice_separate_calibrated" in message
-    assert "method: multiple_choice_joint" in message
+    assert "fallback_method: multiple_choice_joint" in message
+
+
+def test_the_suites_fallback_method_is_used_and_recorded(world, tuned_client):
+    suite = world / "assets" / "suites" / "v1.yaml"
+    suite.write_text(
+        suite.read_text().replace(
+            "openbookqa: {max_eval_instances: 2}",
+            "openbookqa: {max_eval_instances: 2, fallback_method: multiple_choice_joint}",
+        )
+    )
+    with OpenAIProtocolTestServer(tuned_client) as server:
+        stage = _stage(world, server.base_url)
+        build_dataset(stage, "v1", "openbookqa")
+        build_prompts(stage, "v1", "openbookqa", "remote")
+        run_completions(stage, "v1", "openbookqa", "remote")
+        compute_scores(stage, "v1", "openbookqa", "remote")
+    wh = stage.warehouse
+    assert set(wh.df("SELECT DISTINCT adapter_method FROM prompts")["adapter_method"]) == {"multiple_choice_joint"}
+    assert wh.df("SELECT count(*) AS n FROM prompts")["n"].iat[0] == 2  # one lettered prompt per question
+    assert wh.df("SELECT decoding FROM provenance")["decoding"].str.contains("multiple_choice_joint").all()
+    assert wh.df("SELECT count(*) AS n FROM instance_scores WHERE metric = 'exact_match'")["n"].iat[0] == 2
 
 
 def test_failed_requests_are_error_rows_never_scores(world, tuned_client):

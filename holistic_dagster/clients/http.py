@@ -60,7 +60,7 @@ async def with_retries(
     raise TransientError(f"gave up after {policy.max_attempts} attempts; last error: {last}")
 
 
-def run_requests(
+async def send_concurrently(
     requests: Sequence[Request],
     send: Callable[[Request], Awaitable[Completion]],
     *,
@@ -71,23 +71,19 @@ def run_requests(
 ) -> list[Completion]:
     """Sends every request with at most `max_concurrency` in flight; returns completions in request order."""
     rng = random.Random(seed)
+    gate = asyncio.Semaphore(max_concurrency)
 
-    async def main() -> list[Completion]:
-        gate = asyncio.Semaphore(max_concurrency)
+    async def one(request: Request) -> Completion:
+        async with gate:
+            try:
+                completion = await with_retries(lambda: send(request), policy, rng)
+            except (TransientError, PermanentError) as e:
+                completion = Completion(request_id=request.request_id, text="", error=f"{type(e).__name__}: {e}")
+        if on_done:
+            on_done([completion])
+        return completion
 
-        async def one(request: Request) -> Completion:
-            async with gate:
-                try:
-                    completion = await with_retries(lambda: send(request), policy, rng)
-                except (TransientError, PermanentError) as e:
-                    completion = Completion(request_id=request.request_id, text="", error=f"{type(e).__name__}: {e}")
-            if on_done:
-                on_done([completion])
-            return completion
-
-        return list(await asyncio.gather(*(one(r) for r in requests)))
-
-    return asyncio.run(main())
+    return list(await asyncio.gather(*(one(r) for r in requests)))
 
 
 class HttpClientBase:
@@ -117,11 +113,26 @@ class HttpClientBase:
             return self.tokenizer.decode(ids[-max_tokens:]) if len(ids) > max_tokens else text
         return text[-max_tokens * CHARS_PER_TOKEN :]
 
-    def _send_all(self, requests, send_one, on_done) -> list[Completion]:
-        return (
-            run_requests(
-                requests, send_one, max_concurrency=self.spec.max_concurrency, policy=self.policy, on_done=on_done
-            )
-            if requests
-            else []
-        )
+    def _open(self):
+        """A connection-pooling HTTP client for one batch of requests."""
+        raise NotImplementedError
+
+    def _send_all(self, requests, send, on_done) -> list[Completion]:
+        """Sends the requests over one client (`send(client, request)`), closing it afterwards."""
+        if not requests:
+            return []
+
+        async def main() -> list[Completion]:
+            client = self._open()
+            try:
+                return await send_concurrently(
+                    requests,
+                    lambda r: send(client, r),
+                    max_concurrency=self.spec.max_concurrency,
+                    policy=self.policy,
+                    on_done=on_done,
+                )
+            finally:
+                await client.close()
+
+        return asyncio.run(main())

@@ -50,7 +50,7 @@ class OpenAICompatibleClient(HttpClientBase):
         self.supports_prompt_logprobs = spec.prompt_logprobs and not spec.chat
         self._key = _api_key(spec)
 
-    def _client(self) -> openai.AsyncOpenAI:
+    def _open(self) -> openai.AsyncOpenAI:
         # one per event loop; the SDK's own retries are off: ours honour Retry-After and are bounded per request
         return openai.AsyncOpenAI(
             base_url=self.spec.base_url, api_key=self._key, max_retries=0, timeout=self.spec.timeout_s
@@ -78,12 +78,7 @@ class OpenAICompatibleClient(HttpClientBase):
         return self._run(requests, self._score_one, on_done)
 
     def _run(self, requests, send_one, on_done) -> list[Completion]:
-        if not requests:
-            return []
-        state: dict[str, openai.AsyncOpenAI] = {}
-
-        async def send(request: Request) -> Completion:
-            client = state.setdefault("client", self._client())
+        async def send(client: openai.AsyncOpenAI, request: Request) -> Completion:
             try:
                 return await send_one(client, request)
             except openai.RateLimitError as e:

@@ -152,13 +152,11 @@ class TGIClient(HttpClientBase):
 
         return self._run(requests, one, on_done)
 
-    def _run(self, requests, send_one, on_done) -> list[Completion]:
-        state: dict[str, AsyncInferenceClient] = {}
+    def _open(self) -> AsyncInferenceClient:
+        return AsyncInferenceClient(base_url=self.spec.base_url, timeout=self.spec.timeout_s)
 
-        async def send(request: Request) -> Completion:
-            client = state.setdefault(
-                "client", AsyncInferenceClient(base_url=self.spec.base_url, timeout=self.spec.timeout_s)
-            )
+    def _run(self, requests, send_one, on_done) -> list[Completion]:
+        async def send(client: AsyncInferenceClient, request: Request) -> Completion:
             try:
                 return await send_one(client, request)
             except (HfHubHTTPError, TextGenerationError) as e:

@@ -1,0 +1,143 @@
+"""Benchmark: HTTP backends against a loopback server with a fixed latency per request.
+
+N requests with concurrency C against a server that answers each after L seconds: the ideal wall time is
+N / C * L. Reports ours / ideal for the OpenAI-compatible and the TGI client (target: within 1.3x).
+The server is a fixed-latency stub speaking each protocol's response format; it does no model work.
+
+usage: .venv/bin/python bench/http_concurrency.py [--requests 400] [--concurrency 16] [--latency 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.clients.openai_client import OpenAICompatibleClient
+from holistic_dagster.clients.tgi_client import TGIClient
+from holistic_dagster.records import Request
+
+
+def fixed_latency_server(latency: float) -> tuple[uvicorn.Server, int]:
+    in_flight = {"now": 0, "max": 0}
+
+    async def completions(http: HttpRequest) -> JSONResponse:
+        await http.json()
+        in_flight["now"] += 1
+        in_flight["max"] = max(in_flight["max"], in_flight["now"])
+        await asyncio.sleep(latency)
+        in_flight["now"] -= 1
+        return JSONResponse(
+            {
+                "id": "x",
+                "object": "text_completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "text": " ok", "finish_reason": "stop", "logprobs": None}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            }
+        )
+
+    async def generate(http: HttpRequest) -> JSONResponse:
+        await http.json()
+        await asyncio.sleep(latency)
+        token = {"id": 1, "text": " ok", "logprob": -0.1, "special": False}
+        return JSONResponse(
+            {
+                "generated_text": " ok",
+                "details": {
+                    "finish_reason": "length",
+                    "generated_tokens": 1,
+                    "seed": None,
+                    "prefill": [],
+                    "tokens": [token],
+                    "top_tokens": [],
+                    "best_of_sequences": None,
+                },
+            }
+        )
+
+    async def info(_: HttpRequest) -> JSONResponse:
+        return JSONResponse({"model_id": "stub", "model_sha": None, "max_input_tokens": 4096, "version": "stub"})
+
+    app = Starlette(
+        routes=[
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/", generate, methods=["POST"]),
+            Route("/info", info, methods=["GET"]),
+        ]
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", limit_concurrency=4096, backlog=4096)
+    )
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    return server, port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--latency", type=float, default=0.05)
+    args = parser.parse_args()
+    server, port = fixed_latency_server(args.latency)
+    requests = [
+        Request(request_id=str(i), instance_id=str(i), kind="generate", prompt=f"prompt {i}", max_tokens=1)
+        for i in range(args.requests)
+    ]
+    ideal = args.requests / args.concurrency * args.latency
+    report = {
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "latency_s": args.latency,
+        "ideal_s": round(ideal, 3),
+    }
+    clients = {
+        "openai": OpenAICompatibleClient(
+            ModelSpec(
+                name="b",
+                backend="openai",
+                path="m",
+                base_url=f"http://127.0.0.1:{port}/v1",
+                max_concurrency=args.concurrency,
+            )
+        ),
+        "tgi": TGIClient(
+            ModelSpec(
+                name="b", backend="tgi", path="m", base_url=f"http://127.0.0.1:{port}", max_concurrency=args.concurrency
+            )
+        ),
+    }
+    for name, client in clients.items():
+        client.generate(requests[: args.concurrency])  # warm up connections and imports
+        started = time.perf_counter()
+        results = client.generate(requests)
+        wall = time.perf_counter() - started
+        assert all(not c.error for c in results), [c.error for c in results if c.error][:3]
+        report[f"{name}_wall_s"] = round(wall, 3)
+        report[f"{name}_over_ideal"] = round(wall / ideal, 3)
+    server.should_exit = True
+    print(json.dumps(report, indent=2))
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "http_concurrency.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
