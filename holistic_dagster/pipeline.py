@@ -24,7 +24,7 @@ from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics.scoring import score_instances
 from holistic_dagster.records import Completion, Instance, Reference, Request, SourceFile
 from holistic_dagster.scenarios import load_instances, sample_instances
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import BackgroundWriter, Warehouse
 
 
 @dataclass
@@ -239,15 +239,17 @@ def run_completions(stage: Stage, version: str, scenario: str, model: str) -> di
     provenance_id = _record_provenance(stage, model, info, adapter)
     advance = stage.progress(f"{model} on {scenario}", len(todo)) if stage.progress and todo else None
 
-    def save(finished: list[Completion]) -> None:
-        """Each batch (or HTTP response) is committed to the cache the moment it is finished."""
-        stage.warehouse.upsert("completion_cache", _cache_frame(finished, model_key, provenance_id))
-        done.update({c.request_id: (c, provenance_id) for c in finished})  # failed ones too: stored, never cached
-        if advance:
-            advance(len(finished))
+    with BackgroundWriter(stage.warehouse, "completion_cache") as cache:
 
-    client.generate([r for r in todo if r.kind == "generate"], save)
-    client.score([r for r in todo if r.kind == "score"], save)
+        def save(finished: list[Completion]) -> None:
+            """Each finished batch (or HTTP response) goes to the cache at once, without blocking requests."""
+            cache.put(_cache_frame(finished, model_key, provenance_id))
+            done.update({c.request_id: (c, provenance_id) for c in finished})  # failed ones: stored, never cached
+            if advance:
+                advance(len(finished))
+
+        client.generate([r for r in todo if r.kind == "generate"], save)
+        client.score([r for r in todo if r.kind == "score"], save)
     frame = pd.DataFrame(
         [
             {"model": model, "version": version, "scenario": scenario, **_completion_row(c), "provenance_id": pid}

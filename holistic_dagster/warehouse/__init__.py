@@ -8,6 +8,8 @@ failed stage leaves earlier results intact and no partial rows.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.resources import files
@@ -33,6 +35,9 @@ TABLES = (
 )
 
 
+_SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema
+
+
 class ReadOnlyError(HolisticError):
     pass
 
@@ -50,8 +55,9 @@ class Warehouse:
         with self._lock:
             con = duckdb.connect(str(self.path), read_only=read_only)
             try:
-                if not read_only:
+                if not read_only and self.path not in _SCHEMA_READY:
                     self._ensure_schema(con)
+                    _SCHEMA_READY.add(self.path)
                 yield con
             finally:
                 con.close()
@@ -113,3 +119,47 @@ class Warehouse:
                 raise
             columns = [d[0] for d in cursor.description or []]
             return columns, cursor.fetchall()
+
+
+class BackgroundWriter:
+    """Upserts rows into one table from a background thread, as soon as they arrive, committing whatever has
+    queued up in one transaction: the caller (e.g. an event loop of HTTP requests) never waits on DuckDB, and
+    rows are durable within one commit (tens of milliseconds) of being handed over."""
+
+    def __init__(self, warehouse: Warehouse, table: str):
+        self.warehouse, self.table = warehouse, table
+        self._queue: queue.Queue[pd.DataFrame | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"write-{table}", daemon=True)
+
+    def __enter__(self) -> BackgroundWriter:
+        self._thread.start()
+        return self
+
+    def put(self, frame: pd.DataFrame) -> None:
+        if self._error is not None:
+            raise self._error
+        if len(frame):
+            self._queue.put(frame)
+
+    def _run(self) -> None:
+        while True:
+            frames = [self._queue.get()]
+            while not self._queue.empty():
+                frames.append(self._queue.get_nowait())
+            done = frames[-1] is None
+            frames = [f for f in frames if f is not None]
+            try:
+                if frames:
+                    self.warehouse.upsert(self.table, pd.concat(frames, ignore_index=True))
+            except BaseException as e:  # reported to the caller at put() or on exit
+                self._error = e
+                return
+            if done:
+                return
+
+    def __exit__(self, *exc) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None and exc[0] is None:
+            raise self._error

