@@ -25,7 +25,7 @@ from holistic_dagster.errors import CatalogError
 from holistic_dagster.scenarios.synthetic import synthetic_reasoning
 
 DEMO_MODELS = ("gpt2-untrained", "llama-tuned")
-BUILD_VERSION = 1  # bump when the recipe changes, so cached builds are rebuilt
+BUILD_VERSION = 2  # bump when the recipe changes, so cached builds are rebuilt
 SEED = 1234
 CONTEXT = 1024
 
@@ -56,6 +56,8 @@ def _tokenizer(directory: Path, corpus: list[str]):
     )
     tok.train_from_iterator(corpus + [english] * 20, trainer=trainer)
     fast = PreTrainedTokenizerFast(
+        # chat servers (e.g. `transformers serve`) need a template: the user's message, as is
+        chat_template="{% for message in messages %}{{ message['content'] }}{% endfor %}",
         tokenizer_object=tok,
         bos_token="<|endoftext|>",
         eos_token="<|endoftext|>",

@@ -163,6 +163,8 @@ def test_against_transformers_serve(transformers_serve, tuned_client):
     assert [c.error for c in remote] == [""] * len(PROMPTS)
     assert [c.text for c in remote] == [c.text for c in local]
     assert all(c.num_prompt_tokens > 0 for c in remote)
+    chat = OpenAICompatibleClient(spec.model_copy(update={"chat": True}))
+    assert [c.text for c in chat.generate([_gen(p, i) for i, p in enumerate(PROMPTS)])] == [c.text for c in local]
     # a model the server cannot load is a permanent error row, not a crash
     (bad,) = OpenAICompatibleClient(spec.model_copy(update={"path": "/no/such/model"})).generate([_gen(PROMPTS[0])])
     assert bad.error
