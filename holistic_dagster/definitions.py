@@ -6,7 +6,13 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.assets import leaderboard_asset, scenario_assets
-from holistic_dagster.defs.resources import HolisticResource, OpenAIBackend, TGIBackend, TransformersBackend
+from holistic_dagster.defs.resources import (
+    HolisticResource,
+    ModelBackends,
+    OpenAIBackend,
+    TGIBackend,
+    TransformersBackend,
+)
 from holistic_dagster.defs.sensors import registry_partitions
 
 
@@ -38,9 +44,9 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
         sensors=[registry_partitions],
         resources={
             "holistic": resource or HolisticResource(),
-            "transformers_backend": TransformersBackend(),
-            "tgi_backend": TGIBackend(),
-            "openai_backend": OpenAIBackend(),
+            "model_backends": ModelBackends(
+                transformers=TransformersBackend(), tgi=TGIBackend(), openai=OpenAIBackend()
+            ),
         },
     )
 

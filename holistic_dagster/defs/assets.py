@@ -22,7 +22,7 @@ from dagster import (
 from holistic_dagster import pipeline, quality
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
-from holistic_dagster.defs.resources import HolisticResource, OpenAIBackend, TGIBackend, TransformersBackend
+from holistic_dagster.defs.resources import HolisticResource, ModelBackends
 from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics.scoring import metrics_per_instance
 
@@ -64,7 +64,7 @@ def _model_stage(
     stage_name: str,
     compute,
     check,
-    backends: dict | None = None,
+    backends: ModelBackends | None = None,
 ) -> Iterator:
     """A model x version stage: compute it, then report its quality checks on what was stored."""
     model, version = _keys(context)
@@ -115,14 +115,8 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
         description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context window.",
         **common,
     )
-    def prompts(
-        context: AssetExecutionContext,
-        holistic: HolisticResource,
-        transformers_backend: TransformersBackend,
-        tgi_backend: TGIBackend,
-        openai_backend: OpenAIBackend,
-    ):
-        backends = {"transformers": transformers_backend, "tgi": tgi_backend, "openai": openai_backend}
+    def prompts(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        backends = model_backends
         yield from _model_stage(
             context, holistic, scenario, "prompts", pipeline.build_prompts, quality.check_prompts, backends
         )
@@ -136,14 +130,8 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
         description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
         **common,
     )
-    def completions(
-        context: AssetExecutionContext,
-        holistic: HolisticResource,
-        transformers_backend: TransformersBackend,
-        tgi_backend: TGIBackend,
-        openai_backend: OpenAIBackend,
-    ):
-        backends = {"transformers": transformers_backend, "tgi": tgi_backend, "openai": openai_backend}
+    def completions(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        backends = model_backends
         yield from _model_stage(
             context,
             holistic,

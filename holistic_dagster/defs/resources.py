@@ -47,7 +47,15 @@ class OpenAIBackend(_Backend):
     max_attempts: int = Field(default_factory=_default("openai", "max_attempts", 5))
 
 
-BACKEND_RESOURCES = {"transformers": "transformers_backend", "tgi": "tgi_backend", "openai": "openai_backend"}
+class ModelBackends(ConfigurableResource):
+    """The backend resources by kind; a model's `backend` picks one."""
+
+    transformers: TransformersBackend
+    tgi: TGIBackend
+    openai: OpenAIBackend
+
+    def client(self, spec: ModelSpec) -> ModelClient:
+        return getattr(self, spec.backend).client(spec)
 
 
 class HolisticResource(ConfigurableResource):
@@ -58,12 +66,11 @@ class HolisticResource(ConfigurableResource):
     models_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "models.yaml"))
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
 
-    def stage(self, run_id: str, backends: dict[str, _Backend] | None = None) -> Stage:
+    def stage(self, run_id: str, backends: ModelBackends | None = None) -> Stage:
         from pathlib import Path
 
-        clients = (lambda spec: backends[spec.backend].client(spec)) if backends else get_client
         return Stage(
-            clients=clients,
+            clients=backends.client if backends else get_client,
             warehouse=Warehouse(self.warehouse_path),
             catalog=Catalog(Path(self.catalog_dir)),
             models_file=Path(self.models_file),

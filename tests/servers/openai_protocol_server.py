@@ -12,19 +12,17 @@ It counts requests per prompt and the most requests it ever had in flight.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections import Counter
 
 import torch
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from holistic_dagster.records import Request
+from tests.servers import LoopbackServer
 
 SCRIPTS = {
     "FAULT429": ["429", "ok"],
@@ -35,7 +33,7 @@ SCRIPTS = {
 }
 
 
-class OpenAIProtocolTestServer:
+class OpenAIProtocolTestServer(LoopbackServer):
     def __init__(self, client, api_key: str | None = None):
         self.client = client  # a TransformersClient: the real model behind the answers
         self.api_key = api_key
@@ -44,29 +42,11 @@ class OpenAIProtocolTestServer:
         self.max_in_flight = 0
         self.auth_failures = 0
         self._lock = asyncio.Lock()
-        app = Starlette(routes=[Route("/v1/completions", self.completions, methods=["POST"])])
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        super().__init__(Starlette(routes=[Route("/v1/completions", self.completions, methods=["POST"])]))
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("test server did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
     async def completions(self, http: HttpRequest) -> Response:
         if self.api_key and http.headers.get("authorization") != f"Bearer {self.api_key}":

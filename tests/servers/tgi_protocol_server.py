@@ -9,20 +9,19 @@ decoder_input_details is set, the first prompt token's logprob being null as in 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
-import time
 from collections import Counter
 
 import torch
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.servers import LoopbackServer
 
-class TGIProtocolEmulator:
+
+class TGIProtocolEmulator(LoopbackServer):
     def __init__(self, client, model_id: str = "holistic/demo-llama-tuned"):
         self.client, self.model_id = client, model_id
         self.hits: Counter[str] = Counter()
@@ -35,29 +34,12 @@ class TGIProtocolEmulator:
                 Route("/health", self.health, methods=["GET"]),
             ]
         )
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        super().__init__(app)
         self._model_lock = threading.Lock()
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("TGI emulator did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
     async def health(self, _: HttpRequest) -> Response:
         return Response(status_code=200)
