@@ -190,11 +190,19 @@ class TransformersClient:
             results.update(finished)
             if on_done:
                 on_done(list(finished.values()))
-        for group in shared:
-            finished = self._score_shared_context(group, encoded, requests)
-            results.update(finished)
-            if on_done:
-                on_done(list(finished.values()))
+        for cluster, prefix_len in _clusters_by_prefix(shared, encoded):
+            prefix_cache, prefix_s = None, 0.0
+            if prefix_len:  # e.g. the few-shot block every question of a subset starts with: run it once
+                started = time.perf_counter()
+                context = encoded[cluster[0][0]][0]
+                prefix = torch.tensor([context[:prefix_len]], device=self.device)
+                prefix_cache = self._base(input_ids=prefix, use_cache=True).past_key_values
+                prefix_s = (time.perf_counter() - started) / len(cluster)
+            for group in cluster:
+                finished = self._score_shared_context(group, encoded, requests, prefix_cache, prefix_len, prefix_s)
+                results.update(finished)
+                if on_done:
+                    on_done(list(finished.values()))
         return [results[i] for i in range(len(requests))]
 
     def _score_batch(self, idx: list[int], encoded: list[tuple[list[int], int]], requests) -> dict[int, Completion]:
@@ -218,11 +226,21 @@ class TransformersClient:
         token_lps = self._token_logprobs(hidden[rows, cols], targets)
         return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started)
 
-    def _score_shared_context(self, idx: list[int], encoded, requests) -> dict[int, Completion]:
+    def _score_shared_context(
+        self, idx: list[int], encoded, requests, prefix_cache=None, prefix_len: int = 0, prefix_s: float = 0.0
+    ) -> dict[int, Completion]:
         ids0, n0 = encoded[idx[0]]
         context = ids0[: len(ids0) - n0]
         started = time.perf_counter()
-        out = self._base(input_ids=torch.tensor([context], device=self.device), use_cache=True)
+        if prefix_cache is None:
+            out = self._base(input_ids=torch.tensor([context], device=self.device), use_cache=True)
+        else:  # continue from the shared prefix's key/value cache
+            out = self._base(
+                input_ids=torch.tensor([context[prefix_len:]], device=self.device),
+                cache=copy.deepcopy(prefix_cache),
+                attention_mask=torch.ones((1, len(context)), dtype=torch.long, device=self.device),
+                use_cache=True,
+            )
         context_cache, last_hidden = out.past_key_values, out.last_hidden_state[0, -1]
         token_lps: list[float] = []
         for start in range(0, len(idx), self.spec.batch_size):
@@ -246,7 +264,7 @@ class TransformersClient:
                 hidden_rows.extend(hidden[row, j] for j in range(len(cont) - 1))
             targets = [t for cont in continuations for t in cont]
             token_lps.extend(self._token_logprobs(torch.stack(hidden_rows), targets))
-        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started)
+        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started + prefix_s)
 
     def _base(self, **kwargs):
         """The transformer without its language-model head."""
@@ -289,3 +307,33 @@ class TransformersClient:
             ]
         ids = (ctx + cont)[-self.max_context :]
         return ids, min(len(cont), len(ids) - 1)
+
+
+MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it saves
+
+
+def _clusters_by_prefix(groups: list[list[int]], encoded) -> list[tuple[list[list[int]], int]]:
+    """Groups (each: requests sharing one context) clustered by a common token prefix of their contexts, with
+    that prefix's length (0: no worthwhile prefix). Sorting the contexts puts those sharing a prefix side by
+    side; the prefix always leaves at least one token of every context to run."""
+
+    def context(group: list[int]) -> list[int]:
+        ids, n_cont = encoded[group[0]]
+        return ids[: len(ids) - n_cont]
+
+    clusters: list[tuple[list[list[int]], int]] = []
+    for group in sorted(groups, key=context):
+        ctx = context(group)
+        if clusters:
+            members, prefix_len = clusters[-1]
+            first = context(members[0])
+            common = 0
+            limit = min(len(first), len(ctx)) - 1
+            while common < limit and first[common] == ctx[common]:
+                common += 1
+            shared = min(common, prefix_len) if len(members) > 1 else common
+            if shared >= MIN_SHARED_PREFIX:
+                clusters[-1] = (members + [group], shared)
+                continue
+        clusters.append(([group], len(ctx) - 1))
+    return [(members, prefix_len if len(members) > 1 else 0) for members, prefix_len in clusters]

@@ -108,13 +108,26 @@ def test_describe_records_backend_revision_and_versions(untrained_client):
     assert set(info["library_versions"]) == {"torch", "transformers"} and info["batch_size"] == 16
 
 
-def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned_client, catalog):
+@pytest.mark.parametrize(
+    "scenario, method",
+    [
+        ("openbookqa", "multiple_choice_separate_calibrated"),  # 4 choices + 4 null-prompt ones per question
+        ("mmlu", "multiple_choice_separate_original"),  # 5-shot: every question starts with the same few-shot block
+    ],
+)
+def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned_client, catalog, scenario, method):
     from holistic_dagster.adaptation import TokenBudget, build_requests
     from holistic_dagster.catalog import SuiteScenario
     from holistic_dagster.scenarios import load_instances, sample_instances
 
-    spec = catalog.scenario("openbookqa")  # multiple_choice_separate_calibrated: 4 choices + 4 null-prompt ones
-    instances = sample_instances(spec, SuiteScenario(max_eval_instances=6, seed=3), load_instances(spec))
+    spec = catalog.scenario(scenario)
+    spec = spec.model_copy(
+        update={
+            "subsets": spec.subsets[:2] if scenario == "mmlu" else spec.subsets,
+            "adapter": spec.adapter.model_copy(update={"method": method}),
+        }
+    )
+    instances = sample_instances(spec, SuiteScenario(max_eval_instances=4, seed=3), load_instances(spec))
     budget = TokenBudget(tuned_client.max_context, tuned_client.count_tokens, tuned_client.truncate_left)
     requests = list(
         {r.request_id: r for r in build_requests(instances, spec.adapter, catalog.templates_dir, budget, 0)}.values()
@@ -122,6 +135,15 @@ def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned
     shared = tuned_client.score(requests, share_context=True)
     independent = tuned_client.score(requests, share_context=False)
     assert len({r.prompt for r in requests}) < len(requests)  # contexts really are shared
+    if scenario == "mmlu":  # and each subject's questions share their few-shot block, run once
+        from holistic_dagster.clients.transformers_client import _clusters_by_prefix
+
+        encoded = [tuned_client._encode_pair(r) for r in requests]
+        groups = {}
+        for i, (ids, n) in enumerate(encoded):
+            groups.setdefault(tuple(ids[: len(ids) - n]), []).append(i)
+        clusters = _clusters_by_prefix(list(groups.values()), encoded)
+        assert len(clusters) == 2 and all(len(members) == 4 and prefix > 200 for members, prefix in clusters)
     for a, b in zip(shared, independent):
         assert a.request_id == b.request_id and a.tokens == b.tokens
         assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
