@@ -185,11 +185,14 @@ def prompted_method(stage: Stage, version: str, scenario: str, model: str) -> st
         [model, version, scenario],
     )
     if frame.empty:
-        raise HolisticError(
-            f"no prompts for {scenario!r}, model {model!r}, version {version!r}: "
-            f"materialize [{scenario}, prompts] first"
-        )
+        raise _no_prompts(version, scenario, model)
     return str(frame["adapter_method"].iat[0])
+
+
+def _no_prompts(version: str, scenario: str, model: str) -> HolisticError:
+    return HolisticError(
+        f"no prompts for {scenario!r}, model {model!r}, version {version!r}: materialize [{scenario}, prompts] first"
+    )
 
 
 def load_requests(stage: Stage, version: str, scenario: str, model: str) -> list[Request]:
@@ -198,10 +201,7 @@ def load_requests(stage: Stage, version: str, scenario: str, model: str) -> list
         [model, version, scenario],
     )
     if frame.empty:
-        raise HolisticError(
-            f"no prompts for {scenario!r}, model {model!r}, version {version!r}: "
-            f"materialize [{scenario}, prompts] first"
-        )
+        raise _no_prompts(version, scenario, model)
     return [
         Request(
             request_id=r.request_id,
