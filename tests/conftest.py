@@ -3,6 +3,7 @@ built once per test session into a temporary HOLISTIC_HOME."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -88,3 +89,21 @@ def write(path: Path, text: str) -> Path:
 
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+
+def write_qa_scenario(assets: Path, data: Path, records: list[dict], description: str) -> None:
+    """A JSONL question-answer scenario `mini_qa` defined by YAML only (records: {"q": ..., "a": ...})."""
+    write(data / "mini" / "qa.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    write(
+        assets / "scenarios" / "mini_qa.yaml",
+        f"""
+name: mini_qa
+description: {description}
+source: {{dir: mini, revision: test}}
+format: jsonl
+splits: {{test: qa.jsonl}}
+instance: {{input: "{{{{ q }}}}", target: "{{{{ a }}}}"}}
+adapter: {{method: generation, max_tokens: 3}}
+metrics: [exact_match]
+""",
+    )

@@ -9,7 +9,7 @@ import pytest
 from holistic_dagster.catalog import Catalog, load_models, model_spec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.settings import REPO_ROOT
-from tests.conftest import write
+from tests.conftest import write, write_qa_scenario
 
 
 def test_shipped_catalog_and_registry_validate(catalog):
@@ -28,23 +28,8 @@ def scratch(tmp_path) -> Catalog:
 
 
 def test_a_new_scenario_over_an_existing_format_needs_only_yaml(scratch, tmp_path, monkeypatch):
-    write(
-        tmp_path / "data" / "mini" / "qa.jsonl",
-        '{"q": "Capital of France?", "a": "Paris"}\n{"q": "Capital of Italy?", "a": "Rome"}\n',
-    )
-    write(
-        scratch.root / "scenarios" / "mini_qa.yaml",
-        """
-name: mini_qa
-description: A two-question test scenario.
-source: {dir: mini, revision: test}
-format: jsonl
-splits: {test: qa.jsonl}
-instance: {input: "{{ q }}", target: "{{ a }}"}
-adapter: {method: generation, max_tokens: 3}
-metrics: [exact_match]
-""",
-    )
+    records = [{"q": "Capital of France?", "a": "Paris"}, {"q": "Capital of Italy?", "a": "Rome"}]
+    write_qa_scenario(scratch.root, tmp_path / "data", records, "A two-question test scenario.")
     monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
     from holistic_dagster.scenarios import load_instances
 

@@ -3,7 +3,6 @@ error rows that are never scored, and a completions check that says how many fai
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -14,7 +13,7 @@ from holistic_dagster.errors import CapabilityError
 from holistic_dagster.pipeline import Stage, build_dataset, build_prompts, compute_scores, run_completions
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
-from tests.conftest import write
+from tests.conftest import write, write_qa_scenario
 from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
 
 
@@ -26,19 +25,8 @@ def world(tmp_path, monkeypatch, shared_data):
         {"q": "Capital of Italy?", "a": "Rome"},
         {"q": "ALWAYS500 Capital of Spain?", "a": "Madrid"},
     ]
-    write(tmp_path / "data" / "mini" / "qa.jsonl", "".join(json.dumps(r) + "\n" for r in records))
-    write(
-        tmp_path / "assets" / "scenarios" / "mini_qa.yaml",
-        """
-name: mini_qa
-description: Three questions, one of which the test server always fails.
-source: {dir: mini, revision: test}
-format: jsonl
-splits: {test: qa.jsonl}
-instance: {input: "{{ q }}", target: "{{ a }}"}
-adapter: {method: generation, max_tokens: 3}
-metrics: [exact_match]
-""",
+    write_qa_scenario(
+        tmp_path / "assets", tmp_path / "data", records, "Three questions, one of which the test server always fails."
     )
     write(
         tmp_path / "assets" / "suites" / "v1.yaml",
