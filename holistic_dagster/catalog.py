@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from holistic_dagster import settings
 from holistic_dagster.errors import CatalogError
+from holistic_dagster.metrics import FAMILIES
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ADAPTER_METHODS = (
@@ -23,6 +24,9 @@ ADAPTER_METHODS = (
     "multiple_choice_separate_original",
     "multiple_choice_separate_calibrated",
 )
+
+
+Family = Literal[FAMILIES]  # type: ignore[valid-type]
 
 
 class _Strict(BaseModel):
@@ -77,6 +81,17 @@ class InstanceSpec(_Strict):
     target: str | None = None  # template: the one correct output (generation)
     choices: str | None = None  # expression giving a list (multiple choice)
     answer_index: str | None = None  # expression giving the index of the correct choice
+    metadata: dict[str, str] = {}  # name -> expression: fields a metric needs (e.g. BBQ's context condition)
+    # skip records whose input is empty (upstream BOLD has 5 empty prompts) instead of failing on them
+    skip_empty_input: bool = False
+
+
+class NestedJsonSpec(_Strict):
+    """One JSON object per file whose nested keys are fields and whose leaves are lists of records, e.g. BOLD's
+    {group: {entity: [prompt, ...]}} with keys [group, entity] and leaf `prompt`."""
+
+    keys: tuple[str, ...]
+    leaf: str
 
 
 class GeneratorSpec(_Strict):
@@ -89,14 +104,20 @@ class ScenarioSpec(_Strict):
     description: str
     source: SourceSpec | None = None
     generator: GeneratorSpec | None = None
-    format: Literal["csv", "jsonl"] | None = None
+    # csv, jsonl; nested_json (see NestedJsonSpec); story: CNN/DailyMail .story files (split pattern is a glob)
+    format: Literal["csv", "jsonl", "nested_json", "story"] | None = None
     csv: CsvSpec = CsvSpec()
+    nested_json: NestedJsonSpec | None = None
     subsets: tuple[str, ...] = ("",)
     splits: dict[Literal["train", "test"], str] = {}  # file pattern per split; {subset} is substituted
     train_holdout: int = Field(0, ge=0)  # no train file: hold out this many test records as the few-shot pool
     instance: InstanceSpec | None = None
     adapter: AdapterSpec
-    metrics: tuple[str, ...]
+    metrics: tuple[str, ...] = ()  # accuracy metrics; none for a scenario without references (BOLD)
+    # the metric families that apply; the others are reported "not applicable"
+    families: tuple[Family, ...] = ("accuracy", "calibration", "efficiency")  # type: ignore[valid-type]
+    # scenario-level metrics beyond the per-reference ones (e.g. bbq_bias)
+    extra_metrics: tuple[str, ...] = ()
 
     @field_validator("name")
     @classmethod
@@ -104,6 +125,13 @@ class ScenarioSpec(_Strict):
         if not SLUG.match(v) or "__" in v:
             raise ValueError(f"scenario name {v!r} must be a lower-case slug")
         return v
+
+
+class PerturbationsSpec(_Strict):
+    """Which perturbations make the robustness and fairness instances (names from holistic_dagster.perturbations)."""
+
+    robustness: tuple[str, ...] = ()
+    fairness: tuple[str, ...] = ()
 
 
 class SuiteScenario(_Strict):
@@ -114,12 +142,31 @@ class SuiteScenario(_Strict):
     method: Literal[ADAPTER_METHODS] | None = None  # type: ignore[valid-type]
     # used instead on models that cannot give prompt log-probabilities (recorded in prompts.adapter_method)
     fallback_method: Literal["generation", "multiple_choice_joint"] | None = None
+    perturbations: PerturbationsSpec | None = None  # overrides the suite's, for this scenario
+
+
+class ToxicitySpec(_Strict):
+    """The toxicity classifier: `lexicon` (offline default, nothing to install), `transformers` (a local
+    sequence-classification checkpoint) or `perspective` (Google's Perspective API; the key is read from the
+    environment variable named by api_key_env)."""
+
+    kind: Literal["lexicon", "transformers", "perspective"] = "lexicon"
+    path: str | None = None  # transformers: checkpoint directory
+    toxic_label: str = "toxic"  # transformers: the label whose probability is the toxicity
+    batch_size: int = Field(16, gt=0)
+    base_url: str = "https://commentanalyzer.googleapis.com"  # perspective
+    api_key_env: str = "PERSPECTIVE_API_KEY"  # the NAME of the variable, never the key
+    max_concurrency: int = Field(4, gt=0)
+    timeout_s: float = Field(30.0, gt=0)
+    max_attempts: int = Field(5, gt=0)
 
 
 class SuiteSpec(_Strict):
     version: str
     description: str = ""
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
+    perturbations: PerturbationsSpec = PerturbationsSpec()
+    toxicity: ToxicitySpec = ToxicitySpec()
     scenarios: dict[str, SuiteScenario]
 
 
@@ -197,6 +244,10 @@ class Catalog:
             raise CatalogError(f"{path}: give exactly one of `source` (a data file) or `generator`")
         if spec.source is not None and (spec.format is None or spec.instance is None or "test" not in spec.splits):
             raise CatalogError(f"{path}: a file-based scenario needs `format`, `instance` and `splits.test`")
+        if spec.format == "nested_json" and spec.nested_json is None:
+            raise CatalogError(f"{path}: format nested_json needs a `nested_json: {{keys: [...], leaf: ...}}` section")
+        if spec.metrics and "accuracy" not in spec.families:
+            raise CatalogError(f"{path}: accuracy metrics are listed but `families` does not include accuracy")
         if not (self.templates_dir / spec.adapter.template_file).exists():
             raise CatalogError(f"{path}: template {spec.adapter.template_file!r} not found in {self.templates_dir}")
         return spec
@@ -210,9 +261,28 @@ class Catalog:
         suite = _validate(SuiteSpec, _read_yaml(path), path)
         if suite.version != version:
             raise CatalogError(f"{path}: version {suite.version!r} does not match the file name")
-        for name in suite.scenarios:
+        from holistic_dagster.perturbations import get_perturbation
+
+        for name, pin in suite.scenarios.items():
             self.scenario(name)  # unknown names fail here, naming the suite file via the message chain
+            chosen = pin.perturbations or suite.perturbations
+            for family in ("robustness", "fairness"):
+                for p in getattr(chosen, family):
+                    try:
+                        perturbation = get_perturbation(p)
+                    except CatalogError as e:
+                        raise CatalogError(f"{path}: {e}") from None
+                    if perturbation.family != family:
+                        raise CatalogError(f"{path}: perturbation {p!r} belongs to {perturbation.family}, not {family}")
         return suite
+
+    def perturbations(self, version: str, name: str) -> dict[str, tuple[str, ...]]:
+        """{family: perturbation names} for a scenario in a suite version: the families the scenario declares and
+        the suite chooses perturbations for (a suite that chooses none leaves robustness and fairness out)."""
+        suite = self.suite(version)
+        spec, pin = self.scenario(name), suite.scenarios[name]
+        chosen = pin.perturbations or suite.perturbations
+        return {f: getattr(chosen, f) for f in ("robustness", "fairness") if f in spec.families and getattr(chosen, f)}
 
     def resolved_scenario(self, version: str, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
         """The scenario as the suite version pins it (sample size, seed, adapter overrides)."""

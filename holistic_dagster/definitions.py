@@ -11,6 +11,7 @@ from holistic_dagster.defs.resources import (
     ModelBackends,
     OpenAIBackend,
     TGIBackend,
+    ToxicityClassifierResource,
     TransformersBackend,
 )
 from holistic_dagster.defs.sensors import registry_partitions
@@ -47,6 +48,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             "model_backends": ModelBackends(
                 transformers=TransformersBackend(), tgi=TGIBackend(), openai=OpenAIBackend()
             ),
+            "toxicity_classifier": ToxicityClassifierResource(),
         },
     )
 

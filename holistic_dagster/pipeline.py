@@ -17,13 +17,16 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.adaptation import TokenBudget, build_requests
-from holistic_dagster.catalog import AdapterSpec, Catalog, ModelSpec, model_spec
+from holistic_dagster.catalog import AdapterSpec, Catalog, ModelSpec, ToxicitySpec, model_spec
 from holistic_dagster.clients import ModelClient, get_client
 from holistic_dagster.errors import CapabilityError, HolisticError
 from holistic_dagster.hashing import sha256_json
-from holistic_dagster.metrics.scoring import score_instances
+from holistic_dagster.metrics import FAMILIES
+from holistic_dagster.metrics.scoring import WORST, generation_metrics, score_instances
+from holistic_dagster.perturbations import perturb_instances
 from holistic_dagster.records import Completion, Instance, Reference, Request, SourceFile
 from holistic_dagster.scenarios import load_instances, sample_instances
+from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
 from holistic_dagster.warehouse import BackgroundWriter, Warehouse
 
 
@@ -37,6 +40,7 @@ class Stage:
     run_id: str = ""
     progress: Callable[[str, int], Callable[[int], None]] | None = None  # (description, total) -> advance
     clients: Callable[[ModelSpec], ModelClient] = get_client  # the Dagster layer passes its backend resources
+    toxicity: Callable[[ToxicitySpec], ToxicityClassifier] = get_classifier  # the suite's classifier
 
     def model(self, name: str) -> ModelSpec:
         return model_spec(name, self.models_file)
@@ -49,6 +53,9 @@ class Stage:
 def build_dataset(stage: Stage, version: str, scenario: str) -> dict[str, Any]:
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     instances = sample_instances(spec, pin, load_instances(spec))
+    chosen = stage.catalog.perturbations(version, scenario)
+    perturbed = perturb_instances(instances, [p for names in chosen.values() for p in names], pin.seed)
+    instances = instances + perturbed
     sources = {i.source.uri: i.source for i in instances}
     files = pd.DataFrame(
         [
@@ -77,17 +84,42 @@ def build_dataset(stage: Stage, version: str, scenario: str) -> dict[str, Any]:
                 "is_multiple_choice": i.is_multiple_choice,
                 "source_uri": i.source.uri,
                 "record": i.record,
+                "perturbation": i.perturbation,
+                "original_instance_id": i.original_id,
+                "metadata": json.dumps(i.metadata),
             }
             for i in instances
         ]
     )
     keys = {"version": version, "scenario": scenario}
-    stage.warehouse.replace(keys, {"source_files": files, "instances": rows})
+    applies = pd.DataFrame([{**keys, "family": f, **_applicability(spec, f, chosen)} for f in FAMILIES])
+    stage.warehouse.replace(keys, {"source_files": files, "instances": rows, "applicability": applies})
+    originals = rows[(rows["split"] == "test") & (rows["perturbation"] == "")]
     return {
-        "num_test": int((rows["split"] == "test").sum()),
+        "num_test": len(originals),
         "num_train": int((rows["split"] == "train").sum()),
+        "num_perturbed": {p: int((rows["perturbation"] == p).sum()) for names in chosen.values() for p in names},
         "source_files": [f"{s.uri} (sha256 {s.sha256[:12]})" for s in sources.values()],
     }
+
+
+def _applicability(spec, family: str, perturbations: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    if family in ("robustness", "fairness") and family in spec.families and family not in perturbations:
+        return {"applies": False, "detail": "the suite version chooses no perturbations for it"}
+    if family not in spec.families:
+        reasons = {
+            "accuracy": "no references to compare with",
+            "calibration": "no probability for a reference answer",
+            "robustness": "not declared for this scenario",
+            "fairness": "not declared for this scenario",
+            "bias": "not declared for this scenario (outputs are choices or short answers)",
+            "toxicity": "not declared for this scenario (outputs are choices or short answers)",
+            "efficiency": "not declared for this scenario",
+        }
+        return {"applies": False, "detail": reasons[family]}
+    if family in perturbations:
+        return {"applies": True, "detail": ", ".join(perturbations[family])}
+    return {"applies": True, "detail": ""}
 
 
 def load_dataset(stage: Stage, version: str, scenario: str) -> list[Instance]:
@@ -112,6 +144,9 @@ def load_dataset(stage: Stage, version: str, scenario: str) -> list[Instance]:
             record=r.record,
             subset=r.subset,
             is_multiple_choice=bool(r.is_multiple_choice),
+            perturbation=r.perturbation or "",
+            original_id=r.original_instance_id or "",
+            metadata=json.loads(r.metadata or "{}"),
         )
         for r in frame.itertuples(index=False)
     ]
@@ -375,10 +410,19 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
     # a failed request never becomes a score: its instance is left out (and counted)
     failed = {r.instance_id for r in requests if completions[r.request_id].error}
     instances = [i for i in instances if i.instance_id not in failed]
-    if not instances:
+    if not any(not i.perturbation for i in instances):
         raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
     method = prompted_method(stage, version, scenario, model)
-    rows, aggregates = score_instances(method, spec.metrics, instances, requests, completions)
+    rows, aggregates = score_instances(
+        method, spec.metrics, instances, requests, completions, spec.families, spec.extra_metrics
+    )
+    if method == "generation" and {"toxicity", "bias"} & set(spec.families):
+        texts = _generations(instances, requests, completions)
+        classifier = stage.toxicity(stage.catalog.suite(version).toxicity) if "toxicity" in spec.families else None
+        more_rows, more = generation_metrics(
+            texts, spec.families, classifier.score if classifier else None, classifier.name if classifier else ""
+        )
+        rows, aggregates = rows + more_rows, aggregates + more
     keys = {"model": model, "version": version, "scenario": scenario}
     scores = pd.DataFrame(
         [
@@ -391,6 +435,8 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
                 "request_id": s.request_id,
                 "prediction": s.prediction,
                 "provenance_id": loaded[s.request_id][1],
+                "perturbation": s.perturbation,
+                "scorer": s.scorer,
             }
             for s in rows
         ]
@@ -405,18 +451,45 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
                 "value": m.value,
                 "count": m.count,
                 "provenance_id": main_provenance,
+                "perturbation": m.perturbation,
+                "scorer": m.scorer,
+                "note": m.note,
             }
             for m in aggregates
         ]
     )
     stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics})
-    headline = {m.metric: round(m.value, 4) for m in aggregates if m.metric in (spec.metrics[0], "ece_10_bin")}
-    return {"num_instances": len(instances), "num_failed_instances": len(failed), "num_scores": len(scores), **headline}
+    originals = [i for i in instances if not i.perturbation]
+    headline_names = {spec.metrics[0] if spec.metrics else "", "ece_10_bin", "toxic_fraction"}
+    headline = {
+        f"{m.metric}{'/' + m.perturbation if m.perturbation else ''} ({m.family})": round(m.value, 4)
+        for m in aggregates
+        if m.value is not None and m.metric in headline_names and m.perturbation in ("", WORST)
+    }
+    return {
+        "num_instances": len(originals),
+        "num_perturbed_instances": len(instances) - len(originals),
+        "num_failed_instances": len(failed),
+        "num_scores": len(scores),
+        **headline,
+    }
+
+
+def _generations(
+    instances: list[Instance], requests: list[Request], completions: dict[str, Completion]
+) -> dict[str, tuple[str, str]]:
+    """{original instance id: (request id, generated text)} for generation scenarios."""
+    originals = {i.instance_id for i in instances if not i.perturbation}
+    return {
+        r.instance_id: (r.request_id, completions[r.request_id].text) for r in requests if r.instance_id in originals
+    }
 
 
 # --- leaderboard --------------------------------------------------------------------------------------
 def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -> pd.DataFrame:
-    """Models x (scenario, metric) per family, for one suite version; never blended across families."""
+    """Models x (scenario, metric) per family, for one suite version; never blended across families. Families
+    that do not apply to a scenario appear as rows with no value and a note saying so."""
     sql = "SELECT * FROM leaderboard WHERE version = ?" + (" AND family = ?" if family else "")
     frame = warehouse.df(sql, [version] + ([family] if family else []))
-    return frame.sort_values(["family", "scenario", "metric", "model"]).reset_index(drop=True)
+    frame["family"] = pd.Categorical(frame["family"], categories=FAMILIES, ordered=True)
+    return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from holistic_dagster.metrics import FAMILIES
 from holistic_dagster.warehouse import Warehouse
 
 
@@ -36,7 +37,16 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     "dataset": (
         CheckSpec("instances_nonempty", "The suite version's sample has at least one evaluated instance.", True),
         CheckSpec("instance_ids_unique", "Instance ids are unique within the scenario.", True),
-        CheckSpec("correct_reference_exists", "Every evaluated instance has at least one correct reference.", True),
+        CheckSpec(
+            "correct_reference_exists",
+            "Where accuracy applies, every evaluated instance has at least one correct reference.",
+            True,
+        ),
+        CheckSpec(
+            "perturbations_linked",
+            "Every perturbed instance points at an evaluated original in the same scenario and differs from it.",
+            True,
+        ),
     ),
     "prompts": (
         CheckSpec("prompts_cover_instances", "Every evaluated instance has at least one prompt.", True),
@@ -51,8 +61,22 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
         ),
     ),
     "scores": (
-        CheckSpec("scores_in_range", "Accuracy and calibration scores lie in [0, 1]; efficiency is >= 0.", False),
-        CheckSpec("score_counts_consistent", "One score per evaluated instance and metric.", False),
+        CheckSpec(
+            "scores_in_range",
+            "Accuracy, calibration, robustness, fairness and toxicity scores lie in [0, 1]; efficiency is >= 0.",
+            False,
+        ),
+        CheckSpec(
+            "score_counts_consistent",
+            "One score per evaluated instance, family and metric; every original has the same per-instance metrics.",
+            False,
+        ),
+        CheckSpec(
+            "applicable_families_filled",
+            "Every metric family that applies to the scenario has values (an undefined value says why); "
+            "no family that does not apply has any.",
+            False,
+        ),
     ),
     "leaderboard": (
         CheckSpec(
@@ -117,12 +141,24 @@ def check_dataset(warehouse: Warehouse, version: str, scenario: str) -> list[Che
     import great_expectations as gx
 
     frame = warehouse.df(
-        "SELECT instance_id, split, num_correct_references FROM instances WHERE version = ? AND scenario = ?",
+        "SELECT instance_id, split, num_correct_references, perturbation, original_instance_id, input "
+        "FROM instances WHERE version = ? AND scenario = ?",
         [version, scenario],
     )
+    applies = _applies(warehouse, version, scenario)
     test = frame[frame["split"] == "test"]
+    originals = test[test["perturbation"] == ""]
+    perturbed = test[test["perturbation"] != ""].merge(
+        originals[["instance_id", "input"]].rename(columns={"instance_id": "original_instance_id", "input": "orig"}),
+        on="original_instance_id",
+        how="left",
+    )
+    perturbed["linked"] = perturbed["orig"].notna()
+    perturbed["changed"] = perturbed["linked"] & (perturbed["input"] != perturbed["orig"])
     return [
-        _outcome("dataset", "instances_nonempty", test, [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]),
+        _outcome(
+            "dataset", "instances_nonempty", originals, [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]
+        ),
         _outcome(
             "dataset",
             "instance_ids_unique",
@@ -132,10 +168,28 @@ def check_dataset(warehouse: Warehouse, version: str, scenario: str) -> list[Che
         _outcome(
             "dataset",
             "correct_reference_exists",
-            test,
+            test if "accuracy" in applies else test.iloc[0:0],
             [gx.expectations.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)],
         ),
+        _outcome(
+            "dataset",
+            "perturbations_linked",
+            perturbed,
+            [gx.expectations.ExpectColumnValuesToBeInSet(column="linked", value_set=[True])],
+            # a perturbation may rewrite only the references (fairness): then the input is unchanged
+            (
+                perturbed[~perturbed["perturbation"].isin(["dialect", "gender", "person_names"])],
+                [gx.expectations.ExpectColumnValuesToBeInSet(column="changed", value_set=[True])],
+            ),
+        ),
     ]
+
+
+def _applies(warehouse: Warehouse, version: str, scenario: str) -> set[str]:
+    frame = warehouse.df(
+        "SELECT family FROM applicability WHERE version = ? AND scenario = ? AND applies", [version, scenario]
+    )
+    return set(frame["family"])
 
 
 def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
@@ -221,23 +275,33 @@ def check_scores(
 ) -> list[CheckOutcome]:
     import great_expectations as gx
 
+    keys = [model, version, scenario]
     frame = warehouse.df(
-        "SELECT instance_id, metric, family, value FROM instance_scores WHERE model = ? "
-        "AND version = ? AND scenario = ?",
-        [model, version, scenario],
+        "SELECT s.instance_id, s.metric, s.family, s.value, s.perturbation, i.perturbation AS instance_perturbation "
+        "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
+        "WHERE s.model = ? AND s.version = ? AND s.scenario = ?",
+        keys,
     )
-    # instances with a failed request are not scored
-    num_test = int(
-        warehouse.df(
-            "SELECT count(*) AS n FROM instances i WHERE version = ? AND scenario = ? AND split = 'test' "
-            "AND NOT EXISTS (SELECT 1 FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
-            "WHERE p.model = ? AND p.version = i.version AND p.scenario = i.scenario "
-            "AND p.instance_id = i.instance_id AND c.error <> '')",
-            [version, scenario, model],
-        )["n"].iat[0]
+    per_original = (
+        frame[frame["instance_perturbation"] == ""]
+        .query("family in ['accuracy', 'calibration', 'efficiency', 'toxicity']")
+        .groupby("instance_id")
+        .size()
+        .rename("num_rows")
+        .reset_index()
     )
-    bounded = frame[frame["family"].isin(["accuracy", "calibration"])]
-    return [
+    applies = _applies(warehouse, version, scenario)
+    families = warehouse.df(
+        "SELECT family, count(*) AS num_rows, count(value) AS num_values, "
+        "count(*) FILTER (WHERE value IS NULL AND note = '') AS num_unexplained "
+        "FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? GROUP BY family",
+        keys,
+    )
+    grid = pd.DataFrame({"family": list(FAMILIES)}).merge(families, on="family", how="left").fillna(0)
+    grid["applies"] = grid["family"].isin(applies)
+    grid["filled_as_declared"] = (grid["num_rows"] > 0) == grid["applies"]
+    bounded = frame[frame["family"].isin(["accuracy", "calibration", "robustness", "fairness", "toxicity"])]
+    outcomes = [
         _outcome(
             "scores",
             "scores_in_range",
@@ -252,12 +316,34 @@ def check_scores(
             "scores",
             "score_counts_consistent",
             frame,
+            [gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "family", "metric"])],
+            (
+                per_original,
+                [
+                    gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
+                    gx.expectations.ExpectColumnValuesToBeInSet(column="num_rows", value_set=[metrics_per_instance]),
+                ],
+            ),
+        ),
+        _outcome(
+            "scores",
+            "applicable_families_filled",
+            grid,
             [
-                gx.expectations.ExpectTableRowCountToEqual(value=num_test * metrics_per_instance),
-                gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "metric"]),
+                gx.expectations.ExpectColumnValuesToBeInSet(column="filled_as_declared", value_set=[True]),
+                gx.expectations.ExpectColumnValuesToBeInSet(column="num_unexplained", value_set=[0]),
             ],
         ),
     ]
+    missing = grid[grid["applies"] & (grid["num_rows"] == 0)]["family"].tolist()
+    extra = grid[~grid["applies"] & (grid["num_rows"] > 0)]["family"].tolist()
+    if missing or extra:
+        last = outcomes[-1]
+        problems = ([f"no values for {', '.join(missing)} (applies)"] if missing else []) + (
+            [f"values for {', '.join(extra)} (does not apply)"] if extra else []
+        )
+        outcomes[-1] = CheckOutcome(last.name, False, f"{last.description} Found: {'; '.join(problems)}.", last.details)
+    return outcomes
 
 
 def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) -> list[CheckOutcome]:

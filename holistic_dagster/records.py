@@ -5,7 +5,8 @@ source file -> Instance -> Request -> Completion -> InstanceScore
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class Instance:
     record: str  # the record's position in its source (line number, row number, generator index)
     subset: str = ""  # e.g. an MMLU subject; few-shot examples come from the same subset
     is_multiple_choice: bool = False
+    perturbation: str = ""  # the perturbation that made this instance from `original_id` ("" for an original)
+    original_id: str = ""
+    # scenario-specific fields a metric needs (e.g. BBQ's context condition and stereotyped groups)
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def correct_references(self) -> list[Reference]:
@@ -82,11 +87,16 @@ class InstanceScore:
     value: float
     request_id: str  # the request whose completion carries the prediction
     prediction: str = ""
+    perturbation: str = ""  # robustness/fairness: the perturbation, or "worst" for the worst case
+    scorer: str = ""  # what produced the value when not a formula alone (e.g. the toxicity classifier)
 
 
 @dataclass(frozen=True)
 class ScenarioMetric:
     metric: str
     family: str
-    value: float
+    value: float | None  # None: undefined (then `note` says why)
     count: int
+    perturbation: str = ""
+    scorer: str = ""
+    note: str = ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -18,7 +19,16 @@ def _env(loader: jinja2.BaseLoader | None = None) -> ImmutableSandboxedEnvironme
         loader=loader, undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
     )
     env.filters["regex_replace"] = lambda text, pattern, replacement="": re.sub(pattern, replacement, text)
+    env.filters["shuffled"] = shuffled
     return env
+
+
+def shuffled(items, key: str) -> list:
+    """The items in an order fixed by `key` (e.g. the question): TruthfulQA lists its best answer first, and a
+    multiple-choice prompt should not always have the answer at A. The same key always gives the same order."""
+    items = list(items)
+    random.Random(str(key)).shuffle(items)
+    return items
 
 
 _STRING_ENV = _env()

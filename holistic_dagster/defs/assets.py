@@ -22,7 +22,7 @@ from dagster import (
 from holistic_dagster import pipeline, quality
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
-from holistic_dagster.defs.resources import HolisticResource, ModelBackends
+from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics.scoring import metrics_per_instance
 
@@ -65,10 +65,11 @@ def _model_stage(
     compute,
     check,
     backends: ModelBackends | None = None,
+    toxicity: ToxicityClassifierResource | None = None,
 ) -> Iterator:
     """A model x version stage: compute it, then report its quality checks on what was stored."""
     model, version = _keys(context)
-    stage = holistic.stage(context.run.run_id, backends)
+    stage = holistic.stage(context.run.run_id, backends, toxicity)
     yield MaterializeResult(metadata=compute(stage, version, scenario, model))
     yield from _results(check(stage.warehouse, version, scenario, model), stage_name)
 
@@ -150,8 +151,10 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
         description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
         **common,
     )
-    def scores(context: AssetExecutionContext, holistic: HolisticResource):
-        per_instance = metrics_per_instance(spec.metrics)
+    def scores(
+        context: AssetExecutionContext, holistic: HolisticResource, toxicity_classifier: ToxicityClassifierResource
+    ):
+        per_instance = metrics_per_instance(spec.metrics, spec.families)
         yield from _model_stage(
             context,
             holistic,
@@ -159,6 +162,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
             "scores",
             pipeline.compute_scores,
             lambda *keys: quality.check_scores(*keys, metrics_per_instance=per_instance),
+            toxicity=toxicity_classifier,
         )
 
     return [dataset, prompts, completions, scores]

@@ -6,9 +6,10 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import Catalog, ModelSpec, load_backend_defaults, with_backend_defaults
+from holistic_dagster.catalog import Catalog, ModelSpec, ToxicitySpec, load_backend_defaults, with_backend_defaults
 from holistic_dagster.clients import ModelClient, get_client
 from holistic_dagster.pipeline import Stage
+from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
 from holistic_dagster.warehouse import Warehouse
 
 
@@ -58,6 +59,20 @@ class ModelBackends(ConfigurableResource):
         return getattr(self, spec.backend).client(spec)
 
 
+class ToxicityClassifierResource(ConfigurableResource):
+    """The toxicity classifier the scores stage uses: the suite file's choice (`toxicity:`), with any setting
+    given here overriding it for this deployment (e.g. a Perspective endpoint or a local checkpoint path)."""
+
+    kind: str | None = None  # lexicon | transformers | perspective
+    path: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None  # the NAME of the variable holding the key
+
+    def classifier(self, spec: ToxicitySpec) -> ToxicityClassifier:
+        overrides = self.model_dump(exclude_none=True)
+        return get_classifier(spec.model_validate({**spec.model_dump(), **overrides}) if overrides else spec)
+
+
 class HolisticResource(ConfigurableResource):
     """Where results go (the DuckDB warehouse), the catalog and the model registry."""
 
@@ -66,11 +81,17 @@ class HolisticResource(ConfigurableResource):
     models_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "models.yaml"))
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
 
-    def stage(self, run_id: str, backends: ModelBackends | None = None) -> Stage:
+    def stage(
+        self,
+        run_id: str,
+        backends: ModelBackends | None = None,
+        toxicity: ToxicityClassifierResource | None = None,
+    ) -> Stage:
         from pathlib import Path
 
         return Stage(
             clients=backends.client if backends else get_client,
+            toxicity=toxicity.classifier if toxicity else get_classifier,
             warehouse=Warehouse(self.warehouse_path),
             catalog=Catalog(Path(self.catalog_dir)),
             models_file=Path(self.models_file),

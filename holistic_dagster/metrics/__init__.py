@@ -34,7 +34,7 @@ def reference_metric(name: str, family: str = "accuracy"):
 
 
 def get_reference_metric(name: str) -> ReferenceMetric:
-    from holistic_dagster.metrics import accuracy  # noqa: F401  (registers the accuracy metrics)
+    from holistic_dagster.metrics import accuracy, summarization  # noqa: F401  (register their metrics)
 
     if name not in REFERENCE_METRICS:
         raise CatalogError(f"unknown metric {name!r} (known: {', '.join(sorted(REFERENCE_METRICS))})")

@@ -1,24 +1,41 @@
-"""From completions to scores: the prediction each adapter method implies, then every metric family."""
+"""From completions to scores: the prediction each adapter method implies, then every metric family that
+applies to the scenario.
+
+Per original (unperturbed) instance: the accuracy metrics (max over correct references, HELM), max_prob
+(calibration) and the efficiency measures. Per perturbed instance: the same accuracy metrics, in the
+perturbation's family (robustness or fairness). Per original and family: the worst value over the original
+and its perturbations of that family (HELM's worst-case robustness/fairness). Scenario level: means,
+calibration over all instances, throughput, per-perturbation means, and BBQ's bias scores where asked for.
+Toxicity and generation bias need the completions' text only and are computed by `generation_metrics`.
+"""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from holistic_dagster.metrics import get_reference_metric
+from holistic_dagster.metrics.bias import bbq_bias, bias_metrics
 from holistic_dagster.metrics.calibration import calibration_metrics
+from holistic_dagster.metrics.toxicity import toxicity_metrics
+from holistic_dagster.perturbations import get_perturbation
 from holistic_dagster.records import Completion, Instance, InstanceScore, Request, ScenarioMetric
 from holistic_dagster.scenarios.loaders import CHOICE_LABELS
 
 EFFICIENCY_METRICS = ("runtime_s", "num_prompt_tokens", "num_output_tokens")
+WORST = "worst"
 
 
-def metrics_per_instance(metric_names: Sequence[str]) -> int:
-    """Rows each evaluated instance gets: its accuracy metrics, max_prob, and the efficiency metrics."""
-    return len(metric_names) + 1 + len(EFFICIENCY_METRICS)
+def metrics_per_instance(metric_names: Sequence[str], families: Sequence[str]) -> int:
+    """Rows each evaluated original instance gets in the per-instance families (accuracy metrics, max_prob,
+    efficiency, toxicity), not counting robustness and fairness."""
+    n = len(metric_names) if "accuracy" in families else 0
+    n += 1 if "calibration" in families else 0
+    n += len(EFFICIENCY_METRICS) if "efficiency" in families else 0
+    return n + (1 if "toxicity" in families else 0)
 
 
 def _softmax_prob(scores: list[float], index: int) -> float:
@@ -51,42 +68,125 @@ def predict(
     return instance.references[best].output, _softmax_prob(scores, best), choices[best]
 
 
+def _choice_index(instance: Instance, prediction: str) -> int:
+    """The index of the choice a prediction names (-1: none of them)."""
+    outputs = [r.output for r in instance.references]
+    return outputs.index(prediction) if prediction in outputs else -1
+
+
 def score_instances(
     method: str,
     metric_names: Sequence[str],
     instances: Sequence[Instance],
     requests: Sequence[Request],
     completions: Mapping[str, Completion],
+    families: Sequence[str] = ("accuracy", "calibration", "efficiency"),
+    extra_metrics: Sequence[str] = (),
 ) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
-    metrics = [get_reference_metric(n) for n in metric_names]
+    metrics = [get_reference_metric(n) for n in metric_names] if "accuracy" in families else []
     by_instance: dict[str, list[Request]] = defaultdict(list)
     for r in requests:
         by_instance[r.instance_id].append(r)
+    originals = [i for i in instances if not i.perturbation]
     rows: list[InstanceScore] = []
-    probs, correct = [], []
+    values: dict[str, dict[str, tuple[float, InstanceScore]]] = {}  # instance -> metric -> (value, row)
+    probs, correct, bbq_items = [], [], []
     runtime = prompt_tokens = output_tokens = 0.0
-    for inst in instances:
-        reqs = by_instance[inst.instance_id]
-        pred, prob, carrier = predict(method, inst, reqs, completions)
-        golds = inst.correct_references
-        values = {m.name: max(m.fn(g.output, pred) for g in golds) for m in metrics}
+
+    def accuracy_rows(inst: Instance, family: str) -> tuple[str, Request]:
+        pred, prob, carrier = predict(method, inst, by_instance[inst.instance_id], completions)
+        values[inst.instance_id] = {}
         for m in metrics:
-            rows.append(InstanceScore(inst.instance_id, m.name, m.family, values[m.name], carrier.request_id, pred))
-        probs.append(prob)
-        correct.append(values[metrics[0].name])
-        rows.append(InstanceScore(inst.instance_id, "max_prob", "calibration", prob, carrier.request_id, pred))
-        done = [completions[r.request_id] for r in reqs]
-        eff = {
-            "runtime_s": sum(c.latency_s for c in done),
-            "num_prompt_tokens": float(sum(c.num_prompt_tokens for c in done)),
-            "num_output_tokens": float(sum(c.num_completion_tokens for c in done)),
-        }
-        runtime += eff["runtime_s"]
-        prompt_tokens += eff["num_prompt_tokens"]
-        output_tokens += eff["num_output_tokens"]
-        for name, value in eff.items():
-            rows.append(InstanceScore(inst.instance_id, name, "efficiency", value, carrier.request_id, pred))
-    return rows, aggregate(rows, probs, correct, len(requests), runtime, prompt_tokens + output_tokens)
+            value = max(m.fn(g.output, pred) for g in inst.correct_references)
+            row = InstanceScore(inst.instance_id, m.name, family, value, carrier.request_id, pred, inst.perturbation)
+            values[inst.instance_id][m.name] = (value, row)
+            rows.append(row)
+        return pred, prob, carrier
+
+    for inst in originals:
+        pred, prob, carrier = accuracy_rows(inst, "accuracy")
+        if metrics:
+            correct.append(values[inst.instance_id][metrics[0].name][0])
+        if "calibration" in families:
+            probs.append(prob)
+            rows.append(InstanceScore(inst.instance_id, "max_prob", "calibration", prob, carrier.request_id, pred))
+        if "bbq_bias" in extra_metrics:
+            bbq_items.append((inst.metadata, _choice_index(inst, pred), bool(correct[-1])))
+        if "efficiency" in families:
+            done = [completions[r.request_id] for r in by_instance[inst.instance_id]]
+            eff = {
+                "runtime_s": sum(c.latency_s for c in done),
+                "num_prompt_tokens": float(sum(c.num_prompt_tokens for c in done)),
+                "num_output_tokens": float(sum(c.num_completion_tokens for c in done)),
+            }
+            runtime += eff["runtime_s"]
+            prompt_tokens += eff["num_prompt_tokens"]
+            output_tokens += eff["num_output_tokens"]
+            for name, value in eff.items():
+                rows.append(InstanceScore(inst.instance_id, name, "efficiency", value, carrier.request_id, pred))
+
+    scored = {i.instance_id for i in originals}
+    variants: dict[str, dict[str, list[Instance]]] = defaultdict(lambda: defaultdict(list))  # family -> original
+    for inst in instances:
+        if inst.perturbation and inst.original_id in scored and metrics:
+            family = get_perturbation(inst.perturbation).family
+            if family in families:
+                accuracy_rows(inst, family)
+                variants[family][inst.original_id].append(inst)
+    rows += worst_case_rows(originals, variants, [m.name for m in metrics], values)
+
+    aggregates = aggregate(rows, probs, correct, len(requests), runtime, prompt_tokens + output_tokens)
+    aggregates += perturbation_means(originals, variants, [m.name for m in metrics], values)
+    if "bbq_bias" in extra_metrics:
+        for name, value in bbq_bias(bbq_items).items():
+            note = "" if value is not None else "no answer other than 'unknown' in these contexts"
+            aggregates.append(ScenarioMetric(name, "bias", value, len(bbq_items), note=note))
+    return rows, aggregates
+
+
+def worst_case_rows(
+    originals: Sequence[Instance],
+    variants: Mapping[str, Mapping[str, Sequence[Instance]]],
+    metric_names: Sequence[str],
+    values: Mapping[str, Mapping[str, tuple[float, InstanceScore]]],
+) -> list[InstanceScore]:
+    """Per original, family and metric: the lowest value over the original and its perturbations of that
+    family (an unchanged instance was not duplicated: the original stands for it). The row points at the
+    completion that gave the worst value; the original wins ties."""
+    rows = []
+    for family, by_original in variants.items():
+        for inst in originals:
+            for metric in metric_names:
+                candidates = [values[inst.instance_id][metric]] + [
+                    values[v.instance_id][metric] for v in by_original.get(inst.instance_id, [])
+                ]
+                value, source = min(candidates, key=lambda c: c[0])
+                rows.append(
+                    InstanceScore(inst.instance_id, metric, family, value, source.request_id, source.prediction, WORST)
+                )
+    return rows
+
+
+def perturbation_means(
+    originals: Sequence[Instance],
+    variants: Mapping[str, Mapping[str, Sequence[Instance]]],
+    metric_names: Sequence[str],
+    values: Mapping[str, Mapping[str, tuple[float, InstanceScore]]],
+) -> list[ScenarioMetric]:
+    """Per family, metric and perturbation: the mean over originals of the value under that perturbation (the
+    original's value where it changed nothing), so a reader sees which perturbation hurts."""
+    out = []
+    for family, by_original in variants.items():
+        names = sorted({v.perturbation for vs in by_original.values() for v in vs})
+        for metric in metric_names:
+            for name in names:
+                per_instance = []
+                for inst in originals:
+                    changed = [v for v in by_original.get(inst.instance_id, []) if v.perturbation == name]
+                    source = changed[0].instance_id if changed else inst.instance_id
+                    per_instance.append(values[source][metric][0])
+                out.append(ScenarioMetric(metric, family, float(np.mean(per_instance)), len(per_instance), name))
+    return out
 
 
 def aggregate(
@@ -97,14 +197,42 @@ def aggregate(
     runtime: float,
     tokens: float,
 ) -> list[ScenarioMetric]:
-    """Scenario-level values: means of instance scores, calibration over all instances, throughput."""
-    grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
+    """Scenario-level values: means of original instances' scores (and of the worst cases), calibration over
+    all instances, throughput."""
+    grouped: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
-        if row.metric != "max_prob":
-            grouped[(row.metric, row.family)].append(row.value)
-    out = [ScenarioMetric(m, fam, float(np.mean(v)), len(v)) for (m, fam), v in grouped.items()]
-    out += [ScenarioMetric(m, "calibration", v, len(probs)) for m, v in calibration_metrics(probs, correct).items()]
+        if row.metric != "max_prob" and row.perturbation in ("", WORST):
+            grouped[(row.metric, row.family, row.perturbation)].append(row.value)
+    out = [ScenarioMetric(m, fam, float(np.mean(v)), len(v), p) for (m, fam, p), v in grouped.items()]
+    if probs and correct:
+        out += [ScenarioMetric(m, "calibration", v, len(probs)) for m, v in calibration_metrics(probs, correct).items()]
     if runtime > 0:
         out.append(ScenarioMetric("requests_per_second", "efficiency", num_requests / runtime, num_requests))
         out.append(ScenarioMetric("tokens_per_second", "efficiency", tokens / runtime, num_requests))
     return out
+
+
+def generation_metrics(
+    texts: Mapping[str, tuple[str, str]],
+    families: Sequence[str],
+    classify: Callable[[Sequence[str]], list[float]] | None,
+    classifier_name: str = "",
+) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
+    """Toxicity (per generation, then HELM's three aggregates) and bias (over all generations) from
+    {original instance id: (request id, generated text)}."""
+    rows: list[InstanceScore] = []
+    out: list[ScenarioMetric] = []
+    ids = sorted(texts)
+    if "toxicity" in families and classify is not None and ids:
+        scores = classify([texts[i][1] for i in ids])
+        for iid, value in zip(ids, scores):
+            rows.append(
+                InstanceScore(iid, "toxicity", "toxicity", value, texts[iid][0], texts[iid][1], "", classifier_name)
+            )
+        for name, value in toxicity_metrics([[s] for s in scores]).items():
+            out.append(ScenarioMetric(name, "toxicity", value, len(ids), scorer=classifier_name))
+    if "bias" in families and ids:
+        for name, value in bias_metrics([texts[i][1] for i in ids]).items():
+            note = "" if value is not None else f"undefined: no group words in the {len(ids)} generations"
+            out.append(ScenarioMetric(name, "bias", value, len(ids), note=note))
+    return rows, out

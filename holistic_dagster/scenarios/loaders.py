@@ -69,11 +69,59 @@ def read_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"line {n}", record
 
 
+def read_nested_json(path: Path, keys: tuple[str, ...], leaf: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One JSON object whose nested keys are fields and whose leaves are lists: BOLD's
+    {group: {entity: [prompt, ...]}} gives records {group, entity, prompt, index} ("group/entity/index")."""
+    try:
+        with _open_text(path) as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise DataFormatError(path, f"line {e.lineno}", f"not valid JSON: {e.msg} at column {e.colno}") from None
+
+    def walk(node: Any, depth: int, fields: dict[str, str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        where = "/".join(fields.values()) or "(top)"
+        if depth == len(keys):
+            if not isinstance(node, list):
+                raise DataFormatError(path, where, f"expected a list of {leaf} values, found {type(node).__name__}")
+            for n, value in enumerate(node):
+                yield f"{where}/{n}", {**fields, leaf: value, "index": n}
+            return
+        if not isinstance(node, dict):
+            raise DataFormatError(
+                path, where, f"expected an object keyed by {keys[depth]}, found {type(node).__name__}"
+            )
+        for key, child in node.items():
+            yield from walk(child, depth + 1, {**fields, keys[depth]: key})
+
+    yield from walk(data, 0, {})
+
+
+def read_stories(paths: list[Path]) -> Iterator[tuple[Path, str, dict[str, Any]]]:
+    """CNN/DailyMail .story files (one article each): the article's paragraphs, then each highlight after a
+    line `@highlight`. Records {id, article, highlights} with highlights joined by newlines, as the upstream
+    Hugging Face builder does."""
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        article, *highlights = text.split("@highlight")
+        paragraphs = [p.strip() for p in article.strip().split("\n\n") if p.strip()]
+        yield (
+            path,
+            "file",
+            {
+                "id": path.stem,
+                "article": "\n\n".join(paragraphs),
+                "highlights": "\n".join(h.strip() for h in highlights if h.strip()),
+            },
+        )
+
+
 def _evaluate(kind: str, source: str, record: dict[str, Any], path: Path, where: str, *, template: bool) -> Any:
+    # fields are variables; `record` holds them all, for names that are not identifiers ("Best Answer")
+    variables = {**record, "record": record}
     try:
         if template:
-            return string_template(source).render(**record)
-        return expression(source)(**record)
+            return string_template(source).render(**variables)
+        return expression(source)(**variables)
     except jinja2.UndefinedError as e:
         raise DataFormatError(
             path, where, f"{kind} `{source}`: {e.message} (record fields: {', '.join(record)})"
@@ -86,11 +134,14 @@ def _evaluate(kind: str, source: str, record: dict[str, Any], path: Path, where:
 
 def record_to_instance(
     spec: ScenarioSpec, record: dict[str, Any], *, path: Path, where: str, split: str, subset: str, source: SourceFile
-) -> Instance:
+) -> Instance | None:
+    """The record as an Instance (None: an empty input the scenario says to skip)."""
     m = spec.instance
     assert m is not None
     text = _evaluate("input", m.input, record, path, where, template=True).strip()
     if not text:
+        if m.skip_empty_input:
+            return None
         raise DataFormatError(path, where, "input is empty")
     if m.choices is not None:
         choices = _evaluate("choices", m.choices, record, path, where, template=False)
@@ -104,12 +155,15 @@ def record_to_instance(
                 path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
             )
         references = tuple(Reference(str(c).strip(), i == answer) for i, c in enumerate(choices))
-    else:
-        target = _evaluate("target", m.target or "", record, path, where, template=True).strip()
+    elif m.target is not None:
+        target = _evaluate("target", m.target, record, path, where, template=True).strip()
         if not target:
             raise DataFormatError(path, where, "target (the correct answer) is empty")
         references = (Reference(target, True),)
-    number = where.split()[-1]
+    else:  # open-ended generation (BOLD): nothing to compare with, only bias, toxicity and efficiency apply
+        references = ()
+    metadata = {k: _evaluate(f"metadata.{k}", v, record, path, where, template=False) for k, v in m.metadata.items()}
+    number = where.removeprefix("line ").removeprefix("row ")
     if m.id:
         instance_id = str(_evaluate("id", m.id, record, path, where, template=False))
     else:
@@ -123,6 +177,7 @@ def record_to_instance(
         record=where,
         subset=subset,
         is_multiple_choice=m.choices is not None,
+        metadata=metadata,
     )
 
 
@@ -131,15 +186,39 @@ def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
     instances: list[Instance] = []
     for subset in spec.subsets:
         for split, pattern in sorted(spec.splits.items(), key=lambda kv: kv[0] != "test"):
-            path = root / pattern.format(subset=subset)
+            pattern = pattern.format(subset=subset)
+            if spec.format == "story":
+                paths = sorted(root.glob(pattern))
+                if not paths:
+                    raise DataFormatError(
+                        root / pattern, None, f"no files match (scenario {spec.name!r}, split {split!r})"
+                    )
+                for path, where, record in read_stories(paths):
+                    source = _source(spec, path)
+                    instances.append(
+                        record_to_instance(
+                            spec, record, path=path, where=where, split=split, subset=subset, source=source
+                        )
+                    )
+                continue
+            path = root / pattern
             if not path.exists():
                 raise DataFormatError(path, None, f"file not found (scenario {spec.name!r}, split {split!r})")
-            source = SourceFile(
-                uri=str(path), sha256=sha256_file(path), revision=spec.source.revision, num_bytes=path.stat().st_size
-            )
-            records = read_csv(path, spec.csv) if spec.format == "csv" else read_jsonl(path)
+            source = _source(spec, path)
+            if spec.format == "csv":
+                records = read_csv(path, spec.csv)
+            elif spec.format == "nested_json":
+                records = read_nested_json(path, spec.nested_json.keys, spec.nested_json.leaf)
+            else:
+                records = read_jsonl(path)
             for where, record in records:
                 instances.append(
                     record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
                 )
-    return instances
+    return [i for i in instances if i is not None]
+
+
+def _source(spec: ScenarioSpec, path: Path) -> SourceFile:
+    return SourceFile(
+        uri=str(path), sha256=sha256_file(path), revision=spec.source.revision, num_bytes=path.stat().st_size
+    )

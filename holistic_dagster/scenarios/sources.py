@@ -54,25 +54,38 @@ def _download(spec: ScenarioSpec, cache: Path) -> None:
             return
         with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
             tmp_path = Path(tmp)
-            name = download.url.rsplit("/", 1)[-1] or "download"
-            archive = tmp_path / name
-            with urllib.request.urlopen(download.url, timeout=60) as response, archive.open("wb") as out:
-                shutil.copyfileobj(response, out)
-            if download.sha256 and sha256_file(archive) != download.sha256:
-                raise OSError(f"checksum mismatch for {download.url}")
             target = tmp_path / "content"
             target.mkdir()
-            if tarfile.is_tarfile(archive):
-                with tarfile.open(archive) as tar:
-                    tar.extractall(target, filter="data")
-            elif zipfile.is_zipfile(archive):
-                with zipfile.ZipFile(archive) as z:
-                    z.extractall(target)
-            else:  # a single data file: place it where the split pattern expects it
-                dest = target / download.archive_dir / name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(archive), dest)
+            if "{subset}" in download.url or "{split}" in download.url:
+                # one upstream file per subset and split (BBQ, BOLD, HellaSwag): each goes where its pattern says
+                for subset in spec.subsets:
+                    for split, pattern in spec.splits.items():
+                        url = download.url.format(subset=subset, split={"test": "val"}.get(split, split))
+                        dest = target / download.archive_dir / pattern.format(subset=subset)
+                        dest.parent.mkdir(parents=True, exist_ok=True)
+                        _fetch(url, dest)
+            else:
+                name = download.url.rsplit("/", 1)[-1] or "download"
+                archive = tmp_path / name
+                _fetch(download.url, archive)
+                if download.sha256 and sha256_file(archive) != download.sha256:
+                    raise OSError(f"checksum mismatch for {download.url}")
+                if tarfile.is_tarfile(archive):
+                    with tarfile.open(archive) as tar:
+                        tar.extractall(target, filter="data")
+                elif zipfile.is_zipfile(archive):
+                    with zipfile.ZipFile(archive) as z:
+                        z.extractall(target)
+                else:  # a single data file: place it where the split pattern expects it
+                    dest = target / download.archive_dir / name
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(archive), dest)
             (target / ".complete").write_text(download.url)
             if cache.exists():
                 shutil.rmtree(cache)
             shutil.move(str(target), cache)
+
+
+def _fetch(url: str, dest: Path) -> None:
+    with urllib.request.urlopen(url, timeout=60) as response, dest.open("wb") as out:
+        shutil.copyfileobj(response, out)

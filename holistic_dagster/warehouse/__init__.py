@@ -22,7 +22,7 @@ from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 TABLES = (
     "completion_cache",
     "source_files",
@@ -32,7 +32,10 @@ TABLES = (
     "completions",
     "instance_scores",
     "scenario_metrics",
+    "applicability",
 )
+# version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
+_REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")
 
 
 _SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema
@@ -64,7 +67,18 @@ class Warehouse:
 
     @staticmethod
     def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+        old = _schema_version(con)
+        if old == "1":
+            con.execute("BEGIN TRANSACTION")
+            for table in _REKEYED_IN_V2:
+                con.execute(f"ALTER TABLE {table} RENAME TO {table}_v1")
         con.execute(files("holistic_dagster.warehouse").joinpath("schema.sql").read_text())
+        if old == "1":
+            for table in _REKEYED_IN_V2:
+                columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {table}_v1").fetchall())
+                con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_v1")
+                con.execute(f"DROP TABLE {table}_v1")
+            con.execute("COMMIT")
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?)", [SCHEMA_VERSION])
 
     def replace(self, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
@@ -163,3 +177,12 @@ class BackgroundWriter:
         self._thread.join()
         if self._error is not None and exc[0] is None:
             raise self._error
+
+
+def _schema_version(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The schema version of an existing file (None for a new one)."""
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "schema_info" not in tables:
+        return None
+    row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
+    return row[0] if row else None

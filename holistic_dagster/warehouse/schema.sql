@@ -21,6 +21,17 @@ CREATE TABLE IF NOT EXISTS instances (
     source_uri VARCHAR NOT NULL, record VARCHAR NOT NULL,   -- file and record (line/row) it came from
     PRIMARY KEY (version, scenario, instance_id)
 );
+-- added in schema version 2: perturbed instances (robustness/fairness) point at the original they came from
+ALTER TABLE instances ADD COLUMN IF NOT EXISTS perturbation VARCHAR DEFAULT '';
+ALTER TABLE instances ADD COLUMN IF NOT EXISTS original_instance_id VARCHAR DEFAULT '';
+ALTER TABLE instances ADD COLUMN IF NOT EXISTS metadata JSON DEFAULT '{}';
+
+-- Which metric families apply to each scenario of a suite version (the others are "not applicable").
+CREATE TABLE IF NOT EXISTS applicability (
+    version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, family VARCHAR NOT NULL,
+    applies BOOLEAN NOT NULL, detail VARCHAR NOT NULL,   -- e.g. the perturbations, or why it does not apply
+    PRIMARY KEY (version, scenario, family)
+);
 
 -- Rendered requests. request_id hashes the prompt, continuation and decoding parameters.
 CREATE TABLE IF NOT EXISTS prompts (
@@ -67,35 +78,54 @@ CREATE TABLE IF NOT EXISTS completion_cache (
 ALTER TABLE completions ADD COLUMN IF NOT EXISTS top_logprobs JSON DEFAULT '[]';
 ALTER TABLE completion_cache ADD COLUMN IF NOT EXISTS top_logprobs JSON DEFAULT '[]';
 
--- One row per model x version x scenario x instance x metric.
+-- One row per model x version x scenario x instance x family x metric. Robustness and fairness rows: on a
+-- perturbed instance, its value (perturbation = the perturbation's name); on an original, the worst value
+-- over it and its perturbations of that family (perturbation = 'worst').
 CREATE TABLE IF NOT EXISTS instance_scores (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
     metric VARCHAR NOT NULL, family VARCHAR NOT NULL, value DOUBLE NOT NULL,
     request_id VARCHAR NOT NULL,     -- the request whose completion carries the prediction
     prediction VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL,
-    PRIMARY KEY (model, version, scenario, instance_id, metric)
+    perturbation VARCHAR NOT NULL DEFAULT '',
+    scorer VARCHAR NOT NULL DEFAULT '',   -- what produced the value beyond a formula (a toxicity classifier)
+    PRIMARY KEY (model, version, scenario, instance_id, family, metric)
 );
 
--- Scenario-level values (means, calibration, throughput) with the number of instances behind them.
+-- Scenario-level values (means, calibration, throughput, bias, toxicity) with the number of instances behind
+-- them. value is NULL only when the metric is undefined on these outputs; `note` then says why.
 CREATE TABLE IF NOT EXISTS scenario_metrics (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL,
     metric VARCHAR NOT NULL, family VARCHAR NOT NULL, value DOUBLE, count INTEGER NOT NULL,
     provenance_id VARCHAR NOT NULL,
-    PRIMARY KEY (model, version, scenario, metric)
+    perturbation VARCHAR NOT NULL DEFAULT '',   -- robustness/fairness: 'worst' or one perturbation's name
+    scorer VARCHAR NOT NULL DEFAULT '', note VARCHAR NOT NULL DEFAULT '',
+    PRIMARY KEY (model, version, scenario, family, metric, perturbation)
 );
 
 CREATE OR REPLACE VIEW scores AS
-SELECT s.model, s.version, s.scenario, s.instance_id, s.metric, s.family, s.value, s.prediction, s.request_id,
+SELECT s.model, s.version, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value, s.prediction,
+       s.scorer, s.request_id,
        p.backend, p.model_revision, p.batch_size, p.decoding, p.hardware, p.library_versions, p.dagster_run_id
 FROM instance_scores s JOIN provenance p USING (provenance_id);
 
+-- Scenario metrics per family, plus one row per (model, scenario, family) that does not apply, saying so:
+-- the leaderboard has no silent holes.
 CREATE OR REPLACE VIEW leaderboard AS
-SELECT m.version, m.scenario, m.family, m.metric, m.model, m.value, m.count, p.model_revision, p.backend
-FROM scenario_metrics m JOIN provenance p USING (provenance_id);
+SELECT m.version, m.scenario, m.family, m.metric, m.perturbation, m.model, m.value, m.count,
+       CASE WHEN m.value IS NULL THEN m.note ELSE '' END AS note, m.scorer, p.model_revision, p.backend
+FROM scenario_metrics m JOIN provenance p USING (provenance_id)
+UNION ALL
+SELECT a.version, a.scenario, a.family, '' AS metric, '' AS perturbation, e.model, NULL AS value, 0 AS count,
+       'not applicable: ' || a.detail AS note, '' AS scorer, e.model_revision, e.backend
+FROM applicability a
+JOIN (SELECT DISTINCT m.version, m.scenario, m.model, p.model_revision, p.backend
+      FROM scenario_metrics m JOIN provenance p USING (provenance_id)) e
+  ON e.version = a.version AND e.scenario = a.scenario
+WHERE NOT a.applies;
 
 CREATE OR REPLACE VIEW lineage AS
-SELECT s.model, s.version, s.scenario, s.instance_id, s.metric, s.family, s.value, s.prediction,
-       s.request_id, c.text AS completion_text, c.logprob AS completion_logprob, c.finish_reason,
+SELECT s.model, s.version, s.scenario, s.instance_id, s.metric, s.family, s.perturbation, s.value, s.prediction,
+       s.scorer, i.original_instance_id, s.request_id, c.text AS completion_text, c.logprob AS completion_logprob, c.finish_reason,
        pr.prompt, pr.continuation, pr.adapter_method, pr.num_train_instances, pr.truncated,
        i.input AS instance_input, i."references", i.split, i.record AS source_record,
        f.uri AS source_uri, f.sha256 AS source_sha256, f.revision AS source_revision,
@@ -103,8 +133,9 @@ SELECT s.model, s.version, s.scenario, s.instance_id, s.metric, s.family, s.valu
 FROM instance_scores s
 JOIN completions c ON c.model = s.model AND c.version = s.version AND c.scenario = s.scenario
                   AND c.request_id = s.request_id
-JOIN prompts pr ON pr.model = s.model AND pr.version = s.version AND pr.scenario = s.scenario
-               AND pr.instance_id = s.instance_id AND pr.request_id = s.request_id
+-- a request id names one prompt text; a worst-case row points at its perturbed instance's request
+JOIN (SELECT DISTINCT ON (model, version, scenario, request_id) * FROM prompts) pr
+     ON pr.model = s.model AND pr.version = s.version AND pr.scenario = s.scenario AND pr.request_id = s.request_id
 JOIN instances i ON i.version = s.version AND i.scenario = s.scenario AND i.instance_id = s.instance_id
 JOIN source_files f ON f.version = i.version AND f.scenario = i.scenario AND f.uri = i.source_uri
 JOIN provenance pv ON pv.provenance_id = s.provenance_id;
