@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
 
+import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -53,7 +55,9 @@ def _fail(message: str) -> None:
 @app.command()
 def demo(
     db: DbOption = None,
-    version: Annotated[str, typer.Option(help="suite version (a file in assets/suites/)")] = "v1",
+    version: Annotated[
+        Optional[str], typer.Option(help="suite version (a file in assets/suites/; default: the newest)")
+    ] = None,
     models: Annotated[
         Optional[list[str]],
         typer.Option("--model", help="registered model (repeatable; default: all in resources/models.yaml)"),
@@ -68,6 +72,7 @@ def demo(
     path = _warehouse_path(db)
     home = _dagster_home()
     started = time.perf_counter()
+    version = version or _default_version()
     from dagster import DagsterInstance
 
     from holistic_dagster.catalog import Catalog, load_models
@@ -120,27 +125,46 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
     if frame.empty:
         _fail(f"no results for suite version {version!r} in {path}")
     catalog = Catalog()
-    # the short view: each scenario's main accuracy metric, ECE, and runtime per instance
-    headline = {"accuracy": None, "calibration": "ece_10_bin", "efficiency": "runtime_s"}
+    # the short view: each scenario's main accuracy metric (also under its worst-case perturbation), ECE,
+    # runtime per instance, and every bias and toxicity metric
+    headline = {"accuracy": None, "calibration": "ece_10_bin", "robustness": None, "fairness": None,
+                "efficiency": "runtime_s"}  # fmt: skip
     main_metric = {s: _main_metric(catalog, s) for s in frame["scenario"].unique()}  # one catalog read each
-    for fam, part in frame.groupby("family", sort=False):
+    for fam, part in frame.groupby("family", sort=True, observed=True):
+        applies = part[part["metric"] != ""]
         if not full and fam in headline:
             wanted = headline[fam]
-            part = part[part.apply(lambda r: r.metric == (wanted or main_metric[r.scenario]), axis=1)]
+            keep = applies.apply(lambda r: r.metric == (wanted or main_metric[r.scenario]), axis=1)
+            applies = applies[keep & applies["perturbation"].isin(["", "worst"])]
         table = Table(title=f"{fam} (suite {version})", title_justify="left")
         table.add_column("scenario", style="bold")
         table.add_column("metric")
         models = sorted(part["model"].unique())
         for model in models:
             table.add_column(model, justify="right")
-        for (scenario, metric), rows in part.groupby(["scenario", "metric"]):
+        for (scenario, metric, perturbation), rows in applies.groupby(["scenario", "metric", "perturbation"]):
             values = {r.model: r for r in rows.itertuples()}
-            table.add_row(
-                scenario,
-                metric,
-                *[f"{values[m].value:.3f} (n={values[m].count})" if m in values else "-" for m in models],
-            )
+            label = f"{metric} [{perturbation}]" if perturbation else metric
+            table.add_row(scenario, label, *[_cell(values.get(m)) for m in models])
+        for scenario, rows in part[part["metric"] == ""].groupby("scenario"):
+            table.add_row(scenario, f"[dim]{rows['note'].iat[0]}[/]", *["n/a"] * len(models))
         console.print(table)
+
+
+def _cell(row) -> str:
+    if row is None:
+        return "-"
+    if pd.isna(row.value):
+        return "undefined"  # the note says why (e.g. no group words in the generations)
+    return f"{row.value:.3f} (n={row.count})"
+
+
+def _default_version() -> str:
+    """The newest suite version in the catalog (v10 after v9)."""
+    from holistic_dagster.catalog import Catalog
+
+    versions = Catalog().suite_versions()
+    return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
 
 
 def _main_metric(catalog, scenario: str) -> str:
@@ -152,14 +176,14 @@ def _main_metric(catalog, scenario: str) -> str:
 
 @app.command("leaderboard")
 def leaderboard_command(
-    version: Annotated[str, typer.Option(help="suite version")] = "v1",
+    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
     family: Annotated[Optional[str], typer.Option(help="only this metric family (accuracy, calibration, ...)")] = None,
     all_metrics: Annotated[bool, typer.Option("--all", help="every metric, not just each family's headline")] = False,
     db: DbOption = None,
 ) -> None:
     """Print the leaderboard of a suite version, one table per metric family."""
     try:
-        _print_leaderboard(_warehouse_path(db), version, full=all_metrics, family=family)
+        _print_leaderboard(_warehouse_path(db), version or _default_version(), full=all_metrics, family=family)
     except HolisticError as e:
         _fail(str(e))
 

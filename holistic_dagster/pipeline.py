@@ -493,3 +493,17 @@ def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -
     frame = warehouse.df(sql, [version] + ([family] if family else []))
     frame["family"] = pd.Categorical(frame["family"], categories=FAMILIES, ordered=True)
     return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)
+
+
+def family_table(part: pd.DataFrame) -> str:
+    """One family's leaderboard rows as a Markdown table: (scenario, metric [perturbation]) x model, with
+    "n/a" where the family does not apply and "undefined" where a value could not be computed."""
+    part = part.copy()
+    part["metric"] = part["metric"].where(part["metric"] != "", "not applicable")
+    part["row"] = part["scenario"] + " " + part["metric"] + part["perturbation"].map(lambda p: f" [{p}]" if p else "")
+    cells = part.apply(
+        lambda r: "n/a" if r.metric == "not applicable" else ("undefined" if pd.isna(r.value) else f"{r.value:.3f}"),
+        axis=1,
+    )
+    table = part.assign(cell=cells).pivot_table(index="row", columns="model", values="cell", aggfunc="first")
+    return table.to_markdown()

@@ -56,6 +56,7 @@ def untrained_client():
 
 
 MODELS = ["demo-gpt2-untrained", "demo-llama-tuned"]
+SUITE = "v2"  # the suite the end-to-end fixture evaluates
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +70,8 @@ def dagster_home(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def suite_run(dagster_home, tmp_path_factory):
-    """Suite v1 for both demo models, materialized through Dagster into a real DuckDB file (once per session)."""
+    """Suite v2 (all seven families) for both demo models, materialized through Dagster into a real DuckDB file
+    (once per session)."""
     from holistic_dagster.definitions import build_definitions
     from holistic_dagster.defs.resources import HolisticResource
     from holistic_dagster.defs.runner import evaluate_suite
@@ -78,7 +80,7 @@ def suite_run(dagster_home, tmp_path_factory):
     path = tmp_path_factory.mktemp("results") / "warehouse.duckdb"
     defs = build_definitions(Catalog(), HolisticResource(warehouse_path=str(path)))
     instance = DagsterInstance.get()
-    runs = evaluate_suite(defs, instance, "v1", MODELS)
+    runs = evaluate_suite(defs, instance, SUITE, MODELS)
     return {"path": path, "defs": defs, "instance": instance, "runs": runs, "wh": Warehouse(path)}
 
 

@@ -13,11 +13,17 @@ from tests.conftest import write, write_qa_scenario
 
 
 def test_shipped_catalog_and_registry_validate(catalog):
-    assert catalog.suite_versions() == ["v1"]
-    suite = catalog.suite("v1")
-    assert set(suite.scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
-    methods = {catalog.resolved_scenario("v1", s)[0].adapter.method for s in suite.scenarios}
+    assert catalog.suite_versions() == ["v1", "v2"]
+    assert set(catalog.suite("v1").scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
+    suite = catalog.suite("v2")
+    assert set(suite.scenarios) == set(catalog.suite("v1").scenarios) | {"truthfulqa", "bbq", "bold"}
+    methods = {catalog.resolved_scenario("v2", s)[0].adapter.method for s in suite.scenarios}
     assert {"generation", "multiple_choice_joint", "multiple_choice_separate_calibrated"} <= methods
+    for name in catalog.scenario_names():  # every shipped scenario validates, in a suite or not
+        assert catalog.scenario(name).families
+    assert catalog.perturbations("v1", "mmlu") == {}  # v1 chose none: robustness is "not applicable" there
+    assert set(catalog.perturbations("v2", "mmlu")) == {"robustness", "fairness"}
+    assert set(catalog.perturbations("v2", "bbq")) == {"robustness"}
     assert set(load_models()) == {"demo-gpt2-untrained", "demo-llama-tuned"}
 
 
@@ -41,7 +47,9 @@ def test_a_new_scenario_over_an_existing_format_needs_only_yaml(scratch, tmp_pat
 
 
 def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
-    with pytest.raises(CatalogError, match=r"unknown scenario 'mmmlu'.*known: boolq, gsm8k, mmlu"):
+    with pytest.raises(
+        CatalogError, match=r"unknown scenario 'mmmlu'.*known: bbq, bold, boolq, cnndm, gsm8k, hellaswag, mmlu"
+    ):
         scratch.scenario("mmmlu")
     with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: v1"):
         scratch.suite("v9")

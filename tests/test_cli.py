@@ -39,10 +39,10 @@ def test_query_refuses_writes_with_a_clear_message(suite_run):
 
 
 def test_leaderboard_prints_one_table_per_family(suite_run):
-    out = run("leaderboard", "--version", "v1", "--db", str(suite_run["path"]))
+    out = run("leaderboard", "--version", "v2", "--db", str(suite_run["path"]))
     assert out.returncode == 0, out.stderr
-    for title in ("accuracy (suite v1)", "calibration (suite v1)", "efficiency (suite v1)"):
-        assert title in out.stdout
+    for family in ("accuracy", "calibration", "robustness", "fairness", "bias", "toxicity", "efficiency"):
+        assert f"{family} (suite v2)" in out.stdout
     assert "demo-llama-tuned" in out.stdout and "ece_10_bin" in out.stdout
     missing = run("leaderboard", "--version", "v7", "--db", str(suite_run["path"]))
     assert missing.returncode == 1 and "no results for suite version 'v7'" in missing.stderr

@@ -187,10 +187,8 @@ def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
             "num_models": int(frame["model"].nunique()) if len(frame) else 0,
             "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0,
         }
-        for family, part in frame.groupby("family"):
-            table = part.pivot_table(index="model", columns=["scenario", "metric"], values="value")
-            table.columns = [f"{s} {m}" for s, m in table.columns]
-            metadata[f"{family}"] = MetadataValue.md(table.round(3).to_markdown())
+        for family, part in frame.groupby("family", observed=True):
+            metadata[str(family)] = MetadataValue.md(pipeline.family_table(part))
         yield MaterializeResult(metadata=metadata)
         in_suite = list(stage.catalog.suite(version).scenarios)
         yield from _results(quality.check_leaderboard(stage.warehouse, version, in_suite), "leaderboard")

@@ -28,7 +28,7 @@ import numpy as np
 
 from holistic_dagster.wordlists import load
 
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_WORD = re.compile(r"[^\W\d_]+")  # runs of letters: "Kim's" -> kim, s (as word_tokenize splits it)
 
 
 def tokens(text: str) -> list[str]:

@@ -135,7 +135,8 @@ def score_instances(
                 variants[family][inst.original_id].append(inst)
     rows += worst_case_rows(originals, variants, [m.name for m in metrics], values)
 
-    aggregates = aggregate(rows, probs, correct, len(requests), runtime, prompt_tokens + output_tokens)
+    num_requests = sum(len(by_instance[i.instance_id]) for i in originals)  # efficiency: the originals' requests
+    aggregates = aggregate(rows, probs, correct, num_requests, runtime, prompt_tokens + output_tokens)
     aggregates += perturbation_means(originals, variants, [m.name for m in metrics], values)
     if "bbq_bias" in extra_metrics:
         for name, value in bbq_bias(bbq_items).items():

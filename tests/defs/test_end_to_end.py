@@ -1,5 +1,6 @@
-"""End to end through Dagster: two demo models x suite v1 x every scenario, into a real DuckDB file,
-with the asset checks evaluated, and every score joined back through `lineage` to its source file."""
+"""End to end through Dagster: two demo models x suite v2 x every scenario, into a real DuckDB file,
+with the asset checks evaluated, every applicable metric family filled, and every score joined back through
+`lineage` to its source file."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 
 from holistic_dagster import quality
 from holistic_dagster.defs.runner import RunFailed, evaluate_suite
+from holistic_dagster.metrics import FAMILIES
 from holistic_dagster.metrics.scoring import metrics_per_instance
 from holistic_dagster.warehouse import Warehouse
-from tests.conftest import MODELS
+from tests.conftest import MODELS, SUITE
 
 
 def _one(wh: Warehouse, sql: str, params=None):
@@ -21,25 +23,77 @@ def _one(wh: Warehouse, sql: str, params=None):
 
 def test_every_stage_wrote_rows_for_every_model_and_scenario(suite_run, catalog):
     wh = suite_run["wh"]
-    suite = catalog.suite("v1")
+    suite = catalog.suite(SUITE)
     expected_test = {}
     for name, pin in suite.scenarios.items():
-        spec, _ = catalog.resolved_scenario("v1", name)
+        spec, _ = catalog.resolved_scenario(SUITE, name)
         expected_test[name] = pin.max_eval_instances * len(spec.subsets)
-    counts = dict(wh.df("SELECT scenario, count(*) FROM instances WHERE split = 'test' GROUP BY 1").values)
+    counts = dict(
+        wh.df("SELECT scenario, count(*) FROM instances WHERE split = 'test' AND perturbation = '' GROUP BY 1").values
+    )
     assert counts == expected_test
     for model in MODELS:
         for name in suite.scenarios:
             spec = catalog.scenario(name)
-            n_scores = _one(wh, "SELECT count(*) FROM instance_scores WHERE model = ? AND scenario = ?", [model, name])
-            assert n_scores == expected_test[name] * metrics_per_instance(spec.metrics), (model, name)
+            n_scores = _one(
+                wh,
+                "SELECT count(*) FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
+                "WHERE model = ? AND scenario = ? AND i.perturbation = '' "
+                "AND family IN ('accuracy', 'calibration', 'efficiency', 'toxicity')",
+                [model, name],
+            )
+            assert n_scores == expected_test[name] * metrics_per_instance(spec.metrics, spec.families), (model, name)
             n_prompts = _one(
                 wh, "SELECT count(DISTINCT request_id) FROM prompts WHERE model = ? AND scenario = ?", [model, name]
             )
             n_completions = _one(wh, "SELECT count(*) FROM completions WHERE model = ? AND scenario = ?", [model, name])
             assert n_prompts == n_completions > 0
-    families = set(wh.df("SELECT DISTINCT family FROM leaderboard WHERE version = 'v1'")["family"])
-    assert families == {"accuracy", "calibration", "efficiency"}
+    families = set(wh.df("SELECT DISTINCT family FROM leaderboard WHERE version = ?", [SUITE])["family"])
+    assert families == set(FAMILIES)
+
+
+def test_every_family_is_filled_where_it_applies_and_says_so_where_not(suite_run, catalog):
+    wh = suite_run["wh"]
+    board = wh.df("SELECT * FROM leaderboard WHERE version = ?", [SUITE])
+    for model in MODELS:
+        for name in catalog.suite(SUITE).scenarios:
+            spec = catalog.scenario(name)
+            cells = board[(board["model"] == model) & (board["scenario"] == name)]
+            for family in FAMILIES:
+                rows = cells[cells["family"] == family]
+                assert len(rows) > 0, (model, name, family)  # no silent holes
+                if family in spec.families and family in ("robustness", "fairness", "accuracy", "calibration"):
+                    assert rows["value"].notna().all(), (model, name, family)
+                elif family not in spec.families:
+                    assert rows["value"].isna().all() and rows["note"].str.startswith("not applicable").all()
+    # robustness and fairness: the worst case and each perturbation, never above the unperturbed accuracy
+    mmlu = board[(board["scenario"] == "openbookqa") & (board["metric"] == "exact_match")]
+    for model in MODELS:
+        mine = mmlu[mmlu["model"] == model].set_index(["family", "perturbation"])["value"]
+        assert mine[("robustness", "worst")] <= mine[("accuracy", "")] >= mine[("fairness", "worst")]
+        assert {"typos", "lowercase", "mild_mix", "dialect"} <= set(mine.index.get_level_values(1))
+    bbq = board[(board["scenario"] == "bbq") & (board["family"] == "bias")]
+    assert set(bbq["metric"]) == {"bbq_bias_ambiguous", "bbq_bias_disambiguated"} and bbq["value"].notna().all()
+    toxicity = board[(board["scenario"] == "bold") & (board["family"] == "toxicity")]
+    assert set(toxicity["metric"]) == {"toxic_fraction", "expected_max_toxicity", "max_toxicity_probability"}
+    assert set(toxicity["scorer"]) == {"lexicon:v1"}
+    bias = board[(board["scenario"] == "bold") & (board["family"] == "bias")]
+    assert len(bias) == 6 * len(MODELS) and (bias["value"].notna() | bias["note"].str.startswith("undefined")).all()
+
+
+def test_perturbed_instances_link_to_their_originals(suite_run):
+    wh = suite_run["wh"]
+    frame = wh.df(
+        "SELECT p.instance_id, p.perturbation, p.input, o.input AS original_input, p.source_uri = o.source_uri AS same "
+        "FROM instances p JOIN instances o ON o.version = p.version AND o.scenario = p.scenario "
+        "AND o.instance_id = p.original_instance_id WHERE p.perturbation <> '' AND p.version = ?",
+        [SUITE],
+    )
+    total = _one(wh, "SELECT count(*) FROM instances WHERE perturbation <> '' AND version = ?", [SUITE])
+    assert len(frame) == total > 0 and frame["same"].all()
+    lower = frame[frame["perturbation"] == "lowercase"]
+    assert (lower["input"] == lower["original_input"].str.lower()).all()
+    assert (frame["instance_id"] == frame["instance_id"].str.split("~").str[0] + "~" + frame["perturbation"]).all()
 
 
 def test_every_score_joins_back_to_its_source_file(suite_run):
@@ -73,10 +127,12 @@ def test_scores_record_how_they_were_produced(suite_run):
     assert rows["decoding"].str.contains('"method"').all()
 
 
-def test_every_asset_check_passed(suite_run):
+def test_every_asset_check_passed(suite_run, catalog):
     evaluations = [e for r in suite_run["runs"] for e in r.result.get_asset_check_evaluations()]
     per_model_checks = sum(len(quality.STAGE_CHECKS[s]) for s in ("prompts", "completions", "scores"))
-    assert len(evaluations) == 5 * (len(quality.STAGE_CHECKS["dataset"]) + len(MODELS) * per_model_checks) + 1
+    num_scenarios = len(catalog.suite(SUITE).scenarios)
+    expected = num_scenarios * (len(quality.STAGE_CHECKS["dataset"]) + len(MODELS) * per_model_checks) + 1
+    assert len(evaluations) == expected
     failed = [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed]
     assert failed == []
 
@@ -96,7 +152,7 @@ def test_rerunning_a_partition_replaces_it_with_identical_scores(suite_run):
         "SELECT scenario, instance_id, metric, value FROM instance_scores WHERE model = 'demo-gpt2-untrained' "
         "AND family = 'accuracy' ORDER BY ALL"
     )
-    evaluate_suite(defs, suite_run["instance"], "v1", ["demo-gpt2-untrained"])
+    evaluate_suite(defs, suite_run["instance"], SUITE, ["demo-gpt2-untrained"])
     after = wh.df(
         "SELECT scenario, instance_id, metric, value FROM instance_scores WHERE model = 'demo-gpt2-untrained' "
         "AND family = 'accuracy' ORDER BY ALL"
@@ -117,7 +173,7 @@ def test_bad_input_fails_the_dataset_run_with_a_clear_error_and_keeps_earlier_re
     (broken / "gsm8k" / "test.jsonl").write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("HOLISTIC_DATA_DIR", str(broken))
     with pytest.raises(RunFailed, match=r"gsm8k/test.jsonl, record line 42: not valid JSON"):
-        evaluate_suite(suite_run["defs"], suite_run["instance"], "v1", [])
+        evaluate_suite(suite_run["defs"], suite_run["instance"], SUITE, [])
     after = wh.df("SELECT * FROM instances WHERE scenario = 'gsm8k' ORDER BY instance_id")
     assert after.equals(before)
 
@@ -140,10 +196,20 @@ def test_checks_fail_on_a_corrupted_dataset(tampered):
         "UPDATE instances SET num_correct_references = 0 WHERE scenario = 'mmlu' "
         "AND instance_id = (SELECT min(instance_id) FROM instances WHERE scenario = 'mmlu' AND split = 'test')",
     )
-    outcomes = {o.name: o for o in quality.check_dataset(Warehouse(tampered), "v1", "mmlu")}
+    outcomes = {o.name: o for o in quality.check_dataset(Warehouse(tampered), SUITE, "mmlu")}
     assert not outcomes["correct_reference_exists"].passed
     assert outcomes["correct_reference_exists"].details["expect_column_values_to_be_between"]["unexpected_count"] == 1
-    assert outcomes["instance_ids_unique"].passed
+    assert outcomes["instance_ids_unique"].passed and outcomes["perturbations_linked"].passed
+
+
+def test_checks_fail_on_a_perturbed_instance_without_its_original(tampered):
+    _tamper(
+        tampered,
+        "UPDATE instances SET original_instance_id = 'gone' WHERE scenario = 'mmlu' AND instance_id = "
+        "(SELECT min(instance_id) FROM instances WHERE scenario = 'mmlu' AND perturbation = 'typos')",
+    )
+    outcomes = {o.name: o for o in quality.check_dataset(Warehouse(tampered), SUITE, "mmlu")}
+    assert not outcomes["perturbations_linked"].passed
 
 
 def test_checks_fail_on_a_missing_completion(tampered):
@@ -152,7 +218,7 @@ def test_checks_fail_on_a_missing_completion(tampered):
         "DELETE FROM completions WHERE model = 'demo-llama-tuned' AND scenario = 'boolq' AND request_id = "
         "(SELECT min(request_id) FROM completions WHERE model = 'demo-llama-tuned' AND scenario = 'boolq')",
     )
-    outcomes = {o.name: o for o in quality.check_completions(Warehouse(tampered), "v1", "boolq", "demo-llama-tuned")}
+    outcomes = {o.name: o for o in quality.check_completions(Warehouse(tampered), SUITE, "boolq", "demo-llama-tuned")}
     assert not outcomes["one_completion_per_request"].passed
     assert "expect_table_row_count_to_equal" in outcomes["one_completion_per_request"].details
 
@@ -169,7 +235,7 @@ def test_checks_fail_on_out_of_range_and_missing_scores(tampered):
         "DELETE FROM instance_scores WHERE model = 'demo-llama-tuned' AND scenario = 'mmlu' "
         "AND metric = 'quasi_exact_match'",
     )
-    outcomes = {o.name: o for o in quality.check_scores(Warehouse(tampered), "v1", "mmlu", "demo-llama-tuned", 7)}
+    outcomes = {o.name: o for o in quality.check_scores(Warehouse(tampered), SUITE, "mmlu", "demo-llama-tuned", 7)}
     assert not outcomes["scores_in_range"].passed
     assert outcomes["scores_in_range"].details["expect_column_values_to_be_between"]["examples"] == [1.5]
     assert not outcomes["score_counts_consistent"].passed
@@ -177,6 +243,20 @@ def test_checks_fail_on_out_of_range_and_missing_scores(tampered):
 
 def test_leaderboard_check_fails_when_a_model_lacks_a_scenario(tampered):
     _tamper(tampered, "DELETE FROM scenario_metrics WHERE model = 'demo-gpt2-untrained' AND scenario = 'gsm8k'")
-    (outcome,) = quality.check_leaderboard(Warehouse(tampered), "v1", ["gsm8k", "mmlu"])
+    (outcome,) = quality.check_leaderboard(Warehouse(tampered), SUITE, ["gsm8k", "mmlu"])
     assert not outcome.passed
     assert outcome.details["expect_column_values_to_be_between"]["unexpected_count"] == 1
+
+
+def test_scores_check_fails_when_an_applicable_family_produced_nothing(tampered):
+    wh = Warehouse(tampered)
+    assert {o.name: o.passed for o in quality.check_scores(wh, SUITE, "bold", "demo-llama-tuned", 4)} == {
+        "scores_in_range": True,
+        "score_counts_consistent": True,
+        "applicable_families_filled": True,
+    }
+    _tamper(tampered, "DELETE FROM scenario_metrics WHERE scenario = 'bold' AND family = 'toxicity'")
+    _tamper(tampered, "UPDATE scenario_metrics SET note = '' WHERE scenario = 'bold' AND family = 'bias'")
+    outcome = {o.name: o for o in quality.check_scores(wh, SUITE, "bold", "demo-llama-tuned", 4)}
+    failed = outcome["applicable_families_filled"]
+    assert not failed.passed and "no values for toxicity (applies)" in failed.description

@@ -92,7 +92,7 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
         assetChecksOrError { ... on AssetChecks { checks { name blocking } } } } } }""",
     )["assetNodeOrError"]
     dims = {d["name"]: set(d["partitionKeys"]) for d in node["partitionKeysByDimension"]}
-    assert dims == {"model": {"demo-gpt2-untrained", "demo-llama-tuned"}, "version": {"v1"}}
+    assert dims == {"model": {"demo-gpt2-untrained", "demo-llama-tuned"}, "version": {"v1", "v2"}}
     checks = {c["name"]: c["blocking"] for c in node["assetChecksOrError"]["checks"]}
     assert checks == {"one_completion_per_request": True, "completions_valid": True}
 
@@ -105,7 +105,7 @@ def test_the_demo_runs_are_shown_with_their_materializations(dagster_dev):
         assetMaterializations(limit: 10) { partition runId } } } }""",
     )
     partitions = {m["partition"] for m in data["assetOrError"]["assetMaterializations"]}
-    assert {"demo-gpt2-untrained|v1", "demo-llama-tuned|v1"} <= partitions
+    assert {"demo-gpt2-untrained|v2", "demo-llama-tuned|v2"} <= partitions
 
 
 def test_a_run_launched_from_the_ui_succeeds(dagster_dev):
@@ -121,7 +121,7 @@ def test_a_run_launched_from_the_ui_succeeds(dagster_dev):
                     "repositoryName": "__repository__",
                     "jobName": "leaderboard_job",
                 },
-                "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "v1"}]},
+                "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "v2"}]},
             }
         },
     )["launchRun"]

@@ -121,7 +121,7 @@ def test_score_instances_rows_and_aggregates():
         "r2": Completion("r2", " 5", ("5",), (-2.0,), -2.0, 12, 1, 1.5),
     }
     rows, aggregates = score_instances("generation", ["exact_match", "f1_score"], instances, reqs, completions)
-    assert len(rows) == 2 * metrics_per_instance(["exact_match", "f1_score"])
+    assert len(rows) == 2 * metrics_per_instance(["exact_match", "f1_score"], ("accuracy", "calibration", "efficiency"))
     values = {(r.instance_id, r.metric): r.value for r in rows}
     assert values[("e1", "exact_match")] == 1.0 and values[("e2", "exact_match")] == 0.0
     assert values[("e2", "runtime_s")] == 1.5 and values[("e1", "num_prompt_tokens")] == 10

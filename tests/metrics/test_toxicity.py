@@ -1,0 +1,83 @@
+"""Toxicity: HELM's three aggregates on hand-computed cases, and each classifier implementation."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+
+from holistic_dagster.catalog import ToxicitySpec
+from holistic_dagster.errors import CatalogError, HolisticError
+from holistic_dagster.metrics.toxicity import toxicity_metrics
+from holistic_dagster.toxicity import LexiconClassifier, get_classifier
+from tests.servers.perspective_protocol_server import PerspectiveProtocolTestServer
+
+
+def test_toxicity_aggregates_by_hand():
+    # three prompts: generations' toxicity [0.1, 0.7], [0.2], [0.5, 0.4, 0.0]
+    out = toxicity_metrics([[0.1, 0.7], [0.2], [0.5, 0.4, 0.0]])
+    assert out["toxic_fraction"] == pytest.approx(2 / 6)  # 0.7 and 0.5 (>= 0.5 counts)
+    assert out["expected_max_toxicity"] == pytest.approx((0.7 + 0.2 + 0.5) / 3)
+    assert out["max_toxicity_probability"] == pytest.approx(2 / 3)
+    assert toxicity_metrics([]) == {}
+
+
+def test_lexicon_classifier_counts_offensive_words():
+    scores = LexiconClassifier().score(["You idiot.", "A kind word.", "Stupid idiots!", "skills and killers", ""])
+    assert scores == [0.75, 0.0, 1 - 0.25**2, 0.75, 0.0]  # "killers" is kill + ers; "skills" is not a match
+    assert get_classifier(ToxicitySpec()).name == "lexicon:v1"
+
+
+def test_transformers_classifier_reads_a_local_checkpoint(tmp_path, tuned_client):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    tokenizer = tuned_client.tokenizer
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_embd=32, n_layer=1, n_head=2, n_positions=256, num_labels=2,
+        id2label={0: "non-toxic", 1: "toxic"}, label2id={"non-toxic": 0, "toxic": 1},
+        pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    model = GPT2ForSequenceClassification(config).eval()
+    model.save_pretrained(tmp_path / "clf")
+    tokenizer.save_pretrained(tmp_path / "clf")
+    classifier = get_classifier(ToxicitySpec(kind="transformers", path=str(tmp_path / "clf"), batch_size=2))
+    texts = ["the number of people", "what is the answer", "A B C"]
+    scores = classifier.score(texts)
+    with torch.inference_mode():  # the same, one text at a time, by hand
+        expected = [model(**tokenizer(t, return_tensors="pt")).logits.softmax(-1)[0, 1].item() for t in texts]
+    assert scores == pytest.approx(expected, abs=1e-5)
+    assert classifier.name.startswith("transformers:clf@")
+    with pytest.raises(CatalogError, match="no label 'TOXICITY'"):
+        get_classifier(ToxicitySpec(kind="transformers", path=str(tmp_path / "clf"), toxic_label="TOXICITY"))
+    with pytest.raises(CatalogError, match="local checkpoint directory"):
+        get_classifier(ToxicitySpec(kind="transformers", path=str(tmp_path / "missing")))
+
+
+def test_perspective_classifier_speaks_the_api(monkeypatch, caplog):
+    key = "test-perspective-key-123"
+    monkeypatch.setenv("MY_PERSPECTIVE_KEY", key)
+    with PerspectiveProtocolTestServer(key) as server, caplog.at_level(logging.DEBUG):
+        spec = ToxicitySpec(kind="perspective", base_url=server.base_url, api_key_env="MY_PERSPECTIVE_KEY")
+        classifier = get_classifier(spec)
+        scores = classifier.score(["you idiot", "a fine day", "", "FAULT429 idiot"])
+    assert scores == [0.92, 0.08, 0.0, 0.92]  # empty text is not sent (the API rejects it)
+    assert server.hits["FAULT429 idiot"] == 2  # retried after the 429
+    assert classifier.name == "perspective:TOXICITY"
+    assert all(key not in url for url in server.urls)  # the key travels in a header, never in the URL
+    assert key not in caplog.text
+
+
+def test_perspective_errors_are_clear(monkeypatch):
+    monkeypatch.delenv("PERSPECTIVE_API_KEY", raising=False)
+    with pytest.raises(CatalogError, match="PERSPECTIVE_API_KEY is not set"):
+        get_classifier(ToxicitySpec(kind="perspective"))
+    monkeypatch.setenv("PERSPECTIVE_API_KEY", "wrong")
+    with PerspectiveProtocolTestServer("right") as server:
+        classifier = get_classifier(ToxicitySpec(kind="perspective", base_url=server.base_url))
+        with pytest.raises(HolisticError, match="HTTP 403") as e:
+            classifier.score(["hello"])
+    assert "wrong" not in str(e.value)
+    json.dumps(ToxicitySpec().model_dump())  # the spec holds the variable's name only: safe to record
