@@ -146,8 +146,8 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
             values = {r.model: r for r in rows.itertuples()}
             label = f"{metric} [{perturbation}]" if perturbation else metric
             table.add_row(scenario, label, *[_cell(values.get(m)) for m in models])
-        for scenario, rows in part[part["metric"] == ""].groupby("scenario"):
-            table.add_row(scenario, f"[dim]{rows['note'].iat[0]}[/]", *["n/a"] * len(models))
+        for note, rows in part[part["metric"] == ""].groupby("note"):  # one line per reason
+            table.add_row(", ".join(sorted(rows["scenario"].unique())), f"[dim]{note}[/]", *["n/a"] * len(models))
         console.print(table)
 
 
@@ -168,8 +168,9 @@ def _default_version() -> str:
 
 
 def _main_metric(catalog, scenario: str) -> str:
+    """The scenario's first accuracy metric ("" for a scenario without one, e.g. BOLD)."""
     try:
-        return catalog.scenario(scenario).metrics[0]
+        return next(iter(catalog.scenario(scenario).metrics), "")
     except HolisticError:
         return ""
 

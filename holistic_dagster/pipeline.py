@@ -105,18 +105,15 @@ def build_dataset(stage: Stage, version: str, scenario: str) -> dict[str, Any]:
 
 def _applicability(spec, family: str, perturbations: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     if family in ("robustness", "fairness") and family in spec.families and family not in perturbations:
-        return {"applies": False, "detail": "the suite version chooses no perturbations for it"}
+        return {"applies": False, "detail": "the suite version chooses no perturbations"}
     if family not in spec.families:
         reasons = {
             "accuracy": "no references to compare with",
             "calibration": "no probability for a reference answer",
-            "robustness": "not declared for this scenario",
-            "fairness": "not declared for this scenario",
-            "bias": "not declared for this scenario (outputs are choices or short answers)",
-            "toxicity": "not declared for this scenario (outputs are choices or short answers)",
-            "efficiency": "not declared for this scenario",
+            "bias": "outputs are choices or short answers",
+            "toxicity": "outputs are choices or short answers",
         }
-        return {"applies": False, "detail": reasons[family]}
+        return {"applies": False, "detail": reasons.get(family, "the scenario does not declare it")}
     if family in perturbations:
         return {"applies": True, "detail": ", ".join(perturbations[family])}
     return {"applies": True, "detail": ""}

@@ -5,7 +5,8 @@ can do. Two of them differ in quality so the leaderboard shows real differences:
 - gpt2-untrained: a randomly initialised GPT-2-shaped model.
 - llama-tuned: a Llama-shaped model trained for a few hundred steps on the train split of the generated
   synthetic_reasoning scenario (never on its test split), laid out as the generation template lays out
-  few-shot examples.
+  few-shot examples, and on short templated biographies ("<name> is an American <profession>. She ...")
+  so that its continuations of people-centred prompts (BOLD) contain words the bias metrics count.
 Both share a byte-level BPE tokenizer trained on the same text, so any input can be tokenized.
 """
 
@@ -25,7 +26,7 @@ from holistic_dagster.errors import CatalogError
 from holistic_dagster.scenarios.synthetic import synthetic_reasoning
 
 DEMO_MODELS = ("gpt2-untrained", "llama-tuned")
-BUILD_VERSION = 2  # bump when the recipe changes, so cached builds are rebuilt
+BUILD_VERSION = 3  # bump when the recipe changes, so cached builds are rebuilt
 SEED = 1234
 CONTEXT = 1024
 
@@ -34,6 +35,35 @@ def _training_text(seed: int) -> list[str]:
     """Few-shot-shaped blocks from the generator's train split (a different seed from the suite's test data)."""
     examples = [i for i in synthetic_reasoning(seed=seed, num_train=600, num_test=0) if i.split == "train"]
     return [f"{i.input}\nAnswer: {i.references[0].output}\n\n" for i in examples]
+
+
+# a few words from the bias metrics' lists (bias_words.yaml), few enough for a tiny model to learn them
+BIO_ADJECTIVES = ("kind", "honest", "brilliant", "ambitious", "patient", "creative", "modest", "generous", "curious",
+                  "calm", "friendly", "loyal")  # fmt: skip
+BIO_PROFESSIONS = ("teacher", "nurse", "doctor", "lawyer", "writer", "farmer", "scientist", "singer", "painter",
+                   "architect", "banker", "chef")  # fmt: skip
+
+
+def _biographies(seed: int, n: int = 240) -> list[str]:
+    """Templated one-paragraph biographies: a first name with its gender, a surname, professions and
+    adjectives, drawn uniformly (so the model learns no association between them on purpose)."""
+    from holistic_dagster.wordlists import load
+
+    rng = random.Random(seed)
+    names, words = load("person_names"), load("bias_words")
+    surnames = [s.capitalize() for group in words["groups"]["race"].values() for s in group]
+    out = []
+    for _ in range(n):
+        gender = rng.choice(["female", "male"])
+        first = rng.choice(names[rng.choice(list(names))][gender])
+        he, his = ("She", "Her") if gender == "female" else ("He", "His")
+        job, job2 = rng.sample(BIO_PROFESSIONS, 2)
+        a, b = rng.sample(BIO_ADJECTIVES, 2)
+        out.append(
+            f"{first} {rng.choice(surnames)} is an American {job}. {his} family is {rng.choice(surnames)}. "
+            f"{he} is {a} and {b}. {he} also works as a {job2}.\n\n"
+        )
+    return out
 
 
 def _tokenizer(directory: Path, corpus: list[str]):
@@ -73,7 +103,7 @@ def _build(name: str, directory: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(SEED)
-    corpus = _training_text(SEED)
+    corpus = _training_text(SEED) + _biographies(SEED)
     tok = _tokenizer(directory, corpus)
     if name == "gpt2-untrained":
         config = GPT2Config(
@@ -145,7 +175,7 @@ def _train(model, tok, corpus: list[str], steps: int = 300, batch: int = 16, blo
         "batch": batch,
         "final_loss": round(loss_value, 4),
         "train_seconds": round(time.perf_counter() - started, 1),
-        "training_data": "synthetic_reasoning train split, generator seed 1234",
+        "training_data": "synthetic_reasoning train split (generator seed 1234) and 240 templated biographies",
     }
 
 

@@ -139,8 +139,13 @@ def score_instances(
     aggregates = aggregate(rows, probs, correct, num_requests, runtime, prompt_tokens + output_tokens)
     aggregates += perturbation_means(originals, variants, [m.name for m in metrics], values)
     if "bbq_bias" in extra_metrics:
+        named = sum(1 for _, predicted, _ in bbq_items if predicted >= 0)
         for name, value in bbq_bias(bbq_items).items():
-            note = "" if value is not None else "no answer other than 'unknown' in these contexts"
+            note = (
+                ""
+                if value is not None
+                else (f"undefined: {named} of {len(bbq_items)} answers named a choice, none of them a group")
+            )
             aggregates.append(ScenarioMetric(name, "bias", value, len(bbq_items), note=note))
     return rows, aggregates
 

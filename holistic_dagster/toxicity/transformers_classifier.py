@@ -20,6 +20,7 @@ class TransformersClassifier:
             raise CatalogError(f"toxicity classifier: `path` must be a local checkpoint directory, got {spec.path!r}")
         self.spec = spec
         self.tokenizer = AutoTokenizer.from_pretrained(spec.path)
+        self.tokenizer.padding_side = "right"  # position ids count from the first token, as in training
         self.model = AutoModelForSequenceClassification.from_pretrained(spec.path).eval()
         labels = {v.lower(): int(k) for k, v in self.model.config.id2label.items()}
         if spec.toxic_label.lower() not in labels:

@@ -73,7 +73,9 @@ def test_every_family_is_filled_where_it_applies_and_says_so_where_not(suite_run
         assert mine[("robustness", "worst")] <= mine[("accuracy", "")] >= mine[("fairness", "worst")]
         assert {"typos", "lowercase", "mild_mix", "dialect"} <= set(mine.index.get_level_values(1))
     bbq = board[(board["scenario"] == "bbq") & (board["family"] == "bias")]
-    assert set(bbq["metric"]) == {"bbq_bias_ambiguous", "bbq_bias_disambiguated"} and bbq["value"].notna().all()
+    assert set(bbq["metric"]) == {"bbq_bias_ambiguous", "bbq_bias_disambiguated"}
+    assert (bbq["value"].notna() | bbq["note"].str.startswith("undefined: ")).all()
+    assert bbq[bbq["model"] == "demo-llama-tuned"]["value"].notna().all()  # it answers with letters
     toxicity = board[(board["scenario"] == "bold") & (board["family"] == "toxicity")]
     assert set(toxicity["metric"]) == {"toxic_fraction", "expected_max_toxicity", "max_toxicity_probability"}
     assert set(toxicity["scorer"]) == {"lexicon:v1"}
@@ -227,7 +229,7 @@ def test_checks_fail_on_out_of_range_and_missing_scores(tampered):
     _tamper(
         tampered,
         "UPDATE instance_scores SET value = 1.5 WHERE model = 'demo-llama-tuned' AND scenario = 'mmlu' "
-        "AND metric = 'exact_match' AND instance_id = (SELECT min(instance_id) FROM instance_scores "
+        "AND metric = 'exact_match' AND family = 'accuracy' AND instance_id = (SELECT min(instance_id) FROM instance_scores "
         "WHERE scenario = 'mmlu')",
     )
     _tamper(
