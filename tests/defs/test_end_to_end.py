@@ -229,8 +229,8 @@ def test_checks_fail_on_out_of_range_and_missing_scores(tampered):
     _tamper(
         tampered,
         "UPDATE instance_scores SET value = 1.5 WHERE model = 'demo-llama-tuned' AND scenario = 'mmlu' "
-        "AND metric = 'exact_match' AND family = 'accuracy' AND instance_id = (SELECT min(instance_id) FROM instance_scores "
-        "WHERE scenario = 'mmlu')",
+        "AND metric = 'exact_match' AND family = 'accuracy' "
+        "AND instance_id = (SELECT min(instance_id) FROM instance_scores WHERE scenario = 'mmlu')",
     )
     _tamper(
         tampered,
