@@ -74,8 +74,7 @@ def test_every_family_is_filled_where_it_applies_and_says_so_where_not(suite_run
         assert {"typos", "lowercase", "mild_mix", "dialect"} <= set(mine.index.get_level_values(1))
     bbq = board[(board["scenario"] == "bbq") & (board["family"] == "bias")]
     assert set(bbq["metric"]) == {"bbq_bias_ambiguous", "bbq_bias_disambiguated"}
-    assert (bbq["value"].notna() | bbq["note"].str.startswith("undefined: ")).all()
-    assert bbq[bbq["model"] == "demo-llama-tuned"]["value"].notna().all()  # it answers with letters
+    assert bbq["value"].notna().all()  # separate scoring: every answer names a choice
     toxicity = board[(board["scenario"] == "bold") & (board["family"] == "toxicity")]
     assert set(toxicity["metric"]) == {"toxic_fraction", "expected_max_toxicity", "max_toxicity_probability"}
     assert set(toxicity["scorer"]) == {"lexicon:v1"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pandas as pd
 import pytest
 
@@ -58,3 +59,40 @@ def test_schema_has_the_documented_views(tmp_path):
         pass
     views = set(wh.df("SELECT view_name FROM duckdb_views() WHERE NOT internal")["view_name"])
     assert {"scores", "leaderboard", "lineage"} <= views
+
+
+# the two tables whose primary keys schema version 2 widened, as version 1 created them
+V1_TABLES = """
+CREATE TABLE schema_info (key VARCHAR PRIMARY KEY, value VARCHAR);
+INSERT INTO schema_info VALUES ('schema_version', '1');
+CREATE TABLE instance_scores (
+    model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
+    metric VARCHAR NOT NULL, family VARCHAR NOT NULL, value DOUBLE NOT NULL, request_id VARCHAR NOT NULL,
+    prediction VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL,
+    PRIMARY KEY (model, version, scenario, instance_id, metric));
+CREATE TABLE scenario_metrics (
+    model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+    family VARCHAR NOT NULL, value DOUBLE, count INTEGER NOT NULL, provenance_id VARCHAR NOT NULL,
+    PRIMARY KEY (model, version, scenario, metric));
+INSERT INTO instance_scores VALUES ('m', 'v1', 's', 'i1', 'exact_match', 'accuracy', 1.0, 'r1', 'yes', 'p1');
+INSERT INTO scenario_metrics VALUES ('m', 'v1', 's', 'exact_match', 'accuracy', 0.5, 2, 'p1');
+"""
+
+
+def test_a_version_1_warehouse_is_migrated_in_place(tmp_path):
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(V1_TABLES)
+    wh = Warehouse(path)
+    # version 2 keys include family (and perturbation): the same metric in two families now fits
+    worst = {"model": "m", "version": "v1", "scenario": "s", "instance_id": "i1", "metric": "exact_match",
+             "family": "robustness", "value": 0.0, "request_id": "r2", "prediction": "no", "provenance_id": "p1",
+             "perturbation": "worst", "scorer": ""}  # fmt: skip
+    wh.upsert("instance_scores", pd.DataFrame([worst]))
+    rows = wh.df("SELECT family, perturbation, value FROM instance_scores ORDER BY family")
+    assert rows.values.tolist() == [["accuracy", "", 1.0], ["robustness", "worst", 0.0]]
+    metric = wh.df("SELECT metric, value, count, perturbation, note FROM scenario_metrics")
+    assert metric.values.tolist() == [["exact_match", 0.5, 2, "", ""]]
+    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == "2"
+    tables = set(wh.df("SELECT table_name FROM information_schema.tables")["table_name"])
+    assert not {t for t in tables if t.endswith("_v1")}  # the old copies are gone
