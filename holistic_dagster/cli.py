@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import pandas as pd
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from holistic_dagster import settings
@@ -24,6 +25,8 @@ app = typer.Typer(
     help="Holistic evaluation of language models on Dagster (HELM-style metric families).",
 )
 console = Console()
+if not console.is_terminal:  # piped or logged: room for the long metric names rather than 80 columns
+    console = Console(width=160)
 err = Console(stderr=True)
 
 DbOption = Annotated[
@@ -138,17 +141,22 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
             applies = applies[keep & applies["perturbation"].isin(["", "worst"])]
         table = Table(title=f"{fam} (suite {version})", title_justify="left")
         table.add_column("scenario", style="bold")
-        table.add_column("metric")
+        table.add_column("metric", no_wrap=True)
         models = sorted(part["model"].unique())
         for model in models:
             table.add_column(model, justify="right")
         for (scenario, metric, perturbation), rows in applies.groupby(["scenario", "metric", "perturbation"]):
             values = {r.model: r for r in rows.itertuples()}
             label = f"{metric} [{perturbation}]" if perturbation else metric
-            table.add_row(scenario, label, *[_cell(values.get(m)) for m in models])
-        for note, rows in part[part["metric"] == ""].groupby("note"):  # one line per reason
-            table.add_row(", ".join(sorted(rows["scenario"].unique())), f"[dim]{note}[/]", *["n/a"] * len(models))
+            table.add_row(scenario, escape(label), *[_cell(values.get(m)) for m in models])
         console.print(table)
+        for note, rows in part[part["metric"] == ""].groupby("note"):  # one line per reason, under the table
+            console.print(f"  [dim]{escape(note)}: {', '.join(sorted(rows['scenario'].unique()))}[/]")
+        for scorer in sorted(set(applies["scorer"]) - {""}):
+            console.print(f"  [dim]scored by {escape(scorer)}[/]")
+        undefined = applies[applies["value"].isna()]
+        for note, rows in undefined.groupby("note"):
+            console.print(f"  [dim]{escape(note)} ({len(rows)} of the cells above)[/]")
 
 
 def _cell(row) -> str:
