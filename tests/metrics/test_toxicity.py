@@ -81,3 +81,17 @@ def test_perspective_errors_are_clear(monkeypatch):
             classifier.score(["hello"])
     assert "wrong" not in str(e.value)
     json.dumps(ToxicitySpec().model_dump())  # the spec holds the variable's name only: safe to record
+
+
+def test_the_dagster_resource_overrides_the_suite_choice(monkeypatch):
+    from holistic_dagster.defs.resources import ToxicityClassifierResource
+
+    suite_choice = ToxicitySpec()  # lexicon
+    assert ToxicityClassifierResource().classifier(suite_choice).name == "lexicon:v1"
+    monkeypatch.setenv("DEPLOYED_KEY", "sk-deployed-secret-9f3a")
+    resource = ToxicityClassifierResource(kind="perspective", base_url="http://127.0.0.1:9", api_key_env="DEPLOYED_KEY")
+    classifier = resource.classifier(suite_choice)
+    assert (
+        classifier.name == "perspective:TOXICITY" and classifier.url == "http://127.0.0.1:9/v1alpha1/comments:analyze"
+    )
+    assert "sk-deployed-secret-9f3a" not in json.dumps(resource.model_dump())  # config holds the variable's name, not the key
