@@ -165,6 +165,7 @@ class SuiteSpec(_Strict):
     version: str
     description: str = ""
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
+    regression_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # significance level of the regressions check
     perturbations: PerturbationsSpec = PerturbationsSpec()
     toxicity: ToxicitySpec = ToxicitySpec()
     scenarios: dict[str, SuiteScenario]
@@ -187,6 +188,8 @@ class ModelSpec(_Strict):
     chat: bool = False  # use /v1/chat/completions instead of /v1/completions
     prompt_logprobs: bool = False  # the server returns prompt log-probabilities (echo + logprobs)
     tokenizer: str | None = None  # a local tokenizer for exact token counts; otherwise ~4 characters a token
+    # the registered model this one is a new revision of: the regressions asset tests it against that one
+    previous: str | None = None
     max_concurrency: int = Field(8, gt=0)
     timeout_s: float = Field(120.0, gt=0)
     max_attempts: int = Field(5, gt=0)

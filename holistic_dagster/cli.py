@@ -198,6 +198,47 @@ def leaderboard_command(
 
 
 @app.command()
+def compare(
+    model_a: Annotated[str, typer.Argument(help="the baseline (e.g. the previous revision)")],
+    model_b: Annotated[str, typer.Argument(help="the model compared with it")],
+    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    alpha: Annotated[Optional[float], typer.Option(help="significance level (default: the suite's)")] = None,
+    db: DbOption = None,
+) -> None:
+    """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
+    from holistic_dagster.pipeline import Stage, main_metrics
+    from holistic_dagster.summary import compare_models
+    from holistic_dagster.warehouse import Warehouse
+
+    version = version or _default_version()
+    try:
+        stage = Stage(Warehouse(_warehouse_path(db)))
+        level = alpha if alpha is not None else stage.catalog.suite(version).regression_alpha
+        frame = compare_models(
+            stage.warehouse, version, model_a, model_b, level, main_metric=main_metrics(stage, version)
+        )
+    except HolisticError as e:
+        _fail(str(e))
+    if frame.empty:
+        _fail(f"no instances scored for both {model_a!r} and {model_b!r} in suite version {version!r}")
+    table = Table(title=f"{model_b} vs {model_a} (suite {version}, alpha {level:g}, paired)", title_justify="left")
+    for column in ("family", "scenario", "metric", "n", model_a, model_b, "diff", "95% CI", "p", "verdict"):
+        table.add_column(column, justify="right" if column in ("n", "p", "diff") else "left")
+    colour = {"better": "green", "worse": "red"}
+    for r in frame.sort_values(["family", "scenario"]).itertuples():
+        label = f"{r.metric} [{r.perturbation}]" if r.perturbation else r.metric
+        table.add_row(
+            r.family, r.scenario, escape(label), str(r.n), f"{r.mean_a:.3f}", f"{r.mean_b:.3f}", f"{r.diff:+.3f}",
+            f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]", f"{r.p_value:.4f}",
+            f"[{colour.get(r.verdict, 'dim')}]{r.verdict.replace('significant', 'sig.')}[/]",
+        )  # fmt: skip
+    console.print(table)
+    worse = frame[frame["verdict"] == "worse"]
+    if len(worse):
+        console.print(f"[red]{model_b} is significantly worse on {len(worse)} (scenario, family) pair(s).[/]")
+
+
+@app.command()
 def query(
     sql: Annotated[str, typer.Argument(help="SQL to run (read-only)")],
     db: DbOption = None,

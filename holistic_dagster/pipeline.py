@@ -492,9 +492,10 @@ def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -
     return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)
 
 
-def family_table(part: pd.DataFrame) -> str:
+def family_table(part: pd.DataFrame, win_rates: pd.DataFrame | None = None) -> str:
     """One family's leaderboard rows as a Markdown table: (scenario, metric [perturbation]) x model, with
-    "n/a" where the family does not apply and "undefined" where a value could not be computed."""
+    "n/a" where the family does not apply and "undefined" where a value could not be computed; the family's
+    mean win rate as the first row."""
     part = part.copy()
     part["metric"] = part["metric"].where(part["metric"] != "", "not applicable")
     part["row"] = part["scenario"] + " " + part["metric"] + part["perturbation"].map(lambda p: f" [{p}]" if p else "")
@@ -503,4 +504,53 @@ def family_table(part: pd.DataFrame) -> str:
         axis=1,
     )
     table = part.assign(cell=cells).pivot_table(index="row", columns="model", values="cell", aggfunc="first")
+    if win_rates is not None and len(win_rates):
+        rates = win_rates.set_index("model")["mean_win_rate"].map(lambda v: f"{v:.3f}")
+        table = pd.concat([rates.rename("mean win rate").to_frame().T, table])
     return table.to_markdown()
+
+
+def comparison_table(frame: pd.DataFrame) -> str:
+    shown = frame.assign(
+        ci=frame.apply(lambda r: f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]", axis=1),
+        metric=frame["metric"] + frame["perturbation"].map(lambda p: f" [{p}]" if p else ""),
+    )
+    columns = ["model_b", "model_a", "scenario", "family", "metric", "n", "mean_a", "mean_b", "diff", "ci", "p_value"]
+    return shown[columns + ["verdict"]].round(4).to_markdown(index=False)
+
+
+# --- summaries: leaderboard statistics, win rates, regressions -----------------------------------------
+def main_metrics(stage: Stage, version: str) -> dict[str, str]:
+    """Each scenario's headline accuracy metric (its first; "" for a scenario without one)."""
+    return {s: next(iter(stage.catalog.scenario(s).metrics), "") for s in stage.catalog.suite(version).scenarios}
+
+
+def summarize(stage: Stage, version: str) -> dict[str, pd.DataFrame]:
+    """Every leaderboard cell with n and a bootstrap CI, and the mean win rate per family; replaces the
+    version's rows of leaderboard_stats and win_rates."""
+    from holistic_dagster.summary import cell_statistics, family_win_rates
+
+    cells = cell_statistics(stage.warehouse, version)
+    rates = family_win_rates(cells, main_metrics(stage, version))
+    stage.warehouse.replace({"version": version}, {"leaderboard_stats": cells, "win_rates": rates})
+    return {"cells": cells, "win_rates": rates}
+
+
+def find_regressions(stage: Stage, version: str) -> pd.DataFrame:
+    """Every registered model with a `previous` revision, tested against it on the version's instances
+    (both must have scores); replaces the version's rows of `comparisons`."""
+    from holistic_dagster.catalog import load_models
+    from holistic_dagster.summary import compare_models
+
+    alpha = stage.catalog.suite(version).regression_alpha
+    scored = set(
+        stage.warehouse.df("SELECT DISTINCT model FROM scenario_metrics WHERE version = ?", [version])["model"]
+    )
+    frames = [
+        compare_models(stage.warehouse, version, spec.previous, name, alpha, main_metric=main_metrics(stage, version))
+        for name, spec in load_models(stage.models_file).items()
+        if spec.previous and name in scored and spec.previous in scored
+    ]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    stage.warehouse.replace({"version": version}, {"comparisons": frame})
+    return frame

@@ -30,7 +30,8 @@ class CheckOutcome:
 class CheckSpec:
     name: str
     description: str
-    blocking: bool
+    blocking: bool  # a failure stops downstream stages (and is an error)
+    error: bool = False  # a failure is an error (red in the UI) without stopping anything
 
 
 STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
@@ -83,6 +84,15 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             "leaderboard_complete",
             "Every model on the leaderboard has values for every scenario of the suite version.",
             False,
+        ),
+    ),
+    "regressions": (
+        CheckSpec(
+            "no_significant_regression",
+            "No model is significantly worse than the revision it replaces (registry `previous`), on any "
+            "scenario and metric family (paired permutation test at the suite's regression_alpha).",
+            blocking=False,
+            error=True,
         ),
     ),
 }
@@ -368,3 +378,24 @@ def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) 
             ],
         )
     ]
+
+
+def check_regressions(comparisons: pd.DataFrame) -> list[CheckOutcome]:
+    """Fails when any comparison's verdict is "worse", naming the models, scenario, family and metric."""
+    spec = STAGE_CHECKS["regressions"][0]
+    if comparisons.empty:
+        return [CheckOutcome(spec.name, True, spec.description + " No model has a `previous` revision yet.")]
+    worse = comparisons[comparisons["verdict"] == "worse"]
+    details = {
+        "comparisons": len(comparisons),
+        "worse": [
+            f"{r.model_b} vs {r.model_a}: {r.scenario} / {r.family} / {r.metric}"
+            f"{' [' + r.perturbation + ']' if r.perturbation else ''}: {r.mean_b:.3f} vs {r.mean_a:.3f} "
+            f"(diff {r.diff:+.3f}, 95% CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], p = {r.p_value:.4f})"
+            for r in worse.itertuples()
+        ],
+    }
+    if worse.empty:
+        return [CheckOutcome(spec.name, True, spec.description, details)]
+    summary = "; ".join(details["worse"][:5]) + (" ..." if len(worse) > 5 else "")
+    return [CheckOutcome(spec.name, False, f"Significantly worse: {summary}", details)]

@@ -52,3 +52,12 @@ def test_demo_rejects_an_unknown_model_before_doing_anything(tmp_path):
     out = run("demo", "--model", "gpt-17", "--db", str(tmp_path / "w.duckdb"), DAGSTER_HOME=str(tmp_path))
     assert out.returncode == 1
     assert "unknown model 'gpt-17'" in out.stderr and not (tmp_path / "w.duckdb").exists()
+
+
+def test_compare_prints_paired_verdicts(suite_run):
+    out = run("compare", "demo-gpt2-untrained", "demo-llama-tuned", "--db", str(suite_run["path"]))
+    assert out.returncode == 0, out.stderr
+    assert "demo-llama-tuned vs demo-gpt2-untrained (suite v2, alpha 0.05, paired)" in out.stdout
+    assert "synthetic_reasoning" in out.stdout and "better" in out.stdout
+    missing = run("compare", "demo-gpt2-untrained", "nobody", "--db", str(suite_run["path"]))
+    assert missing.returncode == 1 and "no instances scored for both" in missing.stderr

@@ -39,13 +39,13 @@ def _check_specs(key: list[str], stage: str) -> list[AssetCheckSpec]:
 
 
 def _results(outcomes: list[quality.CheckOutcome], stage: str) -> Iterator[AssetCheckResult]:
-    blocking = {c.name: c.blocking for c in quality.STAGE_CHECKS[stage]}
+    errors = {c.name: c.blocking or c.error for c in quality.STAGE_CHECKS[stage]}
     for o in outcomes:
         yield AssetCheckResult(
             check_name=o.name,
             passed=o.passed,
             description=o.description,
-            severity=AssetCheckSeverity.ERROR if blocking[o.name] else AssetCheckSeverity.WARN,
+            severity=AssetCheckSeverity.ERROR if errors[o.name] else AssetCheckSeverity.WARN,
             metadata={"details": MetadataValue.json(o.details)},
         )
 
@@ -187,10 +187,41 @@ def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
             "num_models": int(frame["model"].nunique()) if len(frame) else 0,
             "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0,
         }
+        summary = pipeline.summarize(stage, version)
         for family, part in frame.groupby("family", observed=True):
-            metadata[str(family)] = MetadataValue.md(pipeline.family_table(part))
+            rates = summary["win_rates"][summary["win_rates"]["family"] == family]
+            metadata[str(family)] = MetadataValue.md(pipeline.family_table(part, rates))
         yield MaterializeResult(metadata=metadata)
         in_suite = list(stage.catalog.suite(version).scenarios)
         yield from _results(quality.check_leaderboard(stage.warehouse, version, in_suite), "leaderboard")
 
     return leaderboard
+
+
+def regressions_asset() -> AssetsDefinition:
+    @asset(
+        key=["regressions"],
+        partitions_def=version_partitions,
+        group_name="summary",
+        kinds={"duckdb"},
+        deps=[AssetKey(["leaderboard"])],
+        check_specs=_check_specs(["regressions"], "regressions"),
+    )
+    def regressions(context: AssetExecutionContext, holistic: HolisticResource):
+        """Each model with a `previous` revision in resources/models.yaml against that revision, per scenario
+        and family: paired difference, bootstrap CI, permutation p-value, verdict (table `comparisons`).
+        The check fails, naming scenario and family, when a new revision is significantly worse."""
+        version = context.partition_key
+        stage = holistic.stage(context.run.run_id)
+        frame = pipeline.find_regressions(stage, version)
+        counts = frame["verdict"].value_counts().to_dict() if len(frame) else {}
+        yield MaterializeResult(
+            metadata={
+                "num_comparisons": len(frame),
+                **{f"num_{k.replace(' ', '_')}": int(v) for k, v in counts.items()},
+                "comparisons": MetadataValue.md(pipeline.comparison_table(frame)) if len(frame) else "none",
+            }
+        )
+        yield from _results(quality.check_regressions(frame), "regressions")
+
+    return regressions

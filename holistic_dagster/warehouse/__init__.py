@@ -33,6 +33,9 @@ TABLES = (
     "instance_scores",
     "scenario_metrics",
     "applicability",
+    "leaderboard_stats",
+    "win_rates",
+    "comparisons",
 )
 # version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
 _REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")

@@ -102,6 +102,31 @@ CREATE TABLE IF NOT EXISTS scenario_metrics (
     PRIMARY KEY (model, version, scenario, family, metric, perturbation)
 );
 
+-- Cross-model summaries of a suite version (written by the leaderboard and regressions assets).
+-- Every leaderboard cell with n and a seeded percentile-bootstrap 95% CI over its instances.
+CREATE TABLE IF NOT EXISTS leaderboard_stats (
+    version VARCHAR NOT NULL, family VARCHAR NOT NULL, scenario VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+    perturbation VARCHAR NOT NULL, model VARCHAR NOT NULL, value DOUBLE, n INTEGER NOT NULL,
+    ci_low DOUBLE, ci_high DOUBLE, ci_note VARCHAR NOT NULL,   -- ci_note: why a cell has no CI
+    bootstrap_seed INTEGER NOT NULL, bootstrap_samples INTEGER NOT NULL,
+    PRIMARY KEY (version, family, scenario, metric, perturbation, model)
+);
+-- HELM's mean win rate per family (never across families): one headline column per scenario.
+CREATE TABLE IF NOT EXISTS win_rates (
+    version VARCHAR NOT NULL, family VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    mean_win_rate DOUBLE NOT NULL, num_columns INTEGER NOT NULL,
+    PRIMARY KEY (version, family, model)
+);
+-- Model B against model A (e.g. a new revision against its predecessor) on the same instances: paired
+-- difference of means (b - a), bootstrap CI, permutation-test p-value, verdict at alpha.
+CREATE TABLE IF NOT EXISTS comparisons (
+    version VARCHAR NOT NULL, model_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, scenario VARCHAR NOT NULL,
+    family VARCHAR NOT NULL, metric VARCHAR NOT NULL, perturbation VARCHAR NOT NULL, n INTEGER NOT NULL,
+    mean_a DOUBLE NOT NULL, mean_b DOUBLE NOT NULL, diff DOUBLE NOT NULL, ci_low DOUBLE, ci_high DOUBLE,
+    p_value DOUBLE NOT NULL, verdict VARCHAR NOT NULL, alpha DOUBLE NOT NULL, seed INTEGER NOT NULL,
+    PRIMARY KEY (version, model_a, model_b, scenario, family, metric, perturbation)
+);
+
 CREATE OR REPLACE VIEW scores AS
 SELECT s.model, s.version, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value, s.prediction,
        s.scorer, s.request_id,

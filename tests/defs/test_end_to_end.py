@@ -132,7 +132,8 @@ def test_every_asset_check_passed(suite_run, catalog):
     evaluations = [e for r in suite_run["runs"] for e in r.result.get_asset_check_evaluations()]
     per_model_checks = sum(len(quality.STAGE_CHECKS[s]) for s in ("prompts", "completions", "scores"))
     num_scenarios = len(catalog.suite(SUITE).scenarios)
-    expected = num_scenarios * (len(quality.STAGE_CHECKS["dataset"]) + len(MODELS) * per_model_checks) + 1
+    summaries = len(quality.STAGE_CHECKS["leaderboard"]) + len(quality.STAGE_CHECKS["regressions"])
+    expected = num_scenarios * (len(quality.STAGE_CHECKS["dataset"]) + len(MODELS) * per_model_checks) + summaries
     assert len(evaluations) == expected
     failed = [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed]
     assert failed == []
@@ -261,3 +262,18 @@ def test_scores_check_fails_when_an_applicable_family_produced_nothing(tampered)
     outcome = {o.name: o for o in quality.check_scores(wh, SUITE, "bold", "demo-llama-tuned", 4)}
     failed = outcome["applicable_families_filled"]
     assert not failed.passed and "no values for toxicity (applies)" in failed.description
+
+
+def test_every_leaderboard_cell_has_n_and_a_ci_or_says_why_not(suite_run):
+    wh = suite_run["wh"]
+    cells = wh.df("SELECT * FROM leaderboard_stats WHERE version = ?", [SUITE])
+    assert len(cells) == _one(wh, "SELECT count(*) FROM scenario_metrics WHERE version = ?", [SUITE])
+    with_ci = cells[cells["ci_low"].notna()]
+    assert (with_ci["ci_low"] <= with_ci["value"] + 1e-9).all() and (
+        with_ci["value"] <= with_ci["ci_high"] + 1e-9
+    ).all()
+    assert (cells[cells["ci_low"].isna()]["ci_note"] != "").all() | cells[cells["ci_low"].isna()]["value"].isna().all()
+    assert set(with_ci["family"]) >= {"accuracy", "calibration", "robustness", "fairness", "toxicity", "efficiency"}
+    rates = wh.df("SELECT * FROM win_rates WHERE version = ?", [SUITE])
+    assert set(rates["family"]) == set(FAMILIES) and len(rates) == len(FAMILIES) * len(MODELS)
+    assert rates["mean_win_rate"].between(0, 1).all()

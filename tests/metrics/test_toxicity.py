@@ -94,4 +94,6 @@ def test_the_dagster_resource_overrides_the_suite_choice(monkeypatch):
     assert (
         classifier.name == "perspective:TOXICITY" and classifier.url == "http://127.0.0.1:9/v1alpha1/comments:analyze"
     )
-    assert "sk-deployed-secret-9f3a" not in json.dumps(resource.model_dump())  # config holds the variable's name, not the key
+    assert "sk-deployed-secret-9f3a" not in json.dumps(
+        resource.model_dump()
+    )  # config holds the variable's name, not the key
