@@ -111,7 +111,11 @@ def demo(
     except HolisticError as e:
         _fail(str(e))
     _print_leaderboard(path, version, full=False)
+    from holistic_dagster.pipeline import Stage, report_path
+    from holistic_dagster.warehouse import Warehouse
+
     console.print(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")
+    console.print(f"Report (HTML, opens offline): [cyan]{report_path(Stage(Warehouse(path)), version)}[/]")
     console.print(f"Results (DuckDB): [cyan]{path}[/]")
     console.print(
         "  holistic query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\""
@@ -236,6 +240,112 @@ def compare(
     worse = frame[frame["verdict"] == "worse"]
     if len(worse):
         console.print(f"[red]{model_b} is significantly worse on {len(worse)} (scenario, family) pair(s).[/]")
+
+
+@app.command()
+def trace(
+    model: Annotated[str, typer.Argument(help="registered model")],
+    scenario: Annotated[str, typer.Argument(help="scenario")],
+    instance: Annotated[str, typer.Argument(help="instance id (see the scores view)")],
+    metric: Annotated[str, typer.Argument(help="metric, e.g. exact_match")],
+    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    family: Annotated[Optional[str], typer.Option(help="family, where the metric is in several")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the chain as JSON")] = False,
+    db: DbOption = None,
+) -> None:
+    """Trace a score: completion with log-probabilities, prompt, instance, source file and checksum, run."""
+    import json
+
+    from rich.panel import Panel
+
+    from holistic_dagster.trace import trace_score
+    from holistic_dagster.warehouse import Warehouse
+
+    version = version or _default_version()
+    try:
+        chain = trace_score(Warehouse(_warehouse_path(db)), model, version, scenario, instance, metric, family or "")
+    except HolisticError as e:
+        _fail(str(e))
+    if as_json:
+        print(json.dumps(chain, indent=2, default=str))
+        return
+    sc, co, pr, src, pv = (
+        chain["score"],
+        chain["completion"],
+        chain["prompt"],
+        chain["source_file"],
+        chain["provenance"],
+    )
+    label = f"{sc['family']} / {sc['metric']}" + (f" [{sc['perturbation']}]" if sc["perturbation"] else "")
+    console.print(
+        Panel(
+            f"{escape(label)} = [bold]{sc['value']:.4f}[/]  for {model} on {scenario} {instance} (suite {version})\n"
+            f"prediction: {escape(repr(sc['prediction']))}" + (f"\nscored by {sc['scorer']}" if sc["scorer"] else ""),
+            title="score",
+        )
+    )
+    tokens = Table("token", "logprob", "top alternatives", title=None, box=None)
+    for t in co["tokens"]:
+        alternatives = ", ".join(f"{escape(repr(k))} {v:.2f}" for k, v in list(t["top"].items())[:5])
+        tokens.add_row(escape(repr(t["token"])), f"{t['logprob']:.3f}", alternatives)
+    console.print(
+        Panel(
+            f"text: {escape(repr(co['text']))}\nsum logprob {co['logprob']:.3f}, finish {co['finish_reason'] or '-'}, "
+            f"{co['latency_s']:.3f} s, request {co['request_id']}"
+            + (f"\n[red]error: {escape(co['error'])}[/]" if co["error"] else ""),
+            title="completion",
+        )
+    )  # fmt: skip
+    if co["tokens"]:
+        console.print(tokens)
+    method = f"{pr['adapter_method']} ({pr['template']}), {pr['num_train_instances']} in-context examples"
+    continuation = f"\n[dim]scored continuation:[/] {escape(repr(pr['continuation']))}" if pr["kind"] == "score" else ""
+    console.print(Panel(escape(pr["prompt"]) + continuation, title=f"prompt: {method}"))
+    for key, title in (("evaluated_instance", "evaluated (perturbed) instance"), ("instance", "instance"),
+                       ("original_instance", "original instance")):  # fmt: skip
+        inst = chain[key]
+        if not inst:
+            continue
+        refs = "\n".join(f"  {'*' if r['correct'] else ' '} {escape(r['output'])}" for r in inst["references"])
+        head = f"{inst['instance_id']} ({inst['split']}{', ' + inst['subset'] if inst['subset'] else ''})"
+        if inst["perturbation"]:
+            head += f", perturbation {inst['perturbation']} of {inst['original_instance_id']}"
+        console.print(
+            Panel(f"{escape(inst['input'])}\n[dim]references (* correct):[/]\n{refs}", title=f"{title}: {head}")
+        )
+    console.print(
+        Panel(
+            f"{src['uri']}, record {chain['instance']['record']}\nsha256 {src['sha256']}\nrevision {src['revision']}",
+            title="source file",
+        )
+    )
+    console.print(
+        Panel(
+            f"backend {pv['backend']}, model revision {pv['model_revision']}, batch {pv['batch_size']}\n"
+            f"decoding {pv['decoding']}\nhardware {pv['hardware']}\nDagster run {pv['dagster_run_id']}",
+            title="produced by",
+        )
+    )
+
+
+@app.command()
+def report(
+    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    db: DbOption = None,
+) -> None:
+    """Write the HTML report of a suite version (statistics and regressions are refreshed first)."""
+    from holistic_dagster.pipeline import Stage, find_regressions, summarize, write_report
+    from holistic_dagster.warehouse import Warehouse
+
+    version = version or _default_version()
+    try:
+        stage = Stage(Warehouse(_warehouse_path(db)))
+        summarize(stage, version)
+        find_regressions(stage, version)
+        written = write_report(stage, version)
+    except HolisticError as e:
+        _fail(str(e))
+    console.print(f"Report for suite {version}: [cyan]{written['path']}[/] ({written['num_bytes'] // 1024} KiB)")
 
 
 @app.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import AssetSelection, Definitions, define_asset_job
 
 from holistic_dagster.catalog import Catalog
-from holistic_dagster.defs.assets import leaderboard_asset, regressions_asset, scenario_assets
+from holistic_dagster.defs.assets import leaderboard_asset, regressions_asset, report_asset, scenario_assets
 from holistic_dagster.defs.resources import (
     HolisticResource,
     ModelBackends,
@@ -26,7 +26,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
         *[[s, stage] for s in scenarios for stage in ("prompts", "completions", "scores")]
     )
     return Definitions(
-        assets=[*assets, leaderboard_asset(scenarios), regressions_asset()],
+        assets=[*assets, leaderboard_asset(scenarios), regressions_asset(), report_asset()],
         jobs=[
             define_asset_job(
                 "datasets", selection=datasets, description="Load and sample every scenario's data for a suite version."
@@ -38,8 +38,8 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             ),
             define_asset_job(
                 "leaderboard_job",
-                selection=AssetSelection.assets(["leaderboard"], ["regressions"]),
-                description="The per-version leaderboard (with CIs and win rates) and the regression tests.",
+                selection=AssetSelection.assets(["leaderboard"], ["regressions"], ["report"]),
+                description="The per-version leaderboard (with CIs and win rates), regression tests and HTML report.",
             ),
         ],
         sensors=[registry_partitions],

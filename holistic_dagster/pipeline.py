@@ -530,8 +530,9 @@ def summarize(stage: Stage, version: str) -> dict[str, pd.DataFrame]:
     version's rows of leaderboard_stats and win_rates."""
     from holistic_dagster.summary import cell_statistics, family_win_rates
 
-    cells = cell_statistics(stage.warehouse, version)
-    rates = family_win_rates(cells, main_metrics(stage, version))
+    main = main_metrics(stage, version)
+    cells = cell_statistics(stage.warehouse, version, main)
+    rates = family_win_rates(cells, main)
     stage.warehouse.replace({"version": version}, {"leaderboard_stats": cells, "win_rates": rates})
     return {"cells": cells, "win_rates": rates}
 
@@ -554,3 +555,14 @@ def find_regressions(stage: Stage, version: str) -> pd.DataFrame:
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     stage.warehouse.replace({"version": version}, {"comparisons": frame})
     return frame
+
+
+def report_path(stage: Stage, version: str) -> Path:
+    """Where the HTML report of a suite version goes: reports/<version>.html beside the warehouse."""
+    return stage.warehouse.path.parent / "reports" / f"{version}.html"
+
+
+def write_report(stage: Stage, version: str) -> dict[str, Any]:
+    from holistic_dagster.report import build_report
+
+    return build_report(stage.warehouse, version, main_metrics(stage, version), report_path(stage, version))

@@ -33,9 +33,12 @@ NO_CI = {
 }
 
 
-def cell_statistics(warehouse: Warehouse, version: str, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+def cell_statistics(
+    warehouse: Warehouse, version: str, main_metric: dict[str, str], n_boot: int = N_BOOT, seed: int = SEED
+) -> pd.DataFrame:
     """Every scenario_metrics row of the version with n, ci_low, ci_high, the bootstrap's seed and size, and
-    a note where no CI applies."""
+    a note where no CI applies. main_metric: each scenario's first accuracy metric (what calibration calls
+    correct)."""
     cells = warehouse.df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
     rows = warehouse.df(
         "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
@@ -52,7 +55,7 @@ def cell_statistics(warehouse: Warehouse, version: str, n_boot: int = N_BOOT, se
         if key in groups:
             low, high = bootstrap_ci(groups[key]["value"].to_numpy(), n_boot=n_boot, seed=seed)
         elif c.family == "calibration":
-            low, high = _calibration_ci(groups, c, n_boot, seed)
+            low, high = _calibration_ci(groups, c, main_metric.get(c.scenario, ""), n_boot, seed)
         elif c.family == "toxicity":
             per = groups.get((c.model, c.scenario, "toxicity", "toxicity", ""))
             if per is not None:
@@ -86,13 +89,13 @@ def cell_statistics(warehouse: Warehouse, version: str, n_boot: int = N_BOOT, se
     return pd.DataFrame(out)
 
 
-def _calibration_ci(groups, c, n_boot: int, seed: int) -> tuple[float, float]:
+def _calibration_ci(groups, c, correctness: str, n_boot: int, seed: int) -> tuple[float, float]:
     """ECE and the other calibration metrics from resampled (max_prob, correct) pairs (the same resamples for
     every calibration metric of a cell's model and scenario, computed once)."""
     key = (id(groups), c.model, c.scenario, n_boot, seed)
     if key not in _CALIBRATION_BOOT:
         _CALIBRATION_BOOT.clear()  # one warehouse read at a time
-        _CALIBRATION_BOOT[key] = _calibration_boot(groups, c, n_boot, seed)
+        _CALIBRATION_BOOT[key] = _calibration_boot(groups, c, correctness, n_boot, seed)
     stats = _CALIBRATION_BOOT[key]
     if stats is None or c.metric not in stats:
         return float("nan"), float("nan")
@@ -103,17 +106,12 @@ def _calibration_ci(groups, c, n_boot: int, seed: int) -> tuple[float, float]:
 _CALIBRATION_BOOT: dict = {}
 
 
-def _calibration_boot(groups, c, n_boot: int, seed: int) -> dict[str, np.ndarray] | None:
+def _calibration_boot(groups, c, correctness: str, n_boot: int, seed: int) -> dict[str, np.ndarray] | None:
     probs = groups.get((c.model, c.scenario, "calibration", "max_prob", ""))
-    accuracy = [
-        g
-        for (m, s, fam, _, p), g in groups.items()
-        if (m, s, fam, p) == (c.model, c.scenario, "accuracy", "") and len(g)
-    ]
-    if probs is None or not accuracy:
+    correct = groups.get((c.model, c.scenario, "accuracy", correctness, ""))
+    if probs is None or correct is None:
         return None
-    # the scenario's first accuracy metric decides correctness (as in scoring)
-    correct = accuracy[0].set_index("instance_id")["value"]
+    correct = correct.set_index("instance_id")["value"]
     pairs = probs.set_index("instance_id")["value"].to_frame("p").join(correct.rename("c"), how="inner")
     p, k = pairs["p"].to_numpy(), pairs["c"].to_numpy()
     if len(p) == 0:

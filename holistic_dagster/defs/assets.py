@@ -3,6 +3,7 @@ leaderboard. Each asset function calls one pipeline stage, then reports that sta
 
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 from dagster import (
     AssetCheckResult,
@@ -225,3 +226,29 @@ def regressions_asset() -> AssetsDefinition:
         yield from _results(quality.check_regressions(frame), "regressions")
 
     return regressions
+
+
+def report_asset() -> AssetsDefinition:
+    @asset(
+        key=["report"],
+        partitions_def=version_partitions,
+        group_name="summary",
+        kinds={"html"},
+        deps=[AssetKey(["leaderboard"]), AssetKey(["regressions"])],
+    )
+    def report(context: AssetExecutionContext, holistic: HolisticResource):
+        """A static HTML report of the suite version (opens offline): leaderboard tables per family with n and
+        95% CIs and mean win rates, reliability diagrams, accuracy under perturbation, efficiency vs accuracy,
+        and the regressions found."""
+        stage = holistic.stage(context.run.run_id)
+        written = pipeline.write_report(stage, context.partition_key)
+        return MaterializeResult(
+            metadata={
+                "path": MetadataValue.path(written["path"]),
+                "url": MetadataValue.url(Path(written["path"]).resolve().as_uri()),
+                "num_models": written["num_models"],
+                "num_bytes": written["num_bytes"],
+            }
+        )
+
+    return report

@@ -1,0 +1,139 @@
+"""Trace one score back to everything that produced it: the score, the raw completion with its
+log-probabilities, the exact prompt, the instance and its references (and the original, for a perturbed
+instance), the source file with its checksum, and how and by which Dagster run it was produced."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse import Warehouse
+
+
+def trace_score(
+    warehouse: Warehouse, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str = ""
+) -> dict[str, Any]:
+    keys = [model, version, scenario, instance_id, metric]
+    where = "model = ? AND version = ? AND scenario = ? AND instance_id = ? AND metric = ?"
+    scores = warehouse.df(
+        f"SELECT * FROM instance_scores WHERE {where}" + (" AND family = ?" if family else "") + " ORDER BY family",
+        keys + ([family] if family else []),
+    )
+    if scores.empty:
+        known = warehouse.df(
+            "SELECT DISTINCT family || '/' || metric AS m FROM instance_scores WHERE model = ? AND version = ? "
+            "AND scenario = ? AND instance_id = ? ORDER BY 1",
+            keys[:4],
+        )["m"].tolist()
+        hint = f"; this instance has: {', '.join(known)}" if known else " (no scores for that instance: check the id)"
+        raise HolisticError(f"no score {metric!r} for {model} / {version} / {scenario} / {instance_id}{hint}")
+    if len(scores) > 1:
+        raise HolisticError(
+            f"{metric!r} exists in families {', '.join(scores['family'])} for this instance: pass --family"
+        )
+    score = scores.iloc[0]
+    run_keys = [model, version, scenario]
+    completion = warehouse.df(
+        "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ? AND request_id = ?",
+        run_keys + [score["request_id"]],
+    ).iloc[0]
+    prompt = warehouse.df(
+        "SELECT * FROM prompts WHERE model = ? AND version = ? AND scenario = ? AND request_id = ? LIMIT 1",
+        run_keys + [score["request_id"]],
+    ).iloc[0]
+    instance = _instance(warehouse, version, scenario, instance_id)
+    evaluated = (
+        instance
+        if prompt["instance_id"] == instance_id
+        else _instance(warehouse, version, scenario, prompt["instance_id"])
+    )  # a worst-case score points at the perturbed instance that gave it
+    original = None
+    if instance["original_instance_id"]:
+        original = _instance(warehouse, version, scenario, instance["original_instance_id"])
+    source = warehouse.df(
+        "SELECT * FROM source_files WHERE version = ? AND scenario = ? AND uri = ?",
+        [version, scenario, instance["source_uri"]],
+    ).iloc[0]
+    provenance = warehouse.df("SELECT * FROM provenance WHERE provenance_id = ?", [score["provenance_id"]]).iloc[0]
+    tokens = json.loads(completion["tokens"])
+    logprobs = json.loads(completion["logprobs"])
+    top = json.loads(completion["top_logprobs"] or "[]")
+    return {
+        "score": {k: _plain(score[k]) for k in ("family", "metric", "perturbation", "value", "prediction", "scorer")},
+        "completion": {
+            "request_id": completion["request_id"],
+            "text": completion["text"],
+            "logprob": float(completion["logprob"]),
+            "tokens": [
+                {"token": t, "logprob": lp, "top": top[i] if i < len(top) else {}}
+                for i, (t, lp) in enumerate(zip(tokens, logprobs))
+            ],
+            "finish_reason": completion["finish_reason"],
+            "latency_s": float(completion["latency_s"]),
+            "error": completion["error"],
+        },
+        "prompt": {
+            k: _plain(prompt[k])
+            for k in (
+                "kind",
+                "adapter_method",
+                "template",
+                "prompt",
+                "continuation",
+                "choice_index",
+                "num_train_instances",
+                "truncated",
+                "num_prompt_tokens",
+                "max_tokens",
+                "temperature",
+                "stop",
+            )
+        },  # fmt: skip
+        "instance": instance,
+        "evaluated_instance": evaluated if evaluated is not instance else None,
+        "original_instance": original,
+        "source_file": {k: _plain(source[k]) for k in ("uri", "sha256", "revision", "num_bytes")},
+        "provenance": {
+            k: _plain(provenance[k])
+            for k in (
+                "backend",
+                "model_path",
+                "model_revision",
+                "batch_size",
+                "decoding",
+                "hardware",
+                "library_versions",
+                "dagster_run_id",
+                "created_at",
+            )
+        },  # fmt: skip
+    }
+
+
+def _instance(warehouse: Warehouse, version: str, scenario: str, instance_id: str) -> dict[str, Any]:
+    frame = warehouse.df(
+        "SELECT * FROM instances WHERE version = ? AND scenario = ? AND instance_id = ?",
+        [version, scenario, instance_id],
+    )
+    row = frame.iloc[0]
+    return {
+        "instance_id": row["instance_id"],
+        "split": row["split"],
+        "subset": row["subset"],
+        "input": row["input"],
+        "references": json.loads(row["references"]),
+        "perturbation": row["perturbation"] or "",
+        "original_instance_id": row["original_instance_id"] or "",
+        "metadata": json.loads(row["metadata"] or "{}"),
+        "source_uri": row["source_uri"],
+        "record": row["record"],
+    }
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
