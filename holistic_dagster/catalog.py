@@ -190,6 +190,8 @@ class ModelSpec(_Strict):
     tokenizer: str | None = None  # a local tokenizer for exact token counts; otherwise ~4 characters a token
     # the registered model this one is a new revision of: the regressions asset tests it against that one
     previous: str | None = None
+    # automation: re-evaluate when the server reports a new revision (TGI /info, OpenAI-compatible /v1/models)
+    watch: bool = False
     max_concurrency: int = Field(8, gt=0)
     timeout_s: float = Field(120.0, gt=0)
     max_attempts: int = Field(5, gt=0)

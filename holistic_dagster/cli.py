@@ -40,12 +40,11 @@ def _warehouse_path(db: Path | None) -> Path:
 
 
 def _dagster_home() -> Path:
-    """DAGSTER_HOME (default data/dagster) with the repository's dagster.yaml linked into it."""
-    home = Path(os.environ.get("DAGSTER_HOME") or settings.home_dir() / "dagster").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists() and (settings.REPO_ROOT / "dagster.yaml").exists():
-        config.symlink_to(settings.REPO_ROOT / "dagster.yaml")
+    """DAGSTER_HOME (default data/dagster) with the repository's instance configuration linked into it
+    (dagster.yaml, or dagster.postgres.yaml when DAGSTER_PG_HOST is set)."""
+    home = settings.prepare_dagster_home(
+        Path(os.environ.get("DAGSTER_HOME") or settings.home_dir() / "dagster").resolve()
+    )
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

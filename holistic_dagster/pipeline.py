@@ -532,6 +532,8 @@ def summarize(stage: Stage, version: str) -> dict[str, pd.DataFrame]:
 
     main = main_metrics(stage, version)
     cells = cell_statistics(stage.warehouse, version, main)
+    if cells.empty:
+        raise HolisticError(f"no scores for suite version {version!r} in {stage.warehouse.path}: evaluate it first")
     rates = family_win_rates(cells, main)
     stage.warehouse.replace({"version": version}, {"leaderboard_stats": cells, "win_rates": rates})
     return {"cells": cells, "win_rates": rates}

@@ -46,3 +46,33 @@ def download_dir() -> Path:
 
 def allow_download() -> bool:
     return os.environ.get("HOLISTIC_OFFLINE", "") not in ("1", "true", "yes")
+
+
+def automation_config() -> dict:
+    """resources/automation.yaml (optional): {rerun_stale_cron: "0 3 * * *"}."""
+    import yaml
+
+    path = resources_dir() / "automation.yaml"
+    config = {"rerun_stale_cron": "0 3 * * *"}
+    if path.exists():
+        config.update(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    return config
+
+
+def dagster_config_file() -> Path:
+    """The instance configuration to use: dagster.postgres.yaml when DAGSTER_PG_HOST is set (PostgreSQL storage,
+    connection from DAGSTER_PG_* variables), otherwise dagster.yaml (embedded SQLite)."""
+    name = "dagster.postgres.yaml" if os.environ.get("DAGSTER_PG_HOST") else "dagster.yaml"
+    return REPO_ROOT / name
+
+
+def prepare_dagster_home(home: Path) -> Path:
+    """DAGSTER_HOME with the chosen instance configuration linked in as dagster.yaml (relinked when the choice
+    changes)."""
+    home.mkdir(parents=True, exist_ok=True)
+    config, wanted = home / "dagster.yaml", dagster_config_file()
+    if config.is_symlink() and config.resolve() != wanted.resolve():
+        config.unlink()
+    if not config.exists() and wanted.exists():
+        config.symlink_to(wanted)
+    return home

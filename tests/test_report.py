@@ -37,4 +37,4 @@ def test_report_command(suite_run, tmp_path):
     assert out.returncode == 0, out.stderr
     assert f"Report for suite {SUITE}: " in out.stdout and f"reports/{SUITE}.html" in out.stdout
     missing = run("report", "--version", "v1", "--db", str(suite_run["path"]))
-    assert missing.returncode == 1 and "no leaderboard statistics for suite version 'v1'" in missing.stderr
+    assert missing.returncode == 1 and "no scores for suite version 'v1'" in missing.stderr

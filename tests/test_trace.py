@@ -60,4 +60,4 @@ def test_trace_command_prints_the_chain(suite_run):
     assert "gsm8k/test.jsonl, record line" in out.stdout
     chain = json.loads(run(*args, "--json").stdout)
     assert chain["completion"]["tokens"] and {"token", "logprob", "top"} <= set(chain["completion"]["tokens"][0])
-    assert chain["prompt"]["adapter_method"] == "generation" and chain["prompt"]["num_train_instances"] == 3
+    assert chain["prompt"]["adapter_method"] == "generation" and 0 < chain["prompt"]["num_train_instances"] <= 3

@@ -13,6 +13,7 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
+    AutomationCondition,
     MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
@@ -30,6 +31,17 @@ from holistic_dagster.metrics.scoring import metrics_per_instance
 with warnings.catch_warnings():  # beta, but the documented way to map model x version onto version
     warnings.simplefilter("ignore")
     BY_VERSION = MultiToSingleDimensionPartitionMapping(partition_dimension_name="version")
+
+
+# Declarative automation (evaluated by the daemon's automation sensor): scores follow completions once their
+# blocking checks pass; a version's leaderboard, regressions and report follow any updated score of it. A
+# summary waits while anything upstream is still running, and a model that failed does not hold it back.
+SCORES_FOLLOW = AutomationCondition.eager() & AutomationCondition.all_deps_blocking_checks_passed()
+SUMMARY_FOLLOWS = (
+    AutomationCondition.any_deps_updated().since_last_handled()
+    & ~AutomationCondition.any_deps_in_progress()
+    & ~AutomationCondition.in_progress()
+).with_label("follows any updated score")
 
 
 def _check_specs(key: list[str], stage: str) -> list[AssetCheckSpec]:
@@ -147,6 +159,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     @asset(
         key=[scenario, "scores"],
         partitions_def=model_version_partitions,
+        automation_condition=SCORES_FOLLOW,
         deps=[AssetKey([scenario, "completions"])],
         check_specs=_check_specs([scenario, "scores"], "scores"),
         description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
@@ -173,6 +186,7 @@ def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
     @asset(
         key=["leaderboard"],
         partitions_def=version_partitions,
+        automation_condition=SUMMARY_FOLLOWS,
         group_name="summary",
         kinds={"duckdb"},
         deps=[AssetDep(AssetKey([s, "scores"]), partition_mapping=BY_VERSION) for s in scenarios],
@@ -203,6 +217,7 @@ def regressions_asset() -> AssetsDefinition:
     @asset(
         key=["regressions"],
         partitions_def=version_partitions,
+        automation_condition=SUMMARY_FOLLOWS,
         group_name="summary",
         kinds={"duckdb"},
         deps=[AssetKey(["leaderboard"])],
@@ -232,6 +247,7 @@ def report_asset() -> AssetsDefinition:
     @asset(
         key=["report"],
         partitions_def=version_partitions,
+        automation_condition=SUMMARY_FOLLOWS,
         group_name="summary",
         kinds={"html"},
         deps=[AssetKey(["leaderboard"]), AssetKey(["regressions"])],

@@ -38,7 +38,7 @@ def test_worse_revision_fails_the_check_and_equal_one_does_not(tmp_path, dagster
     )
     defs = build_definitions(catalog, resource)
     runs = evaluate_suite(
-        defs, DagsterInstance.get(), "reg1", ["llama", "llama-r2-broken", "llama-r3-same"], catalog=catalog
+        defs, DagsterInstance.ephemeral(), "reg1", ["llama", "llama-r2-broken", "llama-r3-same"], catalog=catalog
     )
     (check,) = [
         e for r in runs for e in r.result.get_asset_check_evaluations() if e.asset_key.to_user_string() == "regressions"

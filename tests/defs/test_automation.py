@@ -1,0 +1,144 @@
+"""Automation end to end, in process: the registry sensor's ticks, the runs it requests, declarative
+automation of the leaderboard, and the stale-partition schedule."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    SensorResult,
+    SkipReason,
+    build_schedule_context,
+    build_sensor_context,
+    evaluate_automation_conditions,
+)
+
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.definitions import build_definitions
+from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.defs.runner import QUIET_LOGS, evaluate_suite
+from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.warehouse import Warehouse
+from tests.conftest import write
+
+ONE_MODEL = 'models:\n  base: {backend: transformers, path: "demo:llama-tuned"}\n'
+SUITE = "version: {v}\nscenarios:\n  synthetic_reasoning: {{max_eval_instances: 8, seed: 5}}\n"
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    for suite in (tmp_path / "assets" / "suites").glob("*.yaml"):
+        suite.unlink()
+    write(tmp_path / "assets" / "suites" / "a1.yaml", SUITE.format(v="a1"))
+    write(tmp_path / "resources" / "models.yaml", ONE_MODEL)
+    monkeypatch.setenv("HOLISTIC_CATALOG", str(tmp_path / "assets"))
+    monkeypatch.setenv("HOLISTIC_RESOURCES", str(tmp_path / "resources"))
+    resource = HolisticResource(
+        warehouse_path=str(tmp_path / "wh.duckdb"),
+        catalog_dir=str(tmp_path / "assets"),
+        models_file=str(tmp_path / "resources" / "models.yaml"),
+    )
+    defs = build_definitions(Catalog(tmp_path / "assets"), resource)
+    instance = DagsterInstance.ephemeral()
+    evaluate_suite(defs, instance, "a1", ["base"], catalog=Catalog(tmp_path / "assets"))
+    return {"root": tmp_path, "defs": defs, "instance": instance, "wh": Warehouse(tmp_path / "wh.duckdb")}
+
+
+def tick(world, cursor):
+    sensor = world["defs"].get_sensor_def("model_registry")
+    result = sensor(build_sensor_context(instance=world["instance"], cursor=cursor, definitions=world["defs"]))
+    if isinstance(result, SensorResult):
+        for request in result.dynamic_partitions_requests or []:
+            world["instance"].add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return result
+
+
+def launch(world, request):
+    """What the daemon does with a run request."""
+    job = world["defs"].resolve_job_def(request.job_name)
+    result = job.execute_in_process(
+        partition_key=request.partition_key,
+        instance=world["instance"],
+        run_config=QUIET_LOGS,
+        tags=request.tags,
+        asset_selection=request.asset_selection,
+    )
+    assert result.success
+    return result
+
+
+def follow_automation(world, cursor=None):
+    """One evaluation of the declarative automation conditions, and the runs it requests, launched."""
+    result = evaluate_automation_conditions(defs=world["defs"], instance=world["instance"], cursor=cursor)
+    requested = {}
+    for run in result.run_requests:
+        requested.setdefault(run.partition_key, set()).update(run.asset_selection or [])
+        job = world["defs"].get_implicit_global_asset_job_def()
+        job.execute_in_process(
+            partition_key=run.partition_key,
+            instance=world["instance"],
+            asset_selection=run.asset_selection,
+            run_config=QUIET_LOGS,
+        )
+    return result.cursor, requested
+
+
+def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
+    first = tick(world, None)
+    assert isinstance(first, SensorResult) and not first.run_requests  # first start: no run flood
+    cursor = first.cursor
+    assert isinstance(tick(world, cursor), SkipReason)  # nothing new
+
+    write(
+        world["root"] / "resources" / "models.yaml",
+        ONE_MODEL + '  newcomer: {backend: transformers, path: "demo:gpt2-untrained"}\n',
+    )
+    second = tick(world, cursor)
+    (run,) = second.run_requests
+    assert run.job_name == "evaluate_model" and run.tags["holistic/reason"] == "new model"
+    assert run.partition_key.keys_by_dimension == {"model": "newcomer", "version": "a1"}  # base is not re-run
+    launch(world, run)
+    assert world["wh"].df("SELECT count(*) FROM instance_scores WHERE model = 'newcomer'").iat[0, 0] > 0
+
+    _, requested = follow_automation(world)
+    assert AssetKey(["leaderboard"]) in requested.get("a1", set())
+    board = world["wh"].df("SELECT DISTINCT model FROM leaderboard WHERE version = 'a1'")
+    assert set(board["model"]) == {"base", "newcomer"}
+    again = tick(world, second.cursor)
+    assert isinstance(again, SkipReason) or not again.run_requests  # the same request is not made twice
+
+    # a new revision of an existing model is evaluated again; a new suite version for every model
+    write(
+        world["root"] / "resources" / "models.yaml",
+        ONE_MODEL.replace("}", ', revision: "r2"}')
+        + '  newcomer: {backend: transformers, path: "demo:gpt2-untrained"}\n',
+    )
+    revised = tick(world, second.cursor)
+    assert [r.partition_key.keys_by_dimension["model"] for r in revised.run_requests] == ["base"]
+    assert revised.run_requests[0].tags["holistic/reason"] == "new revision"
+    write(world["root"] / "assets" / "suites" / "a2.yaml", SUITE.format(v="a2"))
+    new_suite = tick(world, revised.cursor)
+    (datasets,) = new_suite.run_requests  # datasets first; the evaluations wait for them
+    assert datasets.job_name == "datasets" and datasets.partition_key == "a2"
+    launch(world, datasets)
+    ready = tick(world, new_suite.cursor)
+    evaluations = sorted(r.partition_key.keys_by_dimension["model"] for r in ready.run_requests)
+    assert evaluations == ["base", "newcomer"] and all(
+        r.tags["holistic/reason"] == "new suite version" for r in ready.run_requests
+    )
+
+
+def test_the_schedule_reruns_partitions_whose_scenario_changed(world):
+    schedule = world["defs"].get_schedule_def("rerun_stale")
+    assert schedule.cron_schedule == "0 3 * * *"
+    assert isinstance(schedule(build_schedule_context(instance=world["instance"])), SkipReason)
+    spec = world["root"] / "assets" / "scenarios" / "synthetic_reasoning.yaml"
+    spec.write_text(spec.read_text() + "# edited\n")
+    changed = build_definitions(Catalog(world["root"] / "assets"), world["defs"].resources["holistic"])
+    (run,) = changed.get_schedule_def("rerun_stale")(build_schedule_context(instance=world["instance"]))
+    assert run.partition_key.keys_by_dimension == {"model": "base", "version": "a1"}
+    assert run.tags["holistic/reason"] == "stale: synthetic_reasoning definition changed"
