@@ -95,7 +95,9 @@ def build_dataset(stage: Stage, version: str, scenario: str) -> dict[str, Any]:
     applies = pd.DataFrame([{**keys, "family": f, **_applicability(spec, f, chosen)} for f in FAMILIES])
     stage.warehouse.replace(keys, {"source_files": files, "instances": rows, "applicability": applies})
     originals = rows[(rows["split"] == "test") & (rows["perturbation"] == "")]
+    content = {"sources": sorted((s.uri, s.sha256) for s in sources.values()), "instances": sorted(rows["instance_id"])}
     return {
+        "data_version": sha256_json(content)[:24],
         "num_test": len(originals),
         "num_train": int((rows["split"] == "train").sum()),
         "num_perturbed": {p: int((rows["perturbation"] == p).sum()) for names in chosen.values() for p in names},

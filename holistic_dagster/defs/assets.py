@@ -14,6 +14,7 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     AutomationCondition,
+    DataVersion,
     MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
@@ -117,7 +118,9 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
                 "num_test_instances": summary["num_test"],
                 "num_train_instances": summary["num_train"],
                 "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"])),
-            }
+            },
+            # the content's version (source checksums + sample): the stale-partition schedule compares it
+            data_version=DataVersion(summary["data_version"]),
         )
         yield from _results(quality.check_dataset(stage.warehouse, version, scenario), "dataset")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
 
 from dagster import (
     AssetKey,
@@ -95,7 +94,12 @@ def make_registry_sensor(datasets_job, evaluate_job):
         for version in sorted({p[1] for p in pending}):
             if not datasets_ready(context.instance, catalog, version):
                 runs.append(
-                    RunRequest(job_name=datasets_job.name, partition_key=version, run_key=f"datasets:{version}")
+                    RunRequest(
+                        job_name=datasets_job.name,
+                        partition_key=version,
+                        run_key=f"datasets:{version}",
+                        asset_selection=suite_assets(catalog, version, ("dataset",)),
+                    )
                 )
         for name, version, identity, reason in dict.fromkeys(pending):
             if name not in models:
@@ -134,7 +138,7 @@ def make_stale_schedule(evaluate_job, stale_partitions):
         if not stale:
             return SkipReason("nothing stale")
         catalog = Catalog()
-        tick_time = (context.scheduled_execution_time or datetime.now(timezone.utc)).isoformat()
+        tick_time = context.scheduled_execution_time.isoformat()
         return [
             RunRequest(
                 partition_key=MultiPartitionKey({"model": model, "version": version}),
@@ -154,27 +158,29 @@ def find_stale(instance, code_versions: dict[str, str], scenarios: list[str]) ->
     latest."""
     from dagster import AssetRecordsFilter
 
-    def latest(key: AssetKey, partition: str):
-        records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+    def history(key: AssetKey, partition: str, limit: int = 1):
+        return instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=limit
         ).records
-        return records[0].asset_materialization if records else None
 
     stale: dict[tuple[str, str], set[str]] = {}
     for scenario in scenarios:
         prompts_key, dataset_key = AssetKey([scenario, "prompts"]), AssetKey([scenario, "dataset"])
         for partition in instance.get_materialized_partitions(prompts_key):
+            # a model x version key reads "<model>|<version>" (dimensions in alphabetical order)
             model, version = partition.split("|") if "|" in partition else (None, None)
-            prompts = latest(prompts_key, partition)
-            if prompts is None or model is None:
+            records = history(prompts_key, partition)
+            if not records or model is None:
                 continue
-            # MultiPartitionKey strings are "<model>|<version>" (dimensions in alphabetical order)
+            prompts = records[0].asset_materialization
             reasons = set()
             if prompts.tags.get("dagster/code_version") != code_versions.get(scenario):
                 reasons.add(f"{scenario} definition changed")
-            dataset = latest(dataset_key, version)
-            used = prompts.tags.get(f"dagster/input_data_version/{scenario}/dataset")
-            if dataset is not None and used and used != dataset.tags.get("dagster/data_version"):
+            # the dataset materialization the prompts were built from, against the latest one, by data version
+            used = prompts.tags.get(f"dagster/input_event_pointer/{scenario}/dataset")
+            datasets = history(dataset_key, version, limit=100)
+            versions = {str(r.storage_id): r.asset_materialization.tags.get("dagster/data_version") for r in datasets}
+            if used and datasets and versions.get(used) != versions[str(datasets[0].storage_id)]:
                 reasons.add(f"{scenario} dataset changed")
             if reasons:
                 stale.setdefault((model, version), set()).update(reasons)

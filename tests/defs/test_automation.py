@@ -4,6 +4,7 @@ automation of the leaderboard, and the stale-partition schedule."""
 from __future__ import annotations
 
 import shutil
+from datetime import datetime, timezone
 
 import pytest
 from dagster import (
@@ -24,6 +25,7 @@ from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 
+TICK = datetime(2026, 11, 30, 3, 0, tzinfo=timezone.utc)
 ONE_MODEL = 'models:\n  base: {backend: transformers, path: "demo:llama-tuned"}\n'
 SUITE = "version: {v}\nscenarios:\n  synthetic_reasoning: {{max_eval_instances: 8, seed: 5}}\n"
 
@@ -43,7 +45,8 @@ def world(tmp_path, monkeypatch):
         models_file=str(tmp_path / "resources" / "models.yaml"),
     )
     defs = build_definitions(Catalog(tmp_path / "assets"), resource)
-    instance = DagsterInstance.ephemeral()
+    (tmp_path / "dagster_home").mkdir()
+    instance = DagsterInstance.local_temp(str(tmp_path / "dagster_home"))  # (a schedule context needs a ref)
     evaluate_suite(defs, instance, "a1", ["base"], catalog=Catalog(tmp_path / "assets"))
     return {"root": tmp_path, "defs": defs, "instance": instance, "wh": Warehouse(tmp_path / "wh.duckdb")}
 
@@ -72,24 +75,25 @@ def launch(world, request):
 
 
 def follow_automation(world, cursor=None):
-    """One evaluation of the declarative automation conditions, and the runs it requests, launched."""
+    """One evaluation of the declarative automation conditions, and the summary runs it requests, launched
+    (what the daemon's automation sensor does)."""
     result = evaluate_automation_conditions(defs=world["defs"], instance=world["instance"], cursor=cursor)
-    requested = {}
-    for run in result.run_requests:
-        requested.setdefault(run.partition_key, set()).update(run.asset_selection or [])
-        job = world["defs"].get_implicit_global_asset_job_def()
-        job.execute_in_process(
-            partition_key=run.partition_key,
-            instance=world["instance"],
-            asset_selection=run.asset_selection,
-            run_config=QUIET_LOGS,
-        )
+    summaries = [AssetKey(["leaderboard"]), AssetKey(["regressions"]), AssetKey(["report"])]
+    requested = {key: set(result.get_requested_partitions(key)) for key in summaries}
+    for version in set().union(*requested.values()):
+        keys = [k for k in summaries if version in requested[k]]
+        job = world["defs"].resolve_job_def("leaderboard_job")
+        assert job.execute_in_process(
+            partition_key=version, instance=world["instance"], asset_selection=keys, run_config=QUIET_LOGS
+        ).success
     return result.cursor, requested
 
 
 def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
     first = tick(world, None)
     assert isinstance(first, SensorResult) and not first.run_requests  # first start: no run flood
+    automation, requested = follow_automation(world)  # the automation sensor's first evaluation: nothing to do
+    assert not any(requested.values())
     cursor = first.cursor
     assert isinstance(tick(world, cursor), SkipReason)  # nothing new
 
@@ -104,8 +108,8 @@ def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
     launch(world, run)
     assert world["wh"].df("SELECT count(*) FROM instance_scores WHERE model = 'newcomer'").iat[0, 0] > 0
 
-    _, requested = follow_automation(world)
-    assert AssetKey(["leaderboard"]) in requested.get("a1", set())
+    _, requested = follow_automation(world, automation)
+    assert "a1" in requested[AssetKey(["leaderboard"])]  # the leaderboard follows the new scores
     board = world["wh"].df("SELECT DISTINCT model FROM leaderboard WHERE version = 'a1'")
     assert set(board["model"]) == {"base", "newcomer"}
     again = tick(world, second.cursor)
@@ -135,10 +139,13 @@ def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
 def test_the_schedule_reruns_partitions_whose_scenario_changed(world):
     schedule = world["defs"].get_schedule_def("rerun_stale")
     assert schedule.cron_schedule == "0 3 * * *"
-    assert isinstance(schedule(build_schedule_context(instance=world["instance"])), SkipReason)
+    fresh = schedule(build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK))
+    assert isinstance(fresh, SkipReason), [r.tags for r in fresh]
     spec = world["root"] / "assets" / "scenarios" / "synthetic_reasoning.yaml"
     spec.write_text(spec.read_text() + "# edited\n")
     changed = build_definitions(Catalog(world["root"] / "assets"), world["defs"].resources["holistic"])
-    (run,) = changed.get_schedule_def("rerun_stale")(build_schedule_context(instance=world["instance"]))
+    (run,) = changed.get_schedule_def("rerun_stale")(
+        build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK)
+    )
     assert run.partition_key.keys_by_dimension == {"model": "base", "version": "a1"}
     assert run.tags["holistic/reason"] == "stale: synthetic_reasoning definition changed"
