@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,10 +28,11 @@ def _as_owner(cmd: list[str], owner: str | None) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory):
+def postgres():
     if PG_BIN is None:
         pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not found in /usr/local/bin or /usr/lib/postgresql/15/bin")
-    root = tmp_path_factory.mktemp("pg")
+    # outside pytest's own (root-only) temporary folder, so the cluster's owner can reach it
+    root = Path(tempfile.mkdtemp(prefix="holistic-pg-"))
     data, sockets = root / "data", root / "sock"
     sockets.mkdir()
     owner = None
@@ -39,29 +41,24 @@ def postgres(tmp_path_factory):
         if subprocess.run(["id", owner], capture_output=True).returncode != 0:
             subprocess.run(["useradd", "--system", "--no-create-home", owner], check=True)
         os.chmod(root, 0o755)
-        shutil.chown(sockets, owner)
-        data.mkdir()
-        shutil.chown(data, owner)
+        for path in (root, sockets):
+            shutil.chown(path, owner)
     port = free_port()
     run = lambda cmd: subprocess.run(_as_owner(cmd, owner), check=True, capture_output=True, text=True)  # noqa: E731
     run([str(PG_BIN / "initdb"), "-D", str(data), "-U", "dagster", "--auth=trust", "-E", "UTF8", "--no-sync"])
     options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
     run([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "pg.log"), "-w", "start"])
     try:
-        subprocess.run(
-            [str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "dagster", "dagster"],
-            check=True,
-            capture_output=True,
-        )
-        yield {
+        yield {  # initdb's own `postgres` database holds Dagster's tables
             "DAGSTER_PG_HOST": "127.0.0.1",
             "DAGSTER_PG_PORT": str(port),
             "DAGSTER_PG_USER": "dagster",
             "DAGSTER_PG_PASSWORD": "unused-with-trust-auth",
-            "DAGSTER_PG_DB": "dagster",
+            "DAGSTER_PG_DB": "postgres",
         }
     finally:
         subprocess.run(_as_owner([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], owner))
+        shutil.rmtree(root, ignore_errors=True)
 
 
 SENSOR = """{ sensorOrError(sensorSelector: {repositoryLocationName: "%s", repositoryName: "__repository__",
