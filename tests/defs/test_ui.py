@@ -4,6 +4,7 @@ are visible, the demo's runs are there, and a run launched through the UI's Grap
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,47 @@ def test_a_run_launched_from_the_ui_succeeds(dagster_dev):
             break
         time.sleep(1)
     assert status == "SUCCESS"
+
+
+CHROMIUM = "/usr/bin/chromium"
+# Chromium's background services try the network, which these machines close: keep them off
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+def test_the_ui_in_a_browser_shows_the_graph_a_partitioned_asset_and_its_checks(dagster_dev, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: scripts/test installs Debian's chromium package (apt-get install chromium)")
+    port, _ = dagster_dev
+    base = f"http://127.0.0.1:{port}"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+
+        def visit(path: str, *texts: str, shot: str) -> None:
+            page.goto(base + path, wait_until="domcontentloaded")
+            for text in texts:
+                page.get_by_text(text, exact=True).first.wait_for(timeout=90_000)
+            skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter dialog
+            if skip.count():
+                skip.first.click()
+            page.screenshot(path=str(tmp_path / shot))
+
+        # the asset graph: a group per scenario plus the summary group
+        visit("/asset-groups", "mmlu", "openbookqa", "summary", shot="asset_graph.png")
+        # one scenario's chain, from the partitioned completions asset
+        visit("/assets/mmlu/completions?view=lineage", "prompts", "scores", shot="lineage.png")
+        visit("/assets/mmlu/completions?view=partitions", "demo-llama-tuned", shot="partitions.png")
+        visit(
+            "/assets/mmlu/completions?view=checks",
+            "one_completion_per_request",
+            "completions_valid",
+            shot="checks.png",
+        )
+        assert page.get_by_text("Succeeded").count() >= 2
+        browser.close()
+    for name in ("asset_graph.png", "lineage.png", "partitions.png", "checks.png"):
+        assert (tmp_path / name).stat().st_size > 10_000, name
+    print(f"screenshots in {tmp_path}")
