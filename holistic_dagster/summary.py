@@ -47,6 +47,7 @@ def cell_statistics(
         [version],
     )
     groups = {k: g for k, g in rows.groupby(["model", "scenario", "family", "metric", "perturbation"])}
+    calibration_boot: dict = {}  # (model, scenario) -> resampled calibration metrics, shared by its cells
     out = []
     for c in cells.itertuples(index=False):
         key = (c.model, c.scenario, c.family, c.metric, c.perturbation)
@@ -55,7 +56,7 @@ def cell_statistics(
         if key in groups:
             low, high = bootstrap_ci(groups[key]["value"].to_numpy(), n_boot=n_boot, seed=seed)
         elif c.family == "calibration":
-            low, high = _calibration_ci(groups, c, main_metric.get(c.scenario, ""), n_boot, seed)
+            low, high = _calibration_ci(groups, c, main_metric.get(c.scenario, ""), n_boot, seed, calibration_boot)
         elif c.family == "toxicity":
             per = groups.get((c.model, c.scenario, "toxicity", "toxicity", ""))
             if per is not None:
@@ -89,21 +90,17 @@ def cell_statistics(
     return pd.DataFrame(out)
 
 
-def _calibration_ci(groups, c, correctness: str, n_boot: int, seed: int) -> tuple[float, float]:
+def _calibration_ci(groups, c, correctness: str, n_boot: int, seed: int, memo: dict) -> tuple[float, float]:
     """ECE and the other calibration metrics from resampled (max_prob, correct) pairs (the same resamples for
     every calibration metric of a cell's model and scenario, computed once)."""
-    key = (id(groups), c.model, c.scenario, n_boot, seed)
-    if key not in _CALIBRATION_BOOT:
-        _CALIBRATION_BOOT.clear()  # one warehouse read at a time
-        _CALIBRATION_BOOT[key] = _calibration_boot(groups, c, correctness, n_boot, seed)
-    stats = _CALIBRATION_BOOT[key]
+    key = (c.model, c.scenario)
+    if key not in memo:
+        memo[key] = _calibration_boot(groups, c, correctness, n_boot, seed)
+    stats = memo[key]
     if stats is None or c.metric not in stats:
         return float("nan"), float("nan")
     low, high = np.nanpercentile(stats[c.metric], [2.5, 97.5])
     return float(low), float(high)
-
-
-_CALIBRATION_BOOT: dict = {}
 
 
 def _calibration_boot(groups, c, correctness: str, n_boot: int, seed: int) -> dict[str, np.ndarray] | None:
