@@ -119,6 +119,12 @@ class ScenarioSpec(_Strict):
     # scenario-level metrics beyond the per-reference ones (e.g. bbq_bias)
     extra_metrics: tuple[str, ...] = ()
 
+    @property
+    def main_metric(self) -> str:
+        """The headline accuracy metric (the first listed; "" for a scenario without references): what
+        calibration calls correct, and the column a scenario adds to a family's win rate."""
+        return self.metrics[0] if self.metrics else ""
+
     @field_validator("name")
     @classmethod
     def _slug(cls, v: str) -> str:
@@ -237,6 +243,17 @@ class Catalog:
 
     def suite_versions(self) -> list[str]:
         return sorted(p.stem for p in (self.root / "suites").glob("*.yaml"))
+
+    def newest_version(self) -> str:
+        """The current suite version: the newest file in suites/ (v10 after v9)."""
+        versions = self.suite_versions()
+        if not versions:
+            raise CatalogError(f"no suite versions in {self.root / 'suites'}")
+        return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
+
+    def main_metrics(self, version: str) -> dict[str, str]:
+        """{scenario: its main accuracy metric} for the scenarios of a suite version."""
+        return {s: self.scenario(s).main_metric for s in self.suite(version).scenarios}
 
     def scenario(self, name: str) -> ScenarioSpec:
         path = self.root / "scenarios" / f"{name}.yaml"

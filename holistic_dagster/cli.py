@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -171,17 +170,15 @@ def _cell(row) -> str:
 
 
 def _default_version() -> str:
-    """The newest suite version in the catalog (v10 after v9)."""
     from holistic_dagster.catalog import Catalog
 
-    versions = Catalog().suite_versions()
-    return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
+    return Catalog().newest_version()
 
 
 def _main_metric(catalog, scenario: str) -> str:
-    """The scenario's first accuracy metric ("" for a scenario without one, e.g. BOLD)."""
+    """The scenario's main accuracy metric ("" for one without, e.g. BOLD, or no longer in the catalog)."""
     try:
-        return next(iter(catalog.scenario(scenario).metrics), "")
+        return catalog.scenario(scenario).main_metric
     except HolisticError:
         return ""
 
@@ -209,7 +206,7 @@ def compare(
     db: DbOption = None,
 ) -> None:
     """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
-    from holistic_dagster.pipeline import Stage, main_metrics
+    from holistic_dagster.pipeline import Stage
     from holistic_dagster.summary import compare_models
     from holistic_dagster.warehouse import Warehouse
 
@@ -218,7 +215,7 @@ def compare(
         stage = Stage(Warehouse(_warehouse_path(db)))
         level = alpha if alpha is not None else stage.catalog.suite(version).regression_alpha
         frame = compare_models(
-            stage.warehouse, version, model_a, model_b, level, main_metric=main_metrics(stage, version)
+            stage.warehouse, version, model_a, model_b, level, main_metric=stage.catalog.main_metrics(version)
         )
     except HolisticError as e:
         _fail(str(e))

@@ -459,7 +459,7 @@ def compute_scores(stage: Stage, version: str, scenario: str, model: str) -> dic
     )
     stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics})
     originals = [i for i in instances if not i.perturbation]
-    headline_names = {spec.metrics[0] if spec.metrics else "", "ece_10_bin", "toxic_fraction"}
+    headline_names = {spec.main_metric, "ece_10_bin", "toxic_fraction"}
     headline = {
         f"{m.metric}{'/' + m.perturbation if m.perturbation else ''} ({m.family})": round(m.value, 4)
         for m in aggregates
@@ -522,17 +522,12 @@ def comparison_table(frame: pd.DataFrame) -> str:
 
 
 # --- summaries: leaderboard statistics, win rates, regressions -----------------------------------------
-def main_metrics(stage: Stage, version: str) -> dict[str, str]:
-    """Each scenario's headline accuracy metric (its first; "" for a scenario without one)."""
-    return {s: next(iter(stage.catalog.scenario(s).metrics), "") for s in stage.catalog.suite(version).scenarios}
-
-
 def summarize(stage: Stage, version: str) -> dict[str, pd.DataFrame]:
     """Every leaderboard cell with n and a bootstrap CI, and the mean win rate per family; replaces the
     version's rows of leaderboard_stats and win_rates."""
     from holistic_dagster.summary import cell_statistics, family_win_rates
 
-    main = main_metrics(stage, version)
+    main = stage.catalog.main_metrics(version)
     cells = cell_statistics(stage.warehouse, version, main)
     if cells.empty:
         raise HolisticError(f"no scores for suite version {version!r} in {stage.warehouse.path}: evaluate it first")
@@ -548,11 +543,12 @@ def find_regressions(stage: Stage, version: str) -> pd.DataFrame:
     from holistic_dagster.summary import compare_models
 
     alpha = stage.catalog.suite(version).regression_alpha
+    main = stage.catalog.main_metrics(version)
     scored = set(
         stage.warehouse.df("SELECT DISTINCT model FROM scenario_metrics WHERE version = ?", [version])["model"]
     )
     frames = [
-        compare_models(stage.warehouse, version, spec.previous, name, alpha, main_metric=main_metrics(stage, version))
+        compare_models(stage.warehouse, version, spec.previous, name, alpha, main_metric=main)
         for name, spec in load_models(stage.models_file).items()
         if spec.previous and name in scored and spec.previous in scored
     ]
@@ -569,4 +565,4 @@ def report_path(stage: Stage, version: str) -> Path:
 def write_report(stage: Stage, version: str) -> dict[str, Any]:
     from holistic_dagster.report import build_report
 
-    return build_report(stage.warehouse, version, main_metrics(stage, version), report_path(stage, version))
+    return build_report(stage.warehouse, version, stage.catalog.main_metrics(version), report_path(stage, version))

@@ -33,6 +33,28 @@ NO_CI = {
 }
 
 
+def original_scores(warehouse: Warehouse, version: str, models: list[str] | None = None) -> pd.DataFrame:
+    """The per-instance scores of a version's original (unperturbed) instances: model, scenario,
+    instance_id, family, metric, perturbation ('' or 'worst'), value."""
+    sql = (
+        "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
+        "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
+        "WHERE s.version = ? AND i.perturbation = ''"
+    )
+    if models is not None:
+        sql += " AND s.model IN (SELECT unnest(?::VARCHAR[]))"
+    return warehouse.df(sql, [version] + ([models] if models is not None else []))
+
+
+def calibration_pairs(rows: pd.DataFrame, model: str, scenario: str, correctness: str) -> pd.DataFrame:
+    """(p, c) per instance: the model's probability for its prediction and whether the scenario's main
+    metric scored it correct (what the calibration metrics are computed from)."""
+    mine = rows[(rows["model"] == model) & (rows["scenario"] == scenario) & (rows["perturbation"] == "")]
+    probs = mine[(mine["family"] == "calibration") & (mine["metric"] == "max_prob")].set_index("instance_id")
+    correct = mine[(mine["family"] == "accuracy") & (mine["metric"] == correctness)].set_index("instance_id")
+    return probs["value"].rename("p").to_frame().join(correct["value"].rename("c"), how="inner")
+
+
 def cell_statistics(
     warehouse: Warehouse, version: str, main_metric: dict[str, str], n_boot: int = N_BOOT, seed: int = SEED
 ) -> pd.DataFrame:
@@ -40,12 +62,7 @@ def cell_statistics(
     a note where no CI applies. main_metric: each scenario's first accuracy metric (what calibration calls
     correct)."""
     cells = warehouse.df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
-    rows = warehouse.df(
-        "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
-        "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE s.version = ? AND i.perturbation = ''",
-        [version],
-    )
+    rows = original_scores(warehouse, version)
     groups = {k: g for k, g in rows.groupby(["model", "scenario", "family", "metric", "perturbation"])}
     calibration_boot: dict = {}  # (model, scenario) -> resampled calibration metrics, shared by its cells
     out = []
@@ -56,7 +73,7 @@ def cell_statistics(
         if key in groups:
             low, high = bootstrap_ci(groups[key]["value"].to_numpy(), n_boot=n_boot, seed=seed)
         elif c.family == "calibration":
-            low, high = _calibration_ci(groups, c, main_metric.get(c.scenario, ""), n_boot, seed, calibration_boot)
+            low, high = _calibration_ci(rows, c, main_metric.get(c.scenario, ""), n_boot, seed, calibration_boot)
         elif c.family == "toxicity":
             per = groups.get((c.model, c.scenario, "toxicity", "toxicity", ""))
             if per is not None:
@@ -90,12 +107,12 @@ def cell_statistics(
     return pd.DataFrame(out)
 
 
-def _calibration_ci(groups, c, correctness: str, n_boot: int, seed: int, memo: dict) -> tuple[float, float]:
+def _calibration_ci(rows, c, correctness: str, n_boot: int, seed: int, memo: dict) -> tuple[float, float]:
     """ECE and the other calibration metrics from resampled (max_prob, correct) pairs (the same resamples for
     every calibration metric of a cell's model and scenario, computed once)."""
     key = (c.model, c.scenario)
     if key not in memo:
-        memo[key] = _calibration_boot(groups, c, correctness, n_boot, seed)
+        memo[key] = _calibration_boot(calibration_pairs(rows, c.model, c.scenario, correctness), n_boot, seed)
     stats = memo[key]
     if stats is None or c.metric not in stats:
         return float("nan"), float("nan")
@@ -103,13 +120,7 @@ def _calibration_ci(groups, c, correctness: str, n_boot: int, seed: int, memo: d
     return float(low), float(high)
 
 
-def _calibration_boot(groups, c, correctness: str, n_boot: int, seed: int) -> dict[str, np.ndarray] | None:
-    probs = groups.get((c.model, c.scenario, "calibration", "max_prob", ""))
-    correct = groups.get((c.model, c.scenario, "accuracy", correctness, ""))
-    if probs is None or correct is None:
-        return None
-    correct = correct.set_index("instance_id")["value"]
-    pairs = probs.set_index("instance_id")["value"].to_frame("p").join(correct.rename("c"), how="inner")
+def _calibration_boot(pairs: pd.DataFrame, n_boot: int, seed: int) -> dict[str, np.ndarray] | None:
     p, k = pairs["p"].to_numpy(), pairs["c"].to_numpy()
     if len(p) == 0:
         return None
@@ -157,13 +168,8 @@ def compare_models(
     """B against A per scenario and family, on each per-instance headline metric they share: the paired
     difference, its bootstrap CI, a permutation-test p-value and a verdict at `alpha`. Calibration (a
     per-instance max_prob is not better when higher) and efficiency (timing noise) are not compared."""
-    rows = warehouse.df(
-        "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
-        "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE s.version = ? AND s.model IN (?, ?) AND i.perturbation = '' "
-        "AND s.family NOT IN ('efficiency', 'calibration')",
-        [version, model_a, model_b],
-    )
+    rows = original_scores(warehouse, version, [model_a, model_b])
+    rows = rows[~rows["family"].isin(["efficiency", "calibration"])]
     out = []
     for (scenario, family, metric, perturbation), part in rows.groupby(
         ["scenario", "family", "metric", "perturbation"]

@@ -5,10 +5,10 @@ declarative automation (see defs/assets.py)."""
 from __future__ import annotations
 
 import json
-import re
 
 from dagster import (
     AssetKey,
+    AssetRecordsFilter,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     MultiPartitionKey,
@@ -25,11 +25,6 @@ from holistic_dagster.catalog import Catalog, load_models
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.defs.watch import model_identity
 from holistic_dagster.settings import automation_config
-
-
-def newest_version(versions: list[str]) -> str:
-    """The current suite version: the newest file in assets/suites/ (v10 after v9)."""
-    return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
 
 
 def suite_assets(catalog: Catalog, version: str, stages: tuple[str, ...]) -> list[AssetKey]:
@@ -65,7 +60,7 @@ def make_registry_sensor(datasets_job, evaluate_job):
         catalog = Catalog()
         models = load_models()
         versions = catalog.suite_versions()
-        current = newest_version(versions)
+        current = catalog.newest_version()
         seen = json.loads(context.cursor) if context.cursor else None
         identities = {}
         for name, spec in models.items():
@@ -156,7 +151,6 @@ def find_stale(instance, code_versions: dict[str, str], scenarios: list[str]) ->
     """{(model, version): reasons} for every evaluated partition whose prompts were built by another code
     version of the scenario than the current one, or from another data version of the dataset than the
     latest."""
-    from dagster import AssetRecordsFilter
 
     def history(key: AssetKey, partition: str, limit: int = 1):
         return instance.fetch_materializations(

@@ -9,17 +9,23 @@ from __future__ import annotations
 import numpy as np
 
 
-def expected_calibration_error(probs: np.ndarray, correct: np.ndarray, num_bins: int) -> float:
-    """ECE with equal-mass bins: sort by probability, split into `num_bins` bins of (nearly) equal count,
-    and average |mean confidence - accuracy| over bins weighted by bin size."""
+def equal_mass_bins(probs: np.ndarray, correct: np.ndarray, num_bins: int) -> list[tuple[float, float, int]]:
+    """Sort by probability and split into `num_bins` bins of (nearly) equal count: (mean confidence,
+    accuracy, size) per bin. What ECE averages over, and what a reliability diagram plots."""
     probs, correct = np.asarray(probs, float), np.asarray(correct, float)
+    order = np.argsort(probs, kind="stable")
+    return [
+        (float(probs[b].mean()), float(correct[b].mean()), len(b))
+        for b in np.array_split(order, min(num_bins, len(probs)))
+    ]
+
+
+def expected_calibration_error(probs: np.ndarray, correct: np.ndarray, num_bins: int) -> float:
+    """ECE with equal-mass bins: |mean confidence - accuracy| averaged over bins, weighted by bin size."""
     if len(probs) == 0:
         return float("nan")
-    order = np.argsort(probs, kind="stable")
-    total = 0.0
-    for chunk in np.array_split(order, min(num_bins, len(probs))):
-        total += len(chunk) * abs(probs[chunk].mean() - correct[chunk].mean())
-    return float(total / len(probs))
+    bins = equal_mass_bins(probs, correct, num_bins)
+    return float(sum(n * abs(conf - acc) for conf, acc, n in bins) / len(probs))
 
 
 def selective_accuracy(probs: np.ndarray, correct: np.ndarray, coverage: float) -> float:

@@ -11,11 +11,12 @@ from importlib.resources import files
 from pathlib import Path
 
 import jinja2
-import numpy as np
 import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import FAMILIES
+from holistic_dagster.metrics.calibration import equal_mass_bins
+from holistic_dagster.summary import calibration_pairs, original_scores
 from holistic_dagster.warehouse import Warehouse
 
 
@@ -41,26 +42,23 @@ def reliability_diagrams(
     warehouse: Warehouse, version: str, main_metric: dict[str, str], num_bins: int = 10
 ) -> dict[str, str]:
     """Per model: accuracy against confidence in equal-mass bins, pooled over the calibration scenarios
-    (correct = the scenario's first accuracy metric, as calibration uses)."""
-    frame = warehouse.df(
-        "SELECT p.model, p.scenario, p.instance_id, p.value AS prob, a.metric, a.value AS correct "
-        "FROM instance_scores p JOIN instance_scores a ON a.model = p.model AND a.version = p.version "
-        "AND a.scenario = p.scenario AND a.instance_id = p.instance_id AND a.family = 'accuracy' "
-        "WHERE p.version = ? AND p.metric = 'max_prob' AND p.family = 'calibration'",
-        [version],
-    )
-    frame = frame[frame["metric"] == frame["scenario"].map(main_metric)]
+    (correct = the scenario's main accuracy metric, as calibration uses)."""
+    rows = original_scores(warehouse, version)
+    pairs = [
+        calibration_pairs(rows, model, scenario, main_metric.get(scenario, "")).assign(model=model)
+        for model, scenario in rows[["model", "scenario"]].drop_duplicates().itertuples(index=False)
+    ]
+    frame = pd.concat(pairs, ignore_index=True).rename(columns={"p": "prob", "c": "correct"}) if pairs else None
+    if frame is None or frame.empty:
+        return {}
     plt = _pyplot()
     out = {}
     for model, part in frame.groupby("model"):
         fig, ax = plt.subplots(figsize=(4.2, 4.2))
         ax.plot([0, 1], [0, 1], color="#999", linestyle="--", linewidth=1, label="perfect calibration")
-        order = np.argsort(part["prob"].to_numpy(), kind="stable")
-        probs, correct = part["prob"].to_numpy()[order], part["correct"].to_numpy()[order]
-        bins = np.array_split(np.arange(len(probs)), min(num_bins, len(probs)))
-        conf = [probs[b].mean() for b in bins]
-        acc = [correct[b].mean() for b in bins]
-        ax.plot(conf, acc, marker="o", color="#1f77b4", label=f"{len(probs)} instances, {len(bins)} bins")
+        bins = equal_mass_bins(part["prob"].to_numpy(), part["correct"].to_numpy(), num_bins)
+        conf, acc, _ = zip(*bins)
+        ax.plot(conf, acc, marker="o", color="#1f77b4", label=f"{len(part)} instances, {len(bins)} bins")
         ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (max_prob)", ylabel="accuracy", title=model)
         ax.legend(loc="upper left", fontsize=8)
         out[model] = _png(fig)

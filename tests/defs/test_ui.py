@@ -3,13 +3,12 @@ are visible, the demo's runs are there, and a run launched through the UI's Grap
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.defs.dagster_dev import dagster_dev as start_dagster_dev
-from tests.defs.dagster_dev import graphql
+from tests.defs.dagster_dev import graphql, wait_for_run
 
 
 @pytest.fixture(scope="module")
@@ -68,15 +67,7 @@ def test_a_run_launched_from_the_ui_succeeds(dagster_dev):
         },
     )["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
-    run_id = launched["run"]["runId"]
-    deadline = time.monotonic() + 180
-    status = None
-    while time.monotonic() < deadline:
-        status = graphql(port, '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id)["runOrError"]["status"]
-        if status in ("SUCCESS", "FAILURE", "CANCELED"):
-            break
-        time.sleep(1)
-    assert status == "SUCCESS"
+    assert wait_for_run(port, launched["run"]["runId"]) == "SUCCESS"
 
 
 CHROMIUM = "/usr/bin/chromium"
