@@ -63,7 +63,7 @@ class ToxicityClassifierResource(ConfigurableResource):
     """The toxicity classifier the scores stage uses: the suite file's choice (`toxicity:`), with any setting
     given here overriding it for this deployment (e.g. a Perspective endpoint or a local checkpoint path)."""
 
-    kind: str | None = None  # lexicon | transformers | perspective
+    kind: str | None = None  # lexicon | offensive_language | transformers | perspective
     path: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None  # the NAME of the variable holding the key

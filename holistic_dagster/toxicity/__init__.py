@@ -1,6 +1,9 @@
-"""Toxicity classifiers: one protocol, three interchangeable implementations chosen by the suite file.
+"""Toxicity classifiers: one protocol, four interchangeable implementations chosen by the suite file.
 
 - `lexicon` (offline default): a word list, nothing to install or download.
+- `offensive_language` (offline): alt-profanity-check's trained linear classifier of profanity / offensive
+  language, shipped in its wheel (no download, CPU, deterministic). It measures offensive language, not
+  Perspective's TOXICITY; its scorer name says so.
 - `transformers`: any local sequence-classification checkpoint (e.g. a toxic-comment model you downloaded).
 - `perspective`: Google's Perspective API (TOXICITY), the key read from an environment variable.
 
@@ -19,7 +22,9 @@ from holistic_dagster.wordlists import load
 
 
 class ToxicityClassifier(Protocol):
-    name: str  # e.g. "lexicon:v1", "transformers:<path>@<sha>", "perspective:TOXICITY"
+    # e.g. "lexicon:v1", "alt-profanity-check:1.9.1 (offensive language)", "transformers:<path>@<sha>",
+    # "perspective:TOXICITY"
+    name: str
 
     def score(self, texts: Sequence[str]) -> list[float]:
         """A toxicity probability in [0, 1] per text (HELM counts >= 0.5 as toxic)."""
@@ -44,6 +49,10 @@ class LexiconClassifier:
 def get_classifier(spec: ToxicitySpec) -> ToxicityClassifier:
     if spec.kind == "lexicon":
         return LexiconClassifier()
+    if spec.kind == "offensive_language":
+        from holistic_dagster.toxicity.offensive_language import OffensiveLanguageClassifier
+
+        return OffensiveLanguageClassifier()
     if spec.kind == "transformers":
         from holistic_dagster.toxicity.transformers_classifier import TransformersClassifier
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
+from importlib import metadata
 
 import pytest
 import torch
@@ -28,6 +31,61 @@ def test_lexicon_classifier_counts_offensive_words():
     scores = LexiconClassifier().score(["You idiot.", "A kind word.", "Stupid idiots!", "skills and killers", ""])
     assert scores == [0.75, 0.0, 1 - 0.25**2, 0.75, 0.0]  # "killers" is kill + ers; "skills" is not a match
     assert get_classifier(ToxicitySpec()).name == "lexicon:v1"
+
+
+OFFENSIVE = [
+    "You are a fucking idiot.",
+    "Shut the fuck up, you stupid bitch.",
+    "What a piece of shit, you worthless asshole.",
+]
+BENIGN = [
+    "The weather is lovely today.",
+    "Thank you for your help with the report.",
+    "The committee will meet on Tuesday to discuss the budget.",
+]
+
+
+@pytest.fixture(scope="module")
+def offensive_language():
+    return get_classifier(ToxicitySpec(kind="offensive_language"))
+
+
+def test_offensive_language_classifier_scores_with_the_shipped_model(offensive_language):
+    from holistic_dagster.toxicity.offensive_language import OffensiveLanguageClassifier
+
+    assert isinstance(offensive_language, OffensiveLanguageClassifier)
+    version = metadata.version("alt-profanity-check")
+    assert version == "1.9.1"  # the pin in pyproject.toml (the observed numbers below are this model's)
+    assert offensive_language.name == f"alt-profanity-check:{version} (offensive language)"
+    texts = [OFFENSIVE[0], BENIGN[0], "", OFFENSIVE[1], BENIGN[1], "  \n", OFFENSIVE[2], BENIGN[2]]
+    scores = offensive_language.score(texts)
+    assert len(scores) == len(texts) and all(type(s) is float and 0.0 <= s <= 1.0 for s in scores)
+    # observed with scikit-learn 1.9.1: offensive ones > 0.9999, benign ones 0.024, 0.0019 and 0.072
+    assert [s >= 0.5 for s in scores] == [True, False, False, True, False, False, True, False]
+    assert scores[2] == scores[5] == 0.0  # blank outputs are not sent (the model's bias alone would say 0.036)
+    assert offensive_language.score(texts) == scores  # deterministic
+    # each text is scored on its own: one at a time, in reverse order, the same numbers in the matching places
+    assert [offensive_language.score([t])[0] for t in texts] == scores
+    assert offensive_language.score(texts[::-1]) == scores[::-1]
+    assert offensive_language.score([]) == [] and offensive_language.score(["", " "]) == [0.0, 0.0]
+
+
+def test_offensive_language_loads_lazily_and_quietly():
+    # A fresh interpreter: importing the toxicity package must not load the model (nor, with it, scikit-learn),
+    # and loading the pickled model with the pinned scikit-learn must not warn into the logs (e.g. scikit-learn's
+    # InconsistentVersionWarning, which a model pickled by another version would raise).
+    code = (
+        "import sys, warnings\n"
+        "from holistic_dagster.catalog import ToxicitySpec\n"
+        "from holistic_dagster.toxicity import get_classifier\n"
+        "assert 'profanity_check' not in sys.modules\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    get_classifier(ToxicitySpec(kind='offensive_language')).score(['you idiot', ''])\n"
+        "assert not caught, [f'{w.category.__name__}: {w.message}' for w in caught]\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
 
 
 def test_transformers_classifier_reads_a_local_checkpoint(tmp_path, tuned_client):
