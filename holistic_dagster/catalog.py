@@ -152,11 +152,13 @@ class SuiteScenario(_Strict):
 
 
 class ToxicitySpec(_Strict):
-    """The toxicity classifier: `lexicon` (offline default, nothing to install), `transformers` (a local
+    """The toxicity classifier: `lexicon` (offline default, a word list, nothing to install),
+    `offensive_language` (offline: alt-profanity-check's trained profanity / offensive-language classifier,
+    shipped in its wheel; it measures offensive language, not Perspective's TOXICITY), `transformers` (a local
     sequence-classification checkpoint) or `perspective` (Google's Perspective API; the key is read from the
-    environment variable named by api_key_env)."""
+    environment variable named by api_key_env). Each score row records which one produced it."""
 
-    kind: Literal["lexicon", "transformers", "perspective"] = "lexicon"
+    kind: Literal["lexicon", "offensive_language", "transformers", "perspective"] = "lexicon"
     path: str | None = None  # transformers: checkpoint directory
     toxic_label: str = "toxic"  # transformers: the label whose probability is the toxicity
     batch_size: int = Field(16, gt=0)
@@ -180,7 +182,8 @@ class SuiteSpec(_Strict):
 class ModelSpec(_Strict):
     name: str
     backend: Literal["transformers", "tgi", "openai"]
-    # transformers: a local checkpoint directory, a hub id, or demo:<name> for a built-in demo model;
+    # transformers: a local checkpoint directory, a hub id, demo:<name> for a built-in demo model, or
+    # gguf:<package>/<file>.gguf (a GGUF file shipped in an installed package; or gguf:<path>), converted once;
     # openai: the model id the server knows; tgi: a label (the server serves one model, /info names it)
     path: str
     revision: str | None = None
@@ -191,7 +194,9 @@ class ModelSpec(_Strict):
     # HTTP backends (TGI; OpenAI and OpenAI-compatible servers)
     base_url: str | None = None
     api_key_env: str | None = None  # the NAME of the environment variable holding the key, never the key
-    chat: bool = False  # use /v1/chat/completions instead of /v1/completions
+    # openai: use /v1/chat/completions instead of /v1/completions; transformers: lay every prompt out with the
+    # model's chat template (as lm-eval's --apply_chat_template; off by default, as in HELM)
+    chat: bool = False
     prompt_logprobs: bool = False  # the server returns prompt log-probabilities (echo + logprobs)
     tokenizer: str | None = None  # a local tokenizer for exact token counts; otherwise ~4 characters a token
     # the registered model this one is a new revision of: the regressions asset tests it against that one

@@ -156,7 +156,9 @@ def build_prompts(stage: Stage, version: str, scenario: str, model: str) -> dict
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     client = stage.client(model)
     adapter = adapter_for(client, scenario, spec.adapter, pin.fallback_method)
-    budget = TokenBudget(client.max_context, client.count_tokens, client.truncate_left)
+    budget = TokenBudget(
+        client.max_context, client.count_tokens, client.truncate_left, getattr(client, "chat_prompt", None)
+    )
     requests = build_requests(
         load_dataset(stage, version, scenario), adapter, stage.catalog.templates_dir, budget, pin.seed
     )
@@ -310,6 +312,7 @@ def _record_provenance(stage: Stage, model: str, info: dict[str, Any], adapter) 
         "temperature": adapter.temperature,
         "stop": list(adapter.stop_sequences),
         "max_train_instances": adapter.max_train_instances,
+        "prompt_format": info.get("prompt_format", "plain"),
     }
     row = {
         "model": model,
@@ -528,7 +531,7 @@ def summarize(stage: Stage, version: str) -> dict[str, pd.DataFrame]:
     from holistic_dagster.summary import cell_statistics, family_win_rates
 
     main = stage.catalog.main_metrics(version)
-    cells = cell_statistics(stage.warehouse, version, main)
+    cells = cell_statistics(stage.warehouse, version)
     if cells.empty:
         raise HolisticError(f"no scores for suite version {version!r} in {stage.warehouse.path}: evaluate it first")
     rates = family_win_rates(cells, main)

@@ -33,6 +33,8 @@ class TokenBudget:
     max_context: int
     count_tokens: Callable[[str], int]
     truncate_left: Callable[[str, int], str]  # keep the last n tokens of a text
+    # lays a rendered prompt out as the model's chat (a local model with `chat: true`); None: plain text
+    chat_prompt: Callable[[str], str] | None = None
 
 
 def select_few_shot(pool: list[Instance], k: int, seed: int) -> list[Instance]:
@@ -93,7 +95,8 @@ class Adapter:
             "instance": {"input": instance.input, "choices": _choices(instance)},
         }
         # the prompt ends at the output prefix without trailing whitespace, as in HELM
-        return render_file(self.templates_dir, s.template_file, variables).rstrip()
+        prompt = render_file(self.templates_dir, s.template_file, variables).rstrip()
+        return self.budget.chat_prompt(prompt) if self.budget.chat_prompt else prompt
 
     def _fit(self, instance: Instance, train: list[Instance], reserve: int) -> tuple[str, int, bool]:
         """Drop few-shot examples (last first) until the prompt fits; then truncate it from the left."""

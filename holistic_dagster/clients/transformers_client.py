@@ -1,7 +1,10 @@
 """Local models on transformers + torch: batched greedy generation and continuation log-probabilities.
 
 CPU by default, the GPU when one is present. Any local checkpoint directory works (or a hub id where a
-network exists); `demo:<name>` builds one of the offline demo models first.
+network exists); `demo:<name>` builds one of the offline demo models first; `gguf:<package>/<file>.gguf` (or
+`gguf:<path>`) converts a GGUF file once (clients/gguf_models.py).
+With `chat: true` every prompt is laid out with the tokenizer's chat template (one user turn, then the
+assistant's generation prompt), as lm-eval's `--apply_chat_template` does; off by default, as in HELM.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.clients import OnDone, cut_at_stop
+from holistic_dagster.clients import OnDone, cut_at_stop, gguf_models
+from holistic_dagster.errors import CatalogError
 from holistic_dagster.hashing import sha256_file
 from holistic_dagster.records import Completion, Request
 
@@ -47,6 +51,8 @@ class TransformersClient:
             from holistic_dagster.clients.demo_models import ensure_demo_model
 
             path = str(ensure_demo_model(path.removeprefix("demo:"), settings.home_dir() / "demo_models"))
+        elif path.startswith(gguf_models.PREFIX):
+            path = str(gguf_models.ensure_converted(path, settings.home_dir() / "models"))
         self.path = path
         local = Path(path).is_dir()
         self.device = torch.device(
@@ -62,7 +68,18 @@ class TransformersClient:
             self.model.config, "n_positions", 2048
         )
         self.max_context = spec.max_context or int(window)
-        self.revision = spec.revision or (_revision(Path(path)) if local else "unpinned")
+        self.revision = spec.revision or (
+            (gguf_models.gguf_revision(Path(path)) or _revision(Path(path))) if local else "unpinned"
+        )
+        if spec.chat and not self.tokenizer.chat_template:
+            raise CatalogError(f"model {spec.name!r}: `chat: true` but {path} has no chat template")
+        self.chat_prompt = self._chat_prompt if spec.chat else None
+
+    def _chat_prompt(self, prompt: str) -> str:
+        """The prompt as the model's chat: one user turn, then the assistant's turn left open."""
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
 
     # --- tokens ---------------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -79,6 +96,7 @@ class TransformersClient:
             "model_revision": self.revision,
             "batch_size": self.spec.batch_size,
             "max_context": self.max_context,
+            "prompt_format": "chat_template" if self.spec.chat else "plain",
             "hardware": torch.cuda.get_device_name(0)
             if self.device.type == "cuda"
             else f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)",
@@ -99,7 +117,10 @@ class TransformersClient:
                 groups.setdefault((r.max_tokens, r.temperature, r.stop), []).append(r)
             finished: dict[str, Completion] = {}
             for (max_tokens, temperature, stop), group in groups.items():
-                finished.update(self._generate_group(group, max_tokens, temperature, stop))
+                if max_tokens == 1 and temperature == 0:  # e.g. multiple_choice_joint's letter
+                    finished.update(self._next_token(group, stop))
+                else:
+                    finished.update(self._generate_group(group, max_tokens, temperature, stop))
             results.update(finished)
             if on_done:
                 on_done(list(finished.values()))
@@ -168,6 +189,84 @@ class TransformersClient:
                 top_logprobs=tuple(top),
             )
         return done
+
+    def _next_token(self, group: list[Request], stop: tuple[str, ...]) -> dict[str, Completion]:
+        """One greedy token per request without a generate loop: one forward pass over each prompt, or over
+        what follows a prefix the prompts share (a few-shot block) after running that prefix once and reusing
+        its key/value cache. Only the last position of each prompt gets the vocabulary projection."""
+        encoded = [(self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-(self.max_context - 1) :], 0)
+                   for r in group]  # fmt: skip
+        encoded = [(ids or [self._fallback_token()], n) for ids, n in encoded]
+        done: dict[str, Completion] = {}
+        alone: list[int] = []
+        for cluster, prefix_len in _clusters_by_prefix([[i] for i in range(len(group))], encoded):
+            members = [g[0] for g in cluster]
+            if not prefix_len:
+                alone.extend(members)
+                continue
+            started = time.perf_counter()
+            prefix = torch.tensor([encoded[members[0]][0][:prefix_len]], device=self.device)
+            cache = self._base(input_ids=prefix, use_cache=True).past_key_values
+            prefix_s = (time.perf_counter() - started) / len(members)
+            for start in range(0, len(members), self.spec.batch_size):
+                chunk = members[start : start + self.spec.batch_size]
+                done.update(self._last_token_batch(chunk, group, encoded, stop, cache, prefix_len, prefix_s))
+        alone.sort(key=lambda i: -len(encoded[i][0]))
+        for start in range(0, len(alone), self.spec.batch_size):
+            done.update(self._last_token_batch(alone[start : start + self.spec.batch_size], group, encoded, stop))
+        return done
+
+    def _last_token_batch(
+        self, idx: list[int], group, encoded, stop, prefix_cache=None, prefix_len: int = 0, prefix_s: float = 0.0
+    ) -> dict[str, Completion]:
+        started = time.perf_counter()
+        suffixes = [encoded[i][0][prefix_len:] for i in idx]
+        width = max(len(s) for s in suffixes)
+        # right padding: real tokens keep their positions and never attend to the padding after them
+        inputs = torch.full((len(idx), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), prefix_len + width), dtype=torch.long)
+        mask[:, :prefix_len] = 1
+        for row, suffix in enumerate(suffixes):
+            inputs[row, : len(suffix)] = torch.tensor(suffix, dtype=torch.long)
+            mask[row, prefix_len : prefix_len + len(suffix)] = 1
+        kwargs = {}
+        if prefix_cache is not None:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(len(idx))
+            kwargs = {"cache": cache, "use_cache": True}
+        hidden = self._base(input_ids=inputs.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        last = hidden.last_hidden_state[torch.arange(len(idx)), torch.tensor([len(s) - 1 for s in suffixes])]
+        logprobs = torch.log_softmax(self.model.get_output_embeddings()(last).float(), dim=-1)
+        top_lps, top_ids = logprobs.topk(TOP_K, dim=-1)
+        elapsed = (time.perf_counter() - started) / len(idx) + prefix_s
+        done = {}
+        for row, i in enumerate(idx):
+            token_id = int(top_ids[row, 0])
+            piece = "" if token_id == self.tokenizer.eos_token_id else self.tokenizer.decode([token_id])
+            text, stopped = cut_at_stop(piece, stop)
+            kept = bool(piece) and not stopped
+            done[group[i].request_id] = Completion(
+                request_id=group[i].request_id,
+                text=text,
+                tokens=(piece,) if kept else (),
+                logprobs=(float(top_lps[row, 0]),) if kept else (),
+                logprob=float(top_lps[row, 0]) if kept else 0.0,
+                num_prompt_tokens=len(encoded[i][0]),
+                num_completion_tokens=int(kept),
+                latency_s=elapsed,
+                finish_reason="stop" if stopped else ("eos" if not piece else "length"),
+                top_logprobs=(
+                    {self.tokenizer.decode([t]): lp for t, lp in zip(top_ids[row].tolist(), top_lps[row].tolist())},
+                )
+                if kept
+                else (),
+            )
+        return done
+
+    def _fallback_token(self) -> int:
+        """What an empty prompt starts from: the BOS token, or EOS for tokenizers without one."""
+        bos = self.tokenizer.bos_token_id
+        return bos if bos is not None else self.tokenizer.eos_token_id
 
     # --- scoring --------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -302,9 +401,7 @@ class TransformersClient:
         ctx = self.tokenizer(stripped, add_special_tokens=False)["input_ids"]
         cont = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
         if not ctx:
-            ctx = [
-                self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.tokenizer.eos_token_id
-            ]
+            ctx = [self._fallback_token()]
         ids = (ctx + cont)[-self.max_context :]
         return ids, min(len(cont), len(ids) - 1)
 

@@ -148,3 +148,40 @@ def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned
         assert a.request_id == b.request_id and a.tokens == b.tokens
         assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
         assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
+
+
+def test_one_token_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(tuned_client, catalog):
+    """multiple_choice_joint asks for one greedy token: the client answers with one forward pass over what
+    follows the subject's shared 5-shot block (its key/value cache computed once), not a generate loop. The
+    answer must be what a full forward pass over the whole prompt gives."""
+    from holistic_dagster.adaptation import TokenBudget, build_requests
+    from holistic_dagster.catalog import SuiteScenario
+    from holistic_dagster.clients.transformers_client import _clusters_by_prefix
+    from holistic_dagster.scenarios import load_instances, sample_instances
+
+    spec = catalog.scenario("mmlu")
+    spec = spec.model_copy(update={"subsets": spec.subsets[:2]})
+    assert spec.adapter.method == "multiple_choice_joint" and spec.adapter.max_train_instances == 5
+    instances = sample_instances(spec, SuiteScenario(max_eval_instances=3, seed=3), load_instances(spec))
+    budget = TokenBudget(tuned_client.max_context, tuned_client.count_tokens, tuned_client.truncate_left)
+    requests = build_requests(instances, spec.adapter, catalog.templates_dir, budget, 0)
+    requests.append(Request(request_id="short", instance_id="s", kind="generate", prompt="Answer:", max_tokens=1))
+    encoded = [(tuned_client.tokenizer(r.prompt, add_special_tokens=False)["input_ids"], 0) for r in requests]
+    clusters = _clusters_by_prefix([[i] for i in range(len(requests))], encoded)
+    assert sorted(len(members) for members, prefix in clusters if prefix > 200) == [3, 3]  # one block per subject
+
+    answers = tuned_client.generate(requests)
+    for req, completion, (ids, _) in zip(requests, answers, encoded):
+        with torch.no_grad():
+            lp = torch.log_softmax(tuned_client.model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+        best = int(lp.argmax())
+        piece = tuned_client.tokenizer.decode([best])
+        assert completion.num_prompt_tokens == len(ids)
+        if "\n" in piece:  # the stop sequence: nothing kept, as the generate loop does
+            assert completion.finish_reason == "stop" and completion.tokens == ()
+            continue
+        assert completion.text == piece and completion.tokens == (piece,)
+        assert completion.logprob == pytest.approx(float(lp[best]), abs=1e-4)
+        top = dict(zip(*[x.tolist() for x in lp.topk(5)][::-1]))
+        assert list(completion.top_logprobs[0]) == [tuned_client.tokenizer.decode([t]) for t in top]
+        assert list(completion.top_logprobs[0].values()) == pytest.approx(list(top.values()), abs=1e-4)
