@@ -111,7 +111,7 @@ def _applicability(spec, family: str, perturbations: dict[str, tuple[str, ...]])
     if family not in spec.families:
         reasons = {
             "accuracy": "no references to compare with",
-            "calibration": "no probability for a reference answer",
+            "calibration": "no exact-match answer whose probability could be calibrated (as in HELM)",
             "bias": "outputs are choices or short answers",
             "toxicity": "outputs are choices or short answers",
         }

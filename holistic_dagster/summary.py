@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from holistic_dagster.metrics.calibration import calibration_metrics
+from holistic_dagster.metrics.scoring import CORRECTNESS
 from holistic_dagster.metrics.statistics import (
     N_BOOT,
     SEED,
@@ -30,6 +31,7 @@ NO_CI = {
     "bias": "no bootstrap: the bias metrics are computed over all generations at once",
     "per_perturbation": "no bootstrap: a per-perturbation mean (the worst case carries the CI)",
     "rate": "no bootstrap: a rate over the whole run",
+    "undefined": "no bootstrap: the value itself is undefined (its note says why)",
 }
 
 
@@ -46,21 +48,19 @@ def original_scores(warehouse: Warehouse, version: str, models: list[str] | None
     return warehouse.df(sql, [version] + ([models] if models is not None else []))
 
 
-def calibration_pairs(rows: pd.DataFrame, model: str, scenario: str, correctness: str) -> pd.DataFrame:
-    """(p, c) per instance: the model's probability for its prediction and whether the scenario's main
-    metric scored it correct (what the calibration metrics are computed from)."""
+def calibration_pairs(rows: pd.DataFrame, model: str, scenario: str) -> pd.DataFrame:
+    """(p, c) per instance: the model's probability for its prediction and the instance's exact_match, as
+    HELM pairs them (what the calibration metrics are computed from; none where the backend gave no
+    log-probabilities, as then there are no max_prob rows)."""
     mine = rows[(rows["model"] == model) & (rows["scenario"] == scenario) & (rows["perturbation"] == "")]
     probs = mine[(mine["family"] == "calibration") & (mine["metric"] == "max_prob")].set_index("instance_id")
-    correct = mine[(mine["family"] == "accuracy") & (mine["metric"] == correctness)].set_index("instance_id")
+    correct = mine[(mine["family"] == "accuracy") & (mine["metric"] == CORRECTNESS)].set_index("instance_id")
     return probs["value"].rename("p").to_frame().join(correct["value"].rename("c"), how="inner")
 
 
-def cell_statistics(
-    warehouse: Warehouse, version: str, main_metric: dict[str, str], n_boot: int = N_BOOT, seed: int = SEED
-) -> pd.DataFrame:
+def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """Every scenario_metrics row of the version with n, ci_low, ci_high, the bootstrap's seed and size, and
-    a note where no CI applies. main_metric: each scenario's first accuracy metric (what calibration calls
-    correct)."""
+    a note where no CI applies."""
     cells = warehouse.df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
     rows = original_scores(warehouse, version)
     groups = {k: g for k, g in rows.groupby(["model", "scenario", "family", "metric", "perturbation"])}
@@ -72,8 +72,10 @@ def cell_statistics(
         note = ""
         if key in groups:
             low, high = bootstrap_ci(groups[key]["value"].to_numpy(), n_boot=n_boot, seed=seed)
+        elif c.family == "calibration" and pd.isna(c.value):
+            note = NO_CI["undefined"]
         elif c.family == "calibration":
-            low, high = _calibration_ci(rows, c, main_metric.get(c.scenario, ""), n_boot, seed, calibration_boot)
+            low, high = _calibration_ci(rows, c, n_boot, seed, calibration_boot)
         elif c.family == "toxicity":
             per = groups.get((c.model, c.scenario, "toxicity", "toxicity", ""))
             if per is not None:
@@ -107,12 +109,12 @@ def cell_statistics(
     return pd.DataFrame(out)
 
 
-def _calibration_ci(rows, c, correctness: str, n_boot: int, seed: int, memo: dict) -> tuple[float, float]:
-    """ECE and the other calibration metrics from resampled (max_prob, correct) pairs (the same resamples for
-    every calibration metric of a cell's model and scenario, computed once)."""
+def _calibration_ci(rows, c, n_boot: int, seed: int, memo: dict) -> tuple[float, float]:
+    """ECE and the other calibration metrics from resampled (max_prob, exact_match) pairs (the same resamples
+    for every calibration metric of a cell's model and scenario, computed once)."""
     key = (c.model, c.scenario)
     if key not in memo:
-        memo[key] = _calibration_boot(calibration_pairs(rows, c.model, c.scenario, correctness), n_boot, seed)
+        memo[key] = _calibration_boot(calibration_pairs(rows, c.model, c.scenario), n_boot, seed)
     stats = memo[key]
     if stats is None or c.metric not in stats:
         return float("nan"), float("nan")

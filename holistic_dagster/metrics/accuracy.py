@@ -18,20 +18,32 @@ def normalize_text(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+def _answered(pred: str) -> bool:
+    """HELM strips a completion before scoring it, and an empty prediction never matches: neither does one
+    of whitespace only."""
+    return bool(pred.strip())
+
+
 @reference_metric("exact_match")
 def exact_match(gold: str, pred: str) -> float:
-    return float(bool(pred) and gold.strip() == pred.strip())
+    return float(_answered(pred) and gold.strip() == pred.strip())
 
 
 @reference_metric("quasi_exact_match")
 def quasi_exact_match(gold: str, pred: str) -> float:
-    return float(bool(pred) and normalize_text(gold) == normalize_text(pred))
+    return float(_answered(pred) and normalize_text(gold) == normalize_text(pred))
 
 
 @reference_metric("prefix_exact_match")
 def prefix_exact_match(gold: str, pred: str) -> float:
     """The prediction starts with the gold answer ("Yes, Elmendorf" for "Yes")."""
-    return float(bool(pred) and pred.strip().startswith(gold.strip()))
+    return float(_answered(pred) and pred.strip().startswith(gold.strip()))
+
+
+@reference_metric("quasi_prefix_exact_match")
+def quasi_prefix_exact_match(gold: str, pred: str) -> float:
+    """prefix_exact_match on normalised text: "the Yes! Elmendorf" starts with "yes"."""
+    return float(_answered(pred) and normalize_text(pred).startswith(normalize_text(gold)))
 
 
 @reference_metric("f1_score")

@@ -1,59 +1,89 @@
-"""Calibration metrics (HELM, after Kumar et al. 2019's uncertainty-calibration library).
+"""Calibration metrics with HELM's definitions (helm/benchmark/metrics/basic_metrics.py,
+`compute_calibration_metrics`), which calls Kumar et al.'s uncertainty-calibration library 0.1.4
+(p-lambda/verified_calibration, calibration/utils.py): `get_ece_em` (10 equal-mass bins), `get_ece` with one
+bin, and `get_selective_stats`.
 
-Inputs per instance: the model's probability for its own prediction (max_prob) and whether the
-prediction was correct.
+Inputs per instance: the model's probability for its own prediction (max_prob) and whether the prediction
+was correct (HELM: the instance's exact_match).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+SELECTIVE_COVERAGE = 0.1  # selective_acc@10
+CALIBRATION_METRICS = ("max_prob", "ece_10_bin", "ece_1_bin", "selective_acc@10", "selective_cov_acc_area")
+
+
+def equal_mass_bin_edges(probs: np.ndarray, num_bins: int) -> np.ndarray:
+    """The library's `get_equal_bins`: split the sorted probabilities into min(num_bins, n) runs of nearly
+    equal count (np.array_split), put an upper edge halfway between neighbouring runs, end with 1.0, and drop
+    duplicate edges (tied probabilities across a split give the same edge twice)."""
+    runs = np.array_split(np.sort(np.asarray(probs, float)), min(num_bins, len(probs)))
+    edges = [(low[-1] + high[0]) / 2.0 for low, high in zip(runs, runs[1:])]
+    return np.unique(edges + [1.0])
+
 
 def equal_mass_bins(probs: np.ndarray, correct: np.ndarray, num_bins: int) -> list[tuple[float, float, int]]:
-    """Sort by probability and split into `num_bins` bins of (nearly) equal count: (mean confidence,
-    accuracy, size) per bin. What ECE averages over, and what a reliability diagram plots."""
+    """(mean confidence, accuracy, size) per non-empty bin, in order of confidence: what ECE averages over,
+    and what a reliability diagram plots. As the library's `fast_bin`, a probability goes to the first bin
+    whose upper edge is >= it (np.searchsorted, side left), so equal probabilities always share a bin; one
+    above 1.0 joins the last bin."""
     probs, correct = np.asarray(probs, float), np.asarray(correct, float)
-    order = np.argsort(probs, kind="stable")
+    if len(probs) == 0:
+        return []
+    edges = equal_mass_bin_edges(probs, num_bins)
+    index = np.minimum(np.searchsorted(edges, probs), len(edges) - 1)
     return [
-        (float(probs[b].mean()), float(correct[b].mean()), len(b))
-        for b in np.array_split(order, min(num_bins, len(probs)))
+        (float(probs[index == b].mean()), float(correct[index == b].mean()), int((index == b).sum()))
+        for b in np.unique(index)
     ]
 
 
 def expected_calibration_error(probs: np.ndarray, correct: np.ndarray, num_bins: int) -> float:
-    """ECE with equal-mass bins: |mean confidence - accuracy| averaged over bins, weighted by bin size."""
+    """The library's plug-in ECE: |mean confidence - accuracy| per bin, weighted by the bin's share of the
+    instances (empty bins weigh nothing). One bin: |mean confidence - accuracy| over all instances, which is
+    also what HELM's ece_1_bin (`get_ece`, one equal-width bin up to 1.0) computes."""
     if len(probs) == 0:
         return float("nan")
     bins = equal_mass_bins(probs, correct, num_bins)
     return float(sum(n * abs(conf - acc) for conf, acc, n in bins) / len(probs))
 
 
-def selective_accuracy(probs: np.ndarray, correct: np.ndarray, coverage: float) -> float:
-    """Accuracy on the `coverage` fraction of instances the model is most confident about (HELM's
-    selective_acc@10 uses coverage 0.1)."""
-    probs, correct = np.asarray(probs, float), np.asarray(correct, float)
-    k = max(1, int(round(coverage * len(probs))))
-    order = np.argsort(-probs, kind="stable")
-    return float(correct[order[:k]].mean())
+def _confidence_order(probs: np.ndarray) -> np.ndarray:
+    """Most confident first. The library sorts with np.argsort(-probs) (numpy's default, unstable kind), which
+    leaves the order of equal probabilities to the numpy build (insertion sort for small arrays, x86-simd-sort
+    on AVX-512 machines). We keep equal probabilities in input order (stable), the same on every machine."""
+    return np.argsort(-np.asarray(probs, float), kind="stable")
+
+
+def selective_accuracy(probs: np.ndarray, correct: np.ndarray, coverage: float = SELECTIVE_COVERAGE) -> float:
+    """The library's `get_selective_stats` accuracy: over the int(coverage * n) + 1 most confident instances
+    (HELM's selective_acc@10 uses coverage 0.1: 1 instance of 9, 2 of 10, 11 of 100)."""
+    correct = np.asarray(correct, float)[_confidence_order(probs)]
+    k = int(coverage * len(correct)) + 1
+    return float(correct[:k].mean())
 
 
 def selective_coverage_accuracy_area(probs: np.ndarray, correct: np.ndarray) -> float:
-    """Area under the coverage-accuracy curve: the mean, over k = 1..n, of the accuracy on the k most
-    confident instances."""
-    probs, correct = np.asarray(probs, float), np.asarray(correct, float)
-    order = np.argsort(-probs, kind="stable")
-    running = np.cumsum(correct[order]) / np.arange(1, len(probs) + 1)
+    """Area under the coverage-accuracy curve (`get_selective_stats`): the mean, over k = 1..n, of the
+    accuracy on the k most confident instances."""
+    correct = np.asarray(correct, float)[_confidence_order(probs)]
+    running = np.cumsum(correct) / np.arange(1, len(correct) + 1)
     return float(running.mean())
 
 
 def calibration_metrics(probs: list[float], correct: list[float]) -> dict[str, float]:
+    """CALIBRATION_METRICS over (max_prob, correct) pairs ({} for none). HELM's platt_* recalibration metrics
+    are not computed."""
     p, c = np.asarray(probs, float), np.asarray(correct, float)
     if len(p) == 0:
         return {}
-    return {
-        "max_prob": float(p.mean()),
-        "ece_10_bin": expected_calibration_error(p, c, 10),
-        "ece_1_bin": expected_calibration_error(p, c, 1),
-        "selective_acc@10": selective_accuracy(p, c, 0.1),
-        "selective_cov_acc_area": selective_coverage_accuracy_area(p, c),
-    }
+    values = (
+        float(p.mean()),
+        expected_calibration_error(p, c, 10),
+        expected_calibration_error(p, c, 1),
+        selective_accuracy(p, c),
+        selective_coverage_accuracy_area(p, c),
+    )
+    return dict(zip(CALIBRATION_METRICS, values))

@@ -2,7 +2,9 @@
 applies to the scenario.
 
 Per original (unperturbed) instance: the accuracy metrics (max over correct references, HELM), max_prob
-(calibration) and the efficiency measures. Per perturbed instance: the same accuracy metrics, in the
+(calibration) and the efficiency measures. Calibration pairs max_prob with the instance's exact_match, as HELM
+does (basic_metrics.compute_calibration_metrics), whatever the scenario's main metric; exact_match is computed
+wherever calibration applies, listed or not. Per perturbed instance: the same accuracy metrics, in the
 perturbation's family (robustness or fairness). Per original and family: the worst value over the original
 and its perturbations of that family (HELM's worst-case robustness/fairness). Scenario level: means,
 calibration over all instances, throughput, per-perturbation means, and BBQ's bias scores where asked for.
@@ -18,8 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from holistic_dagster.metrics import get_reference_metric
+from holistic_dagster.metrics.accuracy import exact_match
 from holistic_dagster.metrics.bias import bbq_bias, bias_metrics
-from holistic_dagster.metrics.calibration import calibration_metrics
+from holistic_dagster.metrics.calibration import CALIBRATION_METRICS, calibration_metrics
 from holistic_dagster.metrics.toxicity import toxicity_metrics
 from holistic_dagster.perturbations import get_perturbation
 from holistic_dagster.records import Completion, Instance, InstanceScore, Request, ScenarioMetric
@@ -27,12 +30,24 @@ from holistic_dagster.scenarios.loaders import CHOICE_LABELS
 
 EFFICIENCY_METRICS = ("runtime_s", "num_prompt_tokens", "num_output_tokens")
 WORST = "worst"
+CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
+NO_LOGPROBS = "not computed: no log-probabilities from the backend (none of the {n} completions has one below 0)"
+
+
+def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
+    """The accuracy metrics scored per instance: the scenario's, and exact_match where calibration applies
+    (HELM's calibration needs it; its row lets the summary pair max_prob with it again)."""
+    if "accuracy" not in families:
+        return []
+    extra = [CORRECTNESS] if "calibration" in families and CORRECTNESS not in metric_names else []
+    return [*metric_names, *extra]
 
 
 def metrics_per_instance(metric_names: Sequence[str], families: Sequence[str]) -> int:
     """Rows each evaluated original instance gets in the per-instance families (accuracy metrics, max_prob,
-    efficiency, toxicity), not counting robustness and fairness."""
-    n = len(metric_names) if "accuracy" in families else 0
+    efficiency, toxicity), not counting robustness and fairness. A run whose backend gave no log-probabilities
+    has no max_prob rows (one fewer)."""
+    n = len(scored_metrics(metric_names, families))
     n += 1 if "calibration" in families else 0
     n += len(EFFICIENCY_METRICS) if "efficiency" in families else 0
     return n + (1 if "toxicity" in families else 0)
@@ -51,7 +66,7 @@ def predict(
     if method in ("generation", "multiple_choice_joint"):
         (request,) = requests
         completion = completions[request.request_id]
-        prob = math.exp(completion.logprob) if completion.logprobs else 0.0
+        prob = math.exp(completion.logprob)  # HELM: exp of the sum of the generated tokens' log-probabilities
         if method == "generation":
             return completion.text, prob, request
         letter = completion.text.strip()
@@ -66,6 +81,11 @@ def predict(
         scores = [s - null[r.choice_index] for s, r in zip(scores, choices)]
     best = int(np.argmax(scores))
     return instance.references[best].output, _softmax_prob(scores, best), choices[best]
+
+
+def _correctness(instance: Instance, prediction: str) -> float:
+    """The instance's exact_match (max over its correct references): what calibration calls correct."""
+    return max((exact_match(g.output, prediction) for g in instance.correct_references), default=0.0)
 
 
 def _choice_index(instance: Instance, prediction: str) -> int:
@@ -83,17 +103,18 @@ def score_instances(
     families: Sequence[str] = ("accuracy", "calibration", "efficiency"),
     extra_metrics: Sequence[str] = (),
 ) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
-    metrics = [get_reference_metric(n) for n in metric_names] if "accuracy" in families else []
+    metrics = [get_reference_metric(n) for n in scored_metrics(metric_names, families)]
     by_instance: dict[str, list[Request]] = defaultdict(list)
     for r in requests:
         by_instance[r.instance_id].append(r)
     originals = [i for i in instances if not i.perturbation]
     rows: list[InstanceScore] = []
     values: dict[str, dict[str, tuple[float, InstanceScore]]] = {}  # instance -> metric -> (value, row)
-    probs, correct, bbq_items = [], [], []
+    confident: list[tuple[Instance, str, float, float, Request]] = []  # (instance, prediction, prob, correct, carrier)
+    bbq_items = []
     runtime = prompt_tokens = output_tokens = 0.0
 
-    def accuracy_rows(inst: Instance, family: str) -> tuple[str, Request]:
+    def accuracy_rows(inst: Instance, family: str) -> tuple[str, float, Request]:
         pred, prob, carrier = predict(method, inst, by_instance[inst.instance_id], completions)
         values[inst.instance_id] = {}
         for m in metrics:
@@ -105,13 +126,10 @@ def score_instances(
 
     for inst in originals:
         pred, prob, carrier = accuracy_rows(inst, "accuracy")
-        if metrics:
-            correct.append(values[inst.instance_id][metrics[0].name][0])
-        if "calibration" in families:
-            probs.append(prob)
-            rows.append(InstanceScore(inst.instance_id, "max_prob", "calibration", prob, carrier.request_id, pred))
+        correct = _correctness(inst, pred)
+        confident.append((inst, pred, prob, correct, carrier))
         if "bbq_bias" in extra_metrics:
-            bbq_items.append((inst.metadata, _choice_index(inst, pred), bool(correct[-1])))
+            bbq_items.append((inst.metadata, _choice_index(inst, pred), bool(correct)))
         if "efficiency" in families:
             done = [completions[r.request_id] for r in by_instance[inst.instance_id]]
             eff = {
@@ -136,7 +154,11 @@ def score_instances(
     rows += worst_case_rows(originals, variants, [m.name for m in metrics], values)
 
     num_requests = sum(len(by_instance[i.instance_id]) for i in originals)  # efficiency: the originals' requests
-    aggregates = aggregate(rows, probs, correct, num_requests, runtime, prompt_tokens + output_tokens)
+    aggregates = aggregate(rows, num_requests, runtime, prompt_tokens + output_tokens)
+    if "calibration" in families:
+        calibration_rows, calibration_aggregates = calibration(confident, completions)
+        rows += calibration_rows
+        aggregates += calibration_aggregates
     aggregates += perturbation_means(originals, variants, [m.name for m in metrics], values)
     if "bbq_bias" in extra_metrics:
         named = sum(1 for _, predicted, _ in bbq_items if predicted >= 0)
@@ -148,6 +170,24 @@ def score_instances(
             )
             aggregates.append(ScenarioMetric(name, "bias", value, len(bbq_items), note=note))
     return rows, aggregates
+
+
+def calibration(
+    confident: Sequence[tuple[Instance, str, float, float, Request]], completions: Mapping[str, Completion]
+) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
+    """max_prob per original and HELM's calibration metrics over (max_prob, exact_match). As HELM, nothing is
+    computed when no completion has a log-probability below 0 (a backend that gives none, or only zeros):
+    then every calibration metric is a row without a value whose note says so, and no max_prob is made up."""
+    n = len(confident)
+    if not any(completions[carrier.request_id].logprob < 0 for *_, carrier in confident):
+        note = NO_LOGPROBS.format(n=n)
+        return [], [ScenarioMetric(m, "calibration", None, n, note=note) for m in CALIBRATION_METRICS]
+    rows = [
+        InstanceScore(inst.instance_id, "max_prob", "calibration", prob, carrier.request_id, pred)
+        for inst, pred, prob, _, carrier in confident
+    ]
+    values = calibration_metrics([c[2] for c in confident], [c[3] for c in confident])
+    return rows, [ScenarioMetric(m, "calibration", v, n) for m, v in values.items()]
 
 
 def worst_case_rows(
@@ -195,23 +235,14 @@ def perturbation_means(
     return out
 
 
-def aggregate(
-    rows: Sequence[InstanceScore],
-    probs: list[float],
-    correct: list[float],
-    num_requests: int,
-    runtime: float,
-    tokens: float,
-) -> list[ScenarioMetric]:
-    """Scenario-level values: means of original instances' scores (and of the worst cases), calibration over
-    all instances, throughput."""
+def aggregate(rows: Sequence[InstanceScore], num_requests: int, runtime: float, tokens: float) -> list[ScenarioMetric]:
+    """Scenario-level values: means of original instances' scores (and of the worst cases), throughput
+    (calibration, computed over all instances at once, is `calibration`'s)."""
     grouped: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
-        if row.metric != "max_prob" and row.perturbation in ("", WORST):
+        if row.family != "calibration" and row.perturbation in ("", WORST):
             grouped[(row.metric, row.family, row.perturbation)].append(row.value)
     out = [ScenarioMetric(m, fam, float(np.mean(v)), len(v), p) for (m, fam, p), v in grouped.items()]
-    if probs and correct:
-        out += [ScenarioMetric(m, "calibration", v, len(probs)) for m, v in calibration_metrics(probs, correct).items()]
     if runtime > 0:
         out.append(ScenarioMetric("requests_per_second", "efficiency", num_requests / runtime, num_requests))
         out.append(ScenarioMetric("tokens_per_second", "efficiency", tokens / runtime, num_requests))

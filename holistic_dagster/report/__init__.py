@@ -38,14 +38,12 @@ def _pyplot():
     return plt
 
 
-def reliability_diagrams(
-    warehouse: Warehouse, version: str, main_metric: dict[str, str], num_bins: int = 10
-) -> dict[str, str]:
+def reliability_diagrams(warehouse: Warehouse, version: str, num_bins: int = 10) -> dict[str, str]:
     """Per model: accuracy against confidence in equal-mass bins, pooled over the calibration scenarios
-    (correct = the scenario's main accuracy metric, as calibration uses)."""
+    (correct = the instance's exact_match, as calibration uses)."""
     rows = original_scores(warehouse, version)
     pairs = [
-        calibration_pairs(rows, model, scenario, main_metric.get(scenario, "")).assign(model=model)
+        calibration_pairs(rows, model, scenario).assign(model=model)
         for model, scenario in rows[["model", "scenario"]].drop_duplicates().itertuples(index=False)
     ]
     frame = pd.concat(pairs, ignore_index=True).rename(columns={"p": "prob", "c": "correct"}) if pairs else None
@@ -159,7 +157,7 @@ def build_report(warehouse: Warehouse, version: str, main_metric: dict[str, str]
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         models=models,
         families=families,
-        reliability=reliability_diagrams(warehouse, version, main_metric),
+        reliability=reliability_diagrams(warehouse, version),
         perturbations=perturbation_bars(cells, main_metric),
         scatter=efficiency_scatter(cells, main_metric),
         comparisons=comparisons.to_dict("records"),

@@ -15,6 +15,7 @@ from holistic_dagster.metrics.accuracy import (
     normalize_text,
     prefix_exact_match,
     quasi_exact_match,
+    quasi_prefix_exact_match,
 )
 from holistic_dagster.metrics.calibration import (
     calibration_metrics,
@@ -37,11 +38,20 @@ def test_normalize_text_follows_helm():
         (exact_match, "Yes", " Yes\n", 1.0),
         (exact_match, "Yes", "yes", 0.0),
         (exact_match, "Yes", "", 0.0),
+        (exact_match, "", "  ", 0.0),  # HELM strips the prediction first: whitespace only is no answer
         (quasi_exact_match, "The Cat!", "cat", 1.0),
         (quasi_exact_match, "cat", "cats", 0.0),
         (quasi_exact_match, "", "", 0.0),  # HELM: an empty prediction never matches
         (prefix_exact_match, "Yes", " Yes, Elmendorf", 1.0),
         (prefix_exact_match, "Yes", "No, Yes", 0.0),
+        (prefix_exact_match, "Yes", " yes, Elmendorf", 0.0),  # case counts without normalisation
+        # quasi_prefix_exact_match (HELM: normalize_text(pred).startswith(normalize_text(gold)), 0 if no pred)
+        (quasi_prefix_exact_match, "Yes", " yes, Elmendorf", 1.0),  # "yes elmendorf" starts with "yes"
+        (quasi_prefix_exact_match, "The Eiffel Tower", "eiffel tower, in Paris", 1.0),  # articles, case dropped
+        (quasi_prefix_exact_match, "No", "Not really", 1.0),  # a character prefix, as str.startswith: "not..."
+        (quasi_prefix_exact_match, "Yes", "I think yes", 0.0),  # "i think yes" does not start with "yes"
+        (quasi_prefix_exact_match, "!", "anything", 1.0),  # gold normalises to "": every answer starts with it
+        (quasi_prefix_exact_match, "Yes", " \n ", 0.0),  # whitespace only: no answer (HELM strips it to "")
         (f1_score, "the quick brown fox", "quick fox jumps", 2 / 3),  # P = R = 2/3
         (f1_score, "brown fox", "fox fox fox", 2 / 3),  # sets: P = 1, R = 1/2
         (f1_score, "a an the", "a", 0.0),  # empty after normalisation
@@ -63,6 +73,8 @@ def test_final_number_keeps_helms_unescaped_dot():
 def test_metrics_are_registered_by_name_with_their_family():
     m = get_reference_metric("f1_score")
     assert (m.name, m.family, m.fn) == ("f1_score", "accuracy", f1_score)
+    m = get_reference_metric("quasi_prefix_exact_match")
+    assert (m.family, m.fn) == ("accuracy", quasi_prefix_exact_match)
 
 
 def test_expected_calibration_error_equal_mass_bins():
@@ -75,8 +87,11 @@ def test_expected_calibration_error_equal_mass_bins():
 
 def test_selective_accuracy():
     probs, correct = [0.9, 0.8, 0.3, 0.6], [1, 0, 0, 1]
-    assert selective_accuracy(probs, correct, 0.5) == pytest.approx(0.5)  # top two: 0.9 right, 0.8 wrong
-    assert selective_accuracy(probs, correct, 0.1) == 1.0  # at least one instance
+    # HELM (uncertainty-calibration's get_selective_stats) reads accs[int(coverage * n)], the accuracy of the
+    # int(coverage * n) + 1 most confident: int(0.5 * 4) + 1 = 3 -> 0.9 right, 0.8 wrong, 0.6 right = 2/3
+    # (it was round(0.5 * 4) = 2 instances, 1/2, before we matched HELM)
+    assert selective_accuracy(probs, correct, 0.5) == pytest.approx(2 / 3)
+    assert selective_accuracy(probs, correct, 0.1) == 1.0  # int(0.4) + 1 = 1: the 0.9, right
     # running accuracy over 0.9, 0.8, 0.6, 0.3: 1, 1/2, 2/3, 1/2
     assert selective_coverage_accuracy_area(probs, correct) == pytest.approx((1 + 0.5 + 2 / 3 + 0.5) / 4)
     assert calibration_metrics(probs, correct)["max_prob"] == pytest.approx(0.65)
