@@ -106,29 +106,32 @@ class TransformersClient:
     # --- generation -----------------------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
+        """Greedy requests run in our own decoding loop: prompts that share a prefix (a few-shot block) run it
+        once and continue from its key/value cache, and only the last position gets the vocabulary projection.
+        Sampled requests (temperature > 0) go through `generate`."""
         results: dict[str, Completion] = {}
-        # longest first, so padding is minimal and a too-large batch fails at once
-        order = sorted(requests, key=lambda r: -r.num_prompt_tokens)
-        self.tokenizer.padding_side = "left"
-        for start in range(0, len(order), self.spec.batch_size):
-            batch = order[start : start + self.spec.batch_size]
-            groups: dict[tuple, list[Request]] = {}
-            for r in batch:
-                groups.setdefault((r.max_tokens, r.temperature, r.stop), []).append(r)
-            finished: dict[str, Completion] = {}
-            for (max_tokens, temperature, stop), group in groups.items():
-                if max_tokens == 1 and temperature == 0:  # e.g. multiple_choice_joint's letter
-                    finished.update(self._next_token(group, stop))
-                else:
-                    finished.update(self._generate_group(group, max_tokens, temperature, stop))
-            results.update(finished)
-            if on_done:
-                on_done(list(finished.values()))
+        groups: dict[tuple, list[Request]] = {}
+        for r in requests:
+            groups.setdefault((r.max_tokens, r.temperature, r.stop), []).append(r)
+        for (max_tokens, temperature, stop), group in groups.items():
+            if temperature == 0:
+                batches = self._greedy_batches(group, max_tokens, stop)
+            else:  # longest first, so padding is minimal and a too-large batch fails at once
+                order = sorted(group, key=lambda r: -r.num_prompt_tokens)
+                batches = (
+                    self._generate_group(order[i : i + self.spec.batch_size], max_tokens, temperature, stop)
+                    for i in range(0, len(order), self.spec.batch_size)
+                )
+            for finished in batches:
+                results.update(finished)
+                if on_done:
+                    on_done(list(finished.values()))
         return [results[r.request_id] for r in requests]
 
     def _generate_group(
         self, group: list[Request], max_tokens: int, temperature: float, stop: tuple[str, ...]
     ) -> dict[str, Completion]:
+        self.tokenizer.padding_side = "left"
         budget = self.max_context - max_tokens
         enc = self.tokenizer(
             [r.prompt for r in group],
@@ -143,8 +146,8 @@ class TransformersClient:
         out = self.model.generate(
             **enc,
             max_new_tokens=max_tokens,
-            do_sample=temperature > 0,
-            temperature=temperature if temperature > 0 else None,
+            do_sample=True,
+            temperature=temperature,
             top_p=None,
             top_k=None,
             output_scores=True,
@@ -156,48 +159,59 @@ class TransformersClient:
         elapsed = time.perf_counter() - started
         new_ids = out.sequences[:, enc["input_ids"].shape[1] :]
         scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
-        # the top alternatives at each generated position
         top_lps, top_ids = torch.stack(out.scores, dim=1).float().log_softmax(dim=-1).topk(TOP_K, dim=-1)
-        done: dict[str, Completion] = {}
-        for row, request in enumerate(group):
-            ids, lps, top, text = [], [], [], ""
-            finish = "length"
-            for pos, token_id in enumerate(new_ids[row].tolist()):
-                if token_id == self.tokenizer.eos_token_id:  # after it there is only padding
-                    finish = "eos"
-                    break
-                piece = self.tokenizer.decode(ids + [token_id])
-                cut, stopped = cut_at_stop(piece, stop)
-                if stopped:
-                    text, finish = cut, "stop"
-                    break
-                ids.append(token_id)
-                lps.append(float(scores[row, pos]))
-                alternatives = zip(top_ids[row, pos].tolist(), top_lps[row, pos].tolist())
-                top.append({self.tokenizer.decode([i]): lp for i, lp in alternatives})
-                text = piece
-            done[request.request_id] = Completion(
-                request_id=request.request_id,
-                text=text,
-                tokens=tuple(self.tokenizer.decode([i]) for i in ids),
-                logprobs=tuple(lps),
-                logprob=sum(lps),
-                num_prompt_tokens=int(enc["attention_mask"][row].sum()),
-                num_completion_tokens=len(ids),
-                latency_s=elapsed / len(group),
-                finish_reason=finish,
-                top_logprobs=tuple(top),
+        return {
+            r.request_id: self._completion(
+                r,
+                new_ids[row].tolist(),
+                scores[row].tolist(),
+                list(zip(top_ids[row].tolist(), top_lps[row].tolist())),
+                int(enc["attention_mask"][row].sum()),
+                elapsed / len(group),
+                stop,
             )
-        return done
+            for row, r in enumerate(group)
+        }
 
-    def _next_token(self, group: list[Request], stop: tuple[str, ...]) -> dict[str, Completion]:
-        """One greedy token per request without a generate loop: one forward pass over each prompt, or over
-        what follows a prefix the prompts share (a few-shot block) after running that prefix once and reusing
-        its key/value cache. Only the last position of each prompt gets the vocabulary projection."""
-        encoded = [(self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-(self.max_context - 1) :], 0)
-                   for r in group]  # fmt: skip
+    def _completion(
+        self, request: Request, new_ids: list[int], lps: list[float], tops: list, prompt_tokens: int, latency: float,
+        stop: tuple[str, ...],
+    ) -> Completion:  # fmt: skip
+        """The completion as the text up to EOS or the first stop sequence, with the kept tokens' log-probabilities
+        and top alternatives (tops: per position, (ids, log-probabilities) of the top TOP_K)."""
+        ids, kept_lps, top, text, finish = [], [], [], "", "length"
+        for pos, token_id in enumerate(new_ids):
+            if token_id == self.tokenizer.eos_token_id:  # after it there is only padding
+                finish = "eos"
+                break
+            piece = self.tokenizer.decode(ids + [token_id])
+            cut, stopped = cut_at_stop(piece, stop)
+            if stopped:
+                text, finish = cut, "stop"
+                break
+            ids.append(token_id)
+            kept_lps.append(float(lps[pos]))
+            top.append({self.tokenizer.decode([i]): lp for i, lp in zip(*tops[pos])})
+            text = piece
+        return Completion(
+            request_id=request.request_id,
+            text=text,
+            tokens=tuple(self.tokenizer.decode([i]) for i in ids),
+            logprobs=tuple(kept_lps),
+            logprob=sum(kept_lps),
+            num_prompt_tokens=prompt_tokens,
+            num_completion_tokens=len(ids),
+            latency_s=latency,
+            finish_reason=finish,
+            top_logprobs=tuple(top),
+        )
+
+    def _greedy_batches(self, group: list[Request], max_tokens: int, stop: tuple[str, ...]):
+        """Greedy completions batch by batch: prompts clustered by a shared token prefix (e.g. a subset's
+        few-shot block), the prefix run once per cluster; the rest in length-sorted batches."""
+        limit = max(self.max_context - max_tokens, 1)
+        encoded = [(self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:], 0) for r in group]
         encoded = [(ids or [self._fallback_token()], n) for ids, n in encoded]
-        done: dict[str, Completion] = {}
         alone: list[int] = []
         for cluster, prefix_len in _clusters_by_prefix([[i] for i in range(len(group))], encoded):
             members = [g[0] for g in cluster]
@@ -210,58 +224,66 @@ class TransformersClient:
             prefix_s = (time.perf_counter() - started) / len(members)
             for start in range(0, len(members), self.spec.batch_size):
                 chunk = members[start : start + self.spec.batch_size]
-                done.update(self._last_token_batch(chunk, group, encoded, stop, cache, prefix_len, prefix_s))
+                yield self._greedy_batch(chunk, group, encoded, max_tokens, stop, cache, prefix_len, prefix_s)
         alone.sort(key=lambda i: -len(encoded[i][0]))
         for start in range(0, len(alone), self.spec.batch_size):
-            done.update(self._last_token_batch(alone[start : start + self.spec.batch_size], group, encoded, stop))
-        return done
+            yield self._greedy_batch(alone[start : start + self.spec.batch_size], group, encoded, max_tokens, stop)
 
-    def _last_token_batch(
-        self, idx: list[int], group, encoded, stop, prefix_cache=None, prefix_len: int = 0, prefix_s: float = 0.0
-    ) -> dict[str, Completion]:
+    def _greedy_batch(
+        self, idx: list[int], group, encoded, max_tokens: int, stop, prefix_cache=None, prefix_len: int = 0,
+        prefix_s: float = 0.0,
+    ) -> dict[str, Completion]:  # fmt: skip
+        """Greedy decoding of a batch after an optional shared prefix. Each prompt's own tokens are padded on
+        the left, between the prefix and them, so every row ends in the same column; the attention mask hides
+        the padding and explicit positions keep each token where it is in its prompt."""
         started = time.perf_counter()
         suffixes = [encoded[i][0][prefix_len:] for i in idx]
-        width = max(len(s) for s in suffixes)
-        # right padding: real tokens keep their positions and never attend to the padding after them
+        width = max(len(x) for x in suffixes)
         inputs = torch.full((len(idx), width), self.tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(idx), prefix_len + width), dtype=torch.long)
         mask[:, :prefix_len] = 1
         for row, suffix in enumerate(suffixes):
-            inputs[row, : len(suffix)] = torch.tensor(suffix, dtype=torch.long)
-            mask[row, prefix_len : prefix_len + len(suffix)] = 1
-        kwargs = {}
+            inputs[row, width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
+            mask[row, prefix_len + width - len(suffix) :] = 1
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, prefix_len:]
+        cache = None
         if prefix_cache is not None:
             cache = copy.deepcopy(prefix_cache)
             cache.batch_repeat_interleave(len(idx))
-            kwargs = {"cache": cache, "use_cache": True}
-        hidden = self._base(input_ids=inputs.to(self.device), attention_mask=mask.to(self.device), **kwargs)
-        last = hidden.last_hidden_state[torch.arange(len(idx)), torch.tensor([len(s) - 1 for s in suffixes])]
-        logprobs = torch.log_softmax(self.model.get_output_embeddings()(last).float(), dim=-1)
-        top_lps, top_ids = logprobs.topk(TOP_K, dim=-1)
+        mask, positions = mask.to(self.device), positions.to(self.device)
+        step_input = inputs.to(self.device)
+        new_ids, lps, tops = [[] for _ in idx], [[] for _ in idx], [[] for _ in idx]
+        finished = [False] * len(idx)
+        for step in range(max_tokens):
+            out = self._base(input_ids=step_input, attention_mask=mask, position_ids=positions, cache=cache,
+                             use_cache=True)  # fmt: skip
+            cache = out.past_key_values
+            logprobs = torch.log_softmax(self.model.get_output_embeddings()(out.last_hidden_state[:, -1]).float(), -1)
+            top_lps, top_ids = logprobs.topk(TOP_K, dim=-1)
+            chosen = top_ids[:, 0]
+            for row in range(len(idx)):
+                if finished[row]:
+                    continue
+                new_ids[row].append(int(chosen[row]))
+                lps[row].append(float(top_lps[row, 0]))
+                tops[row].append((top_ids[row].tolist(), top_lps[row].tolist()))
+                finished[row] = self._done(new_ids[row], stop)
+            if all(finished) or step == max_tokens - 1:
+                break
+            step_input = chosen[:, None]
+            mask = torch.cat([mask, torch.ones((len(idx), 1), dtype=mask.dtype, device=self.device)], dim=1)
+            positions = positions[:, -1:] + 1
         elapsed = (time.perf_counter() - started) / len(idx) + prefix_s
-        done = {}
-        for row, i in enumerate(idx):
-            token_id = int(top_ids[row, 0])
-            piece = "" if token_id == self.tokenizer.eos_token_id else self.tokenizer.decode([token_id])
-            text, stopped = cut_at_stop(piece, stop)
-            kept = bool(piece) and not stopped
-            done[group[i].request_id] = Completion(
-                request_id=group[i].request_id,
-                text=text,
-                tokens=(piece,) if kept else (),
-                logprobs=(float(top_lps[row, 0]),) if kept else (),
-                logprob=float(top_lps[row, 0]) if kept else 0.0,
-                num_prompt_tokens=len(encoded[i][0]),
-                num_completion_tokens=int(kept),
-                latency_s=elapsed,
-                finish_reason="stop" if stopped else ("eos" if not piece else "length"),
-                top_logprobs=(
-                    {self.tokenizer.decode([t]): lp for t, lp in zip(top_ids[row].tolist(), top_lps[row].tolist())},
-                )
-                if kept
-                else (),
+        return {
+            group[i].request_id: self._completion(
+                group[i], new_ids[row], lps[row], tops[row], len(encoded[i][0]), elapsed, stop
             )
-        return done
+            for row, i in enumerate(idx)
+        }
+
+    def _done(self, ids: list[int], stop: tuple[str, ...]) -> bool:
+        """Generation of this row can end: EOS, or a stop sequence in its text."""
+        return ids[-1] == self.tokenizer.eos_token_id or cut_at_stop(self.tokenizer.decode(ids), stop)[1]
 
     def _fallback_token(self) -> int:
         """What an empty prompt starts from: the BOS token, or EOS for tokenizers without one."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -150,38 +152,54 @@ def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned
         assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
 
 
-def test_one_token_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(tuned_client, catalog):
-    """multiple_choice_joint asks for one greedy token: the client answers with one forward pass over what
-    follows the subject's shared 5-shot block (its key/value cache computed once), not a generate loop. The
-    answer must be what a full forward pass over the whole prompt gives."""
+def _argmax_loop(client, prompt: str, steps: int) -> tuple[list[int], list[float]]:
+    """Greedy decoding the slow way: a full forward pass over the whole sequence at every step."""
+    ids = client.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    new, lps = [], []
+    with torch.no_grad():
+        for _ in range(steps):
+            lp = torch.log_softmax(client.model(torch.tensor([ids + new])).logits[0, -1].float(), dim=-1)
+            new.append(int(lp.argmax()))
+            lps.append(float(lp.max()))
+            if new[-1] == client.tokenizer.eos_token_id or "\n" in client.tokenizer.decode(new):
+                break
+    return new, lps
+
+
+@pytest.mark.parametrize("scenario, subsets, max_tokens", [("mmlu", 2, 1), ("synthetic_reasoning", 1, 12)])
+def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
+    tuned_client, catalog, scenario, subsets, max_tokens
+):
+    """Greedy generation runs each subset's shared few-shot block once and continues every question from its
+    key/value cache, in batches whose prompts are padded between the block and the question. The answers
+    must be what full forward passes over each whole prompt give: same tokens, log-probabilities within 1e-4."""
     from holistic_dagster.adaptation import TokenBudget, build_requests
     from holistic_dagster.catalog import SuiteScenario
     from holistic_dagster.clients.transformers_client import _clusters_by_prefix
     from holistic_dagster.scenarios import load_instances, sample_instances
 
-    spec = catalog.scenario("mmlu")
-    spec = spec.model_copy(update={"subsets": spec.subsets[:2]})
-    assert spec.adapter.method == "multiple_choice_joint" and spec.adapter.max_train_instances == 5
+    spec = catalog.scenario(scenario)
+    spec = spec.model_copy(update={"subsets": spec.subsets[:subsets]})
+    assert spec.adapter.max_train_instances >= 3 and spec.adapter.max_tokens == max_tokens
     instances = sample_instances(spec, SuiteScenario(max_eval_instances=3, seed=3), load_instances(spec))
     budget = TokenBudget(tuned_client.max_context, tuned_client.count_tokens, tuned_client.truncate_left)
     requests = build_requests(instances, spec.adapter, catalog.templates_dir, budget, 0)
-    requests.append(Request(request_id="short", instance_id="s", kind="generate", prompt="Answer:", max_tokens=1))
+    requests.append(dataclasses.replace(requests[0], request_id="short", prompt="Answer:"))  # no shared prefix
     encoded = [(tuned_client.tokenizer(r.prompt, add_special_tokens=False)["input_ids"], 0) for r in requests]
     clusters = _clusters_by_prefix([[i] for i in range(len(requests))], encoded)
-    assert sorted(len(members) for members, prefix in clusters if prefix > 200) == [3, 3]  # one block per subject
+    assert sorted(len(members) for members, prefix in clusters if prefix > 30) == [3] * subsets  # a block each
 
     answers = tuned_client.generate(requests)
     for req, completion, (ids, _) in zip(requests, answers, encoded):
-        with torch.no_grad():
-            lp = torch.log_softmax(tuned_client.model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
-        best = int(lp.argmax())
-        piece = tuned_client.tokenizer.decode([best])
+        new, lps = _argmax_loop(tuned_client, req.prompt, max_tokens)
+        text = tuned_client.tokenizer.decode(new)
+        kept = len(completion.tokens)
         assert completion.num_prompt_tokens == len(ids)
-        if "\n" in piece:  # the stop sequence: nothing kept, as the generate loop does
-            assert completion.finish_reason == "stop" and completion.tokens == ()
-            continue
-        assert completion.text == piece and completion.tokens == (piece,)
-        assert completion.logprob == pytest.approx(float(lp[best]), abs=1e-4)
-        top = dict(zip(*[x.tolist() for x in lp.topk(5)][::-1]))
-        assert list(completion.top_logprobs[0]) == [tuned_client.tokenizer.decode([t]) for t in top]
-        assert list(completion.top_logprobs[0].values()) == pytest.approx(list(top.values()), abs=1e-4)
+        assert completion.text == text.split("\n")[0].removesuffix(tuned_client.tokenizer.eos_token)
+        assert list(completion.logprobs) == pytest.approx(lps[:kept], abs=1e-4)
+        if kept:  # the top alternatives of the first token, in order
+            with torch.no_grad():
+                lp = torch.log_softmax(tuned_client.model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+            top_lps, top_ids = lp.topk(5)
+            assert list(completion.top_logprobs[0]) == [tuned_client.tokenizer.decode([t]) for t in top_ids.tolist()]
+            assert list(completion.top_logprobs[0].values()) == pytest.approx(top_lps.tolist(), abs=1e-4)
