@@ -5,7 +5,11 @@ requests, 5-shot), same (context, continuation) pairs. Reports wall-time ratios 
 log-likelihood difference (they must agree to 1e-4). lm-eval runs in its own virtual environment, created
 here on first use (bench/.venv-lm-eval; LM_EVAL_PYTHON points at another one).
 
-usage: .venv/bin/python bench/mc_scoring_vs_lm_eval.py [--per-subject 40] [--batch-size 16]
+--model smollm2 runs the real SmolLM2-135M-Instruct (the registry's GGUF, converted once) instead of the
+default random 5M-parameter Llama; also reported: the accuracy each side's log-likelihoods give and the
+questions where their decisions differ.
+
+usage: .venv/bin/python bench/mc_scoring_vs_lm_eval.py [--model random|smollm2] [--per-subject 40] [--batch-size 16]
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ def build_model(directory: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--per-subject", type=int, default=40)
+    parser.add_argument("--model", choices=("random", "smollm2"), default="random")
+    parser.add_argument("--per-subject", type=int, default=None, help="default: 40 (random), 6 (smollm2)")
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
     shared_data = (HERE.parent.parent / "shared" / "data").resolve()
@@ -80,7 +85,17 @@ def main() -> None:
     from holistic_dagster.scenarios import load_instances, sample_instances
 
     work = Path(tempfile.mkdtemp(prefix="bench-mc-"))
-    model_dir = build_model(work / "model")
+    if args.model == "smollm2":
+        from holistic_dagster import settings
+        from holistic_dagster.catalog import model_spec
+        from holistic_dagster.clients.gguf_models import ensure_converted
+
+        model_dir = ensure_converted(model_spec("smollm2-135m-instruct").path, settings.home_dir() / "models")
+        label = "SmolLM2-135M-Instruct (Q4_1 GGUF dequantized), float32, CPU"
+    else:
+        model_dir = build_model(work / "model")
+        label = "Llama-shaped, random weights, float32, CPU"
+    per_subject = args.per_subject or (6 if args.model == "smollm2" else 40)
     n_params = sum(
         p.numel() for p in __import__("transformers").AutoModelForCausalLM.from_pretrained(model_dir).parameters()
     )
@@ -98,7 +113,7 @@ def main() -> None:
             "adapter": spec.adapter.model_copy(update={"method": "multiple_choice_separate_original"}),
         }
     )
-    instances = sample_instances(spec, SuiteScenario(max_eval_instances=args.per_subject, seed=1), load_instances(spec))
+    instances = sample_instances(spec, SuiteScenario(max_eval_instances=per_subject, seed=1), load_instances(spec))
     budget = TokenBudget(client.max_context, client.count_tokens, client.truncate_left)
     requests = build_requests(instances, spec.adapter, catalog.templates_dir, budget, seed=1)
     questions = len({r.instance_id for r in requests})
@@ -132,8 +147,12 @@ def main() -> None:
     diff_independent = max(
         abs(a.logprob - b.logprob) for a, b in zip(results["ours_shared_context"], results["ours_independent"])
     )
+    accuracy = {
+        side: _accuracy(requests, instances, lls)
+        for side, lls in (("ours", ours), ("lm_eval", theirs["loglikelihoods"]))
+    }
     report = {
-        "model": f"Llama-shaped, random weights, {n_params / 1e6:.1f}M parameters, float32, CPU",
+        "model": f"{label}, {n_params / 1e6:.1f}M parameters",
         "threads": __import__("torch").get_num_threads(),
         "questions": questions,
         "requests": len(requests),
@@ -153,11 +172,26 @@ def main() -> None:
         },
         "max_abs_loglikelihood_diff_vs_lm_eval": diff,
         "max_abs_diff_shared_vs_independent": diff_independent,
+        "accuracy": {side: acc for side, (acc, _) in accuracy.items()},
+        "questions_decided_differently": sorted(
+            q for q in accuracy["ours"][1] if accuracy["ours"][1][q] != accuracy["lm_eval"][1][q]
+        ),
     }
     print(json.dumps(report, indent=2))
     out = HERE / "results"
     out.mkdir(exist_ok=True)
-    (out / "mc_scoring_vs_lm_eval.json").write_text(json.dumps(report, indent=2))
+    (out / f"mc_scoring_vs_lm_eval_{args.model}.json").write_text(json.dumps(report, indent=2))
+
+
+def _accuracy(requests, instances, loglikelihoods) -> tuple[float, dict[str, int]]:
+    """Accuracy of argmax-log-likelihood choices, and the choice taken per question."""
+    gold = {i.instance_id: next(k for k, r in enumerate(i.references) if r.correct) for i in instances}
+    best: dict[str, tuple[float, int]] = {}
+    for request, ll in zip(requests, loglikelihoods):
+        if request.instance_id not in best or ll > best[request.instance_id][0]:
+            best[request.instance_id] = (ll, request.choice_index)
+    chosen = {q: choice for q, (_, choice) in best.items()}
+    return round(sum(chosen[q] == gold[q] for q in chosen) / len(chosen), 4), chosen
 
 
 if __name__ == "__main__":
