@@ -26,6 +26,7 @@ from holistic_dagster.hashing import sha256_file
 
 PREFIX = "gguf:"
 MARKER = "gguf_source.json"  # written into a converted checkpoint: where it came from and its sha256
+CONVERSION = 2  # bump when the conversion changes, so earlier conversions are redone
 
 
 def resolve_gguf(path: str) -> Path:
@@ -56,11 +57,11 @@ def ensure_converted(path: str, root: Path, log=None) -> Path:
     file = resolve_gguf(path)
     digest = sha256_file(file)  # ~0.3 s for 100 MB: a replaced file is never mistaken for the old one
     target = root / f"{file.stem}-{digest[:12]}"
-    if (target / MARKER).exists():
+    if _is_current(target):
         return target
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock"):
-        if (target / MARKER).exists():
+        if _is_current(target):
             return target
         say = log or (lambda message: print(message, file=sys.stderr, flush=True))
         say(f"converting {file.name} to a transformers checkpoint (once; about half a minute on 2 cores) ...")
@@ -69,7 +70,10 @@ def ensure_converted(path: str, root: Path, log=None) -> Path:
         try:
             num_params = _convert(file, work)
             (work / MARKER).write_text(
-                json.dumps({"gguf_file": str(file), "sha256": digest, "num_parameters": num_params}, indent=1),
+                json.dumps(
+                    {"gguf_file": str(file), "sha256": digest, "num_parameters": num_params, "conversion": CONVERSION},
+                    indent=1,
+                ),
                 encoding="utf-8",
             )
             shutil.rmtree(target, ignore_errors=True)
@@ -86,8 +90,12 @@ def _convert(file: Path, out: Path) -> int:
 
     tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
     loaded = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=torch.float32)
-    # a GGUF-loaded model refuses save_pretrained: rebuild it from its config and hand it the weights
-    model = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    # a GGUF-loaded model refuses save_pretrained: rebuild it from its config and hand it the weights; the
+    # result is a plain float32 checkpoint (no GGUF quantization config, which other loaders would trip on)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or {})
     if unexpected or set(missing) - tied:
@@ -95,6 +103,11 @@ def _convert(file: Path, out: Path) -> int:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return sum(p.numel() for p in model.parameters())
+
+
+def _is_current(target: Path) -> bool:
+    marker = target / MARKER
+    return marker.exists() and json.loads(marker.read_text(encoding="utf-8")).get("conversion") == CONVERSION
 
 
 def gguf_revision(checkpoint: Path) -> str | None:
