@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import SUITE
+
 HOLISTIC = str(Path(sys.executable).with_name("holistic"))
 
 
@@ -55,9 +57,9 @@ def test_demo_rejects_an_unknown_model_before_doing_anything(tmp_path):
 
 
 def test_compare_prints_paired_verdicts(suite_run):
-    out = run("compare", "demo-gpt2-untrained", "demo-llama-tuned", "--db", str(suite_run["path"]))
+    out = run("compare", "demo-gpt2-untrained", "demo-llama-tuned", "--version", SUITE, "--db", str(suite_run["path"]))
     assert out.returncode == 0, out.stderr
     assert "demo-llama-tuned vs demo-gpt2-untrained (suite v2, alpha 0.05, paired)" in out.stdout
     assert "synthetic_reasoning" in out.stdout and "better" in out.stdout
-    missing = run("compare", "demo-gpt2-untrained", "nobody", "--db", str(suite_run["path"]))
+    missing = run("compare", "demo-gpt2-untrained", "nobody", "--version", SUITE, "--db", str(suite_run["path"]))
     assert missing.returncode == 1 and "no instances scored for both" in missing.stderr

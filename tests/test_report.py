@@ -33,7 +33,7 @@ def test_report_asset_writes_an_offline_page_and_shows_its_path(suite_run):
 
 
 def test_report_command(suite_run, tmp_path):
-    out = run("report", "--db", str(suite_run["path"]))
+    out = run("report", "--version", SUITE, "--db", str(suite_run["path"]))
     assert out.returncode == 0, out.stderr
     assert f"Report for suite {SUITE}: " in out.stdout and f"reports/{SUITE}.html" in out.stdout
     missing = run("report", "--version", "v1", "--db", str(suite_run["path"]))

@@ -52,7 +52,17 @@ def test_trace_command_prints_the_chain(suite_run):
         "AND metric = 'final_number_exact_match' ORDER BY ALL LIMIT 1",
         [SUITE],
     ).iloc[0]
-    args = ["trace", row.model, "gsm8k", row.instance_id, "final_number_exact_match", "--db", str(suite_run["path"])]
+    args = [
+        "trace",
+        row.model,
+        "gsm8k",
+        row.instance_id,
+        "final_number_exact_match",
+        "--version",
+        SUITE,
+        "--db",
+        str(suite_run["path"]),
+    ]
     out = run(*args)
     assert out.returncode == 0, out.stderr
     for section in ("score", "completion", "prompt: generation", "instance:", "source file", "produced by"):

