@@ -158,11 +158,12 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
         _fail(f"no results for suite version {version!r} in {path}")
     # each cell's 95% bootstrap CI and each family's mean win rate, where the summaries have been computed
     stats = warehouse.df(
-        "SELECT family, scenario, metric, perturbation, model, ci_low, ci_high "
+        "SELECT family, scenario, metric, perturbation, model, n AS count, ci_low, ci_high "
         "FROM leaderboard_stats WHERE version = ?",
         [version],
     )
-    frame = frame.merge(stats, how="left", on=["family", "scenario", "metric", "perturbation", "model"])
+    # a CI computed over another n (the cell was re-scored since the summaries ran) is not shown
+    frame = frame.merge(stats, how="left", on=["family", "scenario", "metric", "perturbation", "model", "count"])
     rates = warehouse.df("SELECT family, model, mean_win_rate FROM win_rates WHERE version = ?", [version])
     catalog = Catalog()
     # the short view: each scenario's main accuracy metric (also under its worst-case perturbation), ECE,

@@ -74,6 +74,9 @@ class TransformersClient:
         if spec.chat and not self.tokenizer.chat_template:
             raise CatalogError(f"model {spec.name!r}: `chat: true` but {path} has no chat template")
         self.chat_prompt = self._chat_prompt if spec.chat else None
+        # every id that ends a turn (generation_config may list several, e.g. Llama 3's <|eot_id|>)
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        self.eos_ids = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
 
     def _chat_prompt(self, prompt: str) -> str:
         """The prompt as the model's chat: one user turn, then the assistant's turn left open."""
@@ -131,7 +134,10 @@ class TransformersClient:
     def _generate_group(
         self, group: list[Request], max_tokens: int, temperature: float, stop: tuple[str, ...]
     ) -> dict[str, Completion]:
-        self.tokenizer.padding_side = "left"
+        if max_tokens == 0:
+            return {r.request_id: self._completion(r, [], [], [], r.num_prompt_tokens, 0.0, stop) for r in group}
+        # left padding and left truncation: a prompt too long loses its oldest text, never the question
+        self.tokenizer.padding_side = self.tokenizer.truncation_side = "left"
         budget = self.max_context - max_tokens
         enc = self.tokenizer(
             [r.prompt for r in group],
@@ -181,7 +187,7 @@ class TransformersClient:
         and top alternatives (tops: per position, (ids, log-probabilities) of the top TOP_K)."""
         ids, kept_lps, top, text, finish = [], [], [], "", "length"
         for pos, token_id in enumerate(new_ids):
-            if token_id == self.tokenizer.eos_token_id:  # after it there is only padding
+            if token_id in self.eos_ids:  # after it there is only padding
                 finish = "eos"
                 break
             piece = self.tokenizer.decode(ids + [token_id])
@@ -261,12 +267,13 @@ class TransformersClient:
             logprobs = torch.log_softmax(self.model.get_output_embeddings()(out.last_hidden_state[:, -1]).float(), -1)
             top_lps, top_ids = logprobs.topk(TOP_K, dim=-1)
             chosen = top_ids[:, 0]
+            step_ids, step_lps = top_ids.tolist(), top_lps.tolist()  # one device sync per step, not per row
             for row in range(len(idx)):
                 if finished[row]:
                     continue
-                new_ids[row].append(int(chosen[row]))
-                lps[row].append(float(top_lps[row, 0]))
-                tops[row].append((top_ids[row].tolist(), top_lps[row].tolist()))
+                new_ids[row].append(step_ids[row][0])
+                lps[row].append(step_lps[row][0])
+                tops[row].append((step_ids[row], step_lps[row]))
                 finished[row] = self._done(new_ids[row], stop)
             if all(finished) or step == max_tokens - 1:
                 break
@@ -283,7 +290,7 @@ class TransformersClient:
 
     def _done(self, ids: list[int], stop: tuple[str, ...]) -> bool:
         """Generation of this row can end: EOS, or a stop sequence in its text."""
-        return ids[-1] == self.tokenizer.eos_token_id or cut_at_stop(self.tokenizer.decode(ids), stop)[1]
+        return ids[-1] in self.eos_ids or cut_at_stop(self.tokenizer.decode(ids), stop)[1]
 
     def _fallback_token(self) -> int:
         """What an empty prompt starts from: the BOS token, or EOS for tokenizers without one."""

@@ -31,7 +31,11 @@ from holistic_dagster.scenarios.loaders import CHOICE_LABELS
 EFFICIENCY_METRICS = ("runtime_s", "num_prompt_tokens", "num_output_tokens")
 WORST = "worst"
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
-NO_LOGPROBS = "not computed: no log-probabilities from the backend (none of the {n} completions has one below 0)"
+# HELM's rule (_has_non_zero_valued_logprobs): calibration needs some completion with a log-probability below 0
+NO_LOGPROBS = (
+    "not computed: no log-probabilities (none of the {n} completions has one below 0: the backend gives none, "
+    "or every answer was empty)"
+)
 
 
 def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
@@ -45,8 +49,8 @@ def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list
 
 def metrics_per_instance(metric_names: Sequence[str], families: Sequence[str]) -> int:
     """Rows each evaluated original instance gets in the per-instance families (accuracy metrics, max_prob,
-    efficiency, toxicity), not counting robustness and fairness. A run whose backend gave no log-probabilities
-    has no max_prob rows (one fewer)."""
+    efficiency, toxicity), not counting robustness and fairness. (A run whose calibration is "not computed" has
+    no max_prob rows: quality.check_scores expects one fewer then.)"""
     n = len(scored_metrics(metric_names, families))
     n += 1 if "calibration" in families else 0
     n += len(EFFICIENCY_METRICS) if "efficiency" in families else 0

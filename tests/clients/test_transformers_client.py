@@ -184,7 +184,9 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
     instances = sample_instances(spec, SuiteScenario(max_eval_instances=3, seed=3), load_instances(spec))
     budget = TokenBudget(tuned_client.max_context, tuned_client.count_tokens, tuned_client.truncate_left)
     requests = build_requests(instances, spec.adapter, catalog.templates_dir, budget, 0)
-    requests.append(dataclasses.replace(requests[0], request_id="short", prompt="Answer:"))  # no shared prefix
+    # two prompts with no shared prefix, of different lengths: one batch, the shorter padded on the left
+    requests.append(dataclasses.replace(requests[0], request_id="short", prompt="Answer:"))
+    requests.append(dataclasses.replace(requests[0], request_id="other", prompt="Rule: A + B\nAnswer:"))
     encoded = [(tuned_client.tokenizer(r.prompt, add_special_tokens=False)["input_ids"], 0) for r in requests]
     clusters = _clusters_by_prefix([[i] for i in range(len(requests))], encoded)
     assert sorted(len(members) for members, prefix in clusters if prefix > 30) == [3] * subsets  # a block each
