@@ -38,6 +38,7 @@ class OpenAIProtocolTestServer(LoopbackServer):
         self.client = client  # a TransformersClient: the real model behind the answers
         self.api_key = api_key
         self.hits: Counter[str] = Counter()
+        self.hits_by_key: Counter[tuple[str, str]] = Counter()  # (Authorization header, prompt): who sent what
         self.in_flight = 0
         self.max_in_flight = 0
         self.auth_failures = 0
@@ -55,6 +56,7 @@ class OpenAIProtocolTestServer(LoopbackServer):
         body = await http.json()
         prompt = body["prompt"]
         self.hits[prompt] += 1
+        self.hits_by_key[(http.headers.get("authorization", ""), prompt)] += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
