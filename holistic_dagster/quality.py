@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.metrics import FAMILIES
+from holistic_dagster.metrics.scoring import NOT_COMPUTED
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.warehouse import Warehouse
 
@@ -307,8 +308,8 @@ def check_scores(
     applies = _applies(warehouse, version, scenario)
     not_computed = warehouse.df(
         "SELECT count(*) AS n FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? "
-        "AND family = 'calibration' AND value IS NULL AND starts_with(note, 'not computed')",
-        keys,
+        "AND family = 'calibration' AND value IS NULL AND starts_with(note, ?)",
+        [*keys, NOT_COMPUTED],
     )["n"].iat[0]
     if "calibration" in applies and not_computed:
         # calibration "not computed" (no log-probabilities): no max_prob rows were made up, one fewer per instance

@@ -224,10 +224,7 @@ class TransformersClient:
             if not prefix_len:
                 alone.extend(members)
                 continue
-            started = time.perf_counter()
-            prefix = torch.tensor([encoded[members[0]][0][:prefix_len]], device=self.device)
-            cache = self._base(input_ids=prefix, use_cache=True).past_key_values
-            prefix_s = (time.perf_counter() - started) / len(members)
+            cache, prefix_s = self._prefix_cache(encoded[members[0]][0][:prefix_len], len(members))
             for start in range(0, len(members), self.spec.batch_size):
                 chunk = members[start : start + self.spec.batch_size]
                 yield self._greedy_batch(chunk, group, encoded, max_tokens, stop, cache, prefix_len, prefix_s)
@@ -252,10 +249,7 @@ class TransformersClient:
             inputs[row, width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
             mask[row, prefix_len + width - len(suffix) :] = 1
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, prefix_len:]
-        cache = None
-        if prefix_cache is not None:
-            cache = copy.deepcopy(prefix_cache)
-            cache.batch_repeat_interleave(len(idx))
+        cache = None if prefix_cache is None else _repeated(prefix_cache, len(idx))
         mask, positions = mask.to(self.device), positions.to(self.device)
         step_input = inputs.to(self.device)
         new_ids, lps, tops = [[] for _ in idx], [[] for _ in idx], [[] for _ in idx]
@@ -264,8 +258,7 @@ class TransformersClient:
             out = self._base(input_ids=step_input, attention_mask=mask, position_ids=positions, cache=cache,
                              use_cache=True)  # fmt: skip
             cache = out.past_key_values
-            logprobs = torch.log_softmax(self.model.get_output_embeddings()(out.last_hidden_state[:, -1]).float(), -1)
-            top_lps, top_ids = logprobs.topk(TOP_K, dim=-1)
+            top_lps, top_ids = self._vocab_logprobs(out.last_hidden_state[:, -1]).topk(TOP_K, dim=-1)
             chosen = top_ids[:, 0]
             step_ids, step_lps = top_ids.tolist(), top_lps.tolist()  # one device sync per step, not per row
             for row in range(len(idx)):
@@ -321,11 +314,7 @@ class TransformersClient:
         for cluster, prefix_len in _clusters_by_prefix(shared, encoded):
             prefix_cache, prefix_s = None, 0.0
             if prefix_len:  # e.g. the few-shot block every question of a subset starts with: run it once
-                started = time.perf_counter()
-                context = encoded[cluster[0][0]][0]
-                prefix = torch.tensor([context[:prefix_len]], device=self.device)
-                prefix_cache = self._base(input_ids=prefix, use_cache=True).past_key_values
-                prefix_s = (time.perf_counter() - started) / len(cluster)
+                prefix_cache, prefix_s = self._prefix_cache(encoded[cluster[0][0]][0][:prefix_len], len(cluster))
             for group in cluster:
                 finished = self._score_shared_context(group, encoded, requests, prefix_cache, prefix_len, prefix_s)
                 results.update(finished)
@@ -381,8 +370,7 @@ class TransformersClient:
                 inputs = torch.full((len(chunk), width - 1), self.tokenizer.pad_token_id, dtype=torch.long)
                 for row, cont in enumerate(continuations):
                     inputs[row, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long)
-                cache = copy.deepcopy(context_cache)
-                cache.batch_repeat_interleave(len(chunk))
+                cache = _repeated(context_cache, len(chunk))
                 mask = torch.ones((len(chunk), len(context) + width - 1), dtype=torch.long, device=self.device)
                 hidden = self._base(
                     input_ids=inputs.to(self.device), cache=cache, attention_mask=mask, use_cache=True
@@ -398,9 +386,18 @@ class TransformersClient:
         """The transformer without its language-model head."""
         return getattr(self.model, self.model.base_model_prefix)(**kwargs)
 
+    def _prefix_cache(self, prefix: list[int], shared_by: int):
+        """The key/value cache of a prefix many prompts share, and its run time per prompt."""
+        started = time.perf_counter()
+        cache = self._base(input_ids=torch.tensor([prefix], device=self.device), use_cache=True).past_key_values
+        return cache, (time.perf_counter() - started) / shared_by
+
+    def _vocab_logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities over the vocabulary at the given positions (the head runs only there)."""
+        return torch.log_softmax(self.model.get_output_embeddings()(hidden).float(), dim=-1)
+
     def _token_logprobs(self, hidden: torch.Tensor, targets: list[int]) -> list[float]:
-        logits = self.model.get_output_embeddings()(hidden).float()
-        return torch.log_softmax(logits, dim=-1)[torch.arange(len(targets)), torch.tensor(targets)].tolist()
+        return self._vocab_logprobs(hidden)[torch.arange(len(targets)), torch.tensor(targets)].tolist()
 
     def _scored(self, idx, encoded, requests, token_lps: list[float], elapsed: float) -> dict[int, Completion]:
         results, offset = {}, 0
@@ -433,6 +430,13 @@ class TransformersClient:
             ctx = [self._fallback_token()]
         ids = (ctx + cont)[-self.max_context :]
         return ids, min(len(cont), len(ids) - 1)
+
+
+def _repeated(cache, n: int):
+    """A copy of a one-row key/value cache for a batch of n rows (the original stays for the next batch)."""
+    cache = copy.deepcopy(cache)
+    cache.batch_repeat_interleave(n)
+    return cache
 
 
 MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it saves

@@ -32,8 +32,9 @@ EFFICIENCY_METRICS = ("runtime_s", "num_prompt_tokens", "num_output_tokens")
 WORST = "worst"
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
 # HELM's rule (_has_non_zero_valued_logprobs): calibration needs some completion with a log-probability below 0
+NOT_COMPUTED = "not computed"  # how a calibration note that means "no value on purpose" starts
 NO_LOGPROBS = (
-    "not computed: no log-probabilities (none of the {n} completions has one below 0: the backend gives none, "
+    f"{NOT_COMPUTED}: no log-probabilities (none of the {{n}} completions has one below 0: the backend gives none, "
     "or every answer was empty)"
 )
 
