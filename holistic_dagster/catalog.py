@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from holistic_dagster import settings
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.metrics import FAMILIES
+from holistic_dagster.hashing import sha256_json
+from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES, extra_metric_names, get_reference_metric
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ADAPTER_METHODS = (
@@ -179,21 +180,72 @@ class SuiteSpec(_Strict):
     scenarios: dict[str, SuiteScenario]
 
 
+class TransformersSettings(_Strict):
+    """Deployment settings of local transformers models."""
+
+    device: str = Field("auto", description="auto: cuda when present, else cpu")
+    batch_size: int = Field(16, gt=0)
+
+
+class _HttpSettings(_Strict):
+    max_concurrency: int = Field(8, gt=0, description="requests in flight per model")
+    timeout_s: float = Field(120.0, gt=0)
+    max_attempts: int = Field(5, gt=0, description="retries on timeouts, 429 and 5xx, with backoff and jitter")
+
+
+class TGISettings(_HttpSettings):
+    """Deployment settings of TGI servers (each serves one model: base_url belongs to the model entry)."""
+
+    # TGI batches continuously on the server: more requests in flight keep it busy
+    max_concurrency: int = Field(16, gt=0, description="requests in flight per model")
+
+
+class OpenAISettings(_HttpSettings):
+    """Deployment settings of OpenAI and OpenAI-compatible servers."""
+
+    base_url: str | None = Field(None, description="None: https://api.openai.com/v1")
+    api_key_env: str | None = Field(
+        None, description="the NAME of the variable holding the key (never the key); None: the server needs none"
+    )
+
+
+# the one schema of backend settings: kind -> its settings and their defaults
+BACKEND_SETTINGS: dict[str, type[_Strict]] = {
+    "transformers": TransformersSettings,
+    "tgi": TGISettings,
+    "openai": OpenAISettings,
+}
+
+
+class BackendSettings(_Strict):
+    """resources/backends.yaml: the deployment's settings per backend kind; what it leaves out takes the
+    schema's defaults."""
+
+    transformers: TransformersSettings = TransformersSettings()
+    tgi: TGISettings = TGISettings()
+    openai: OpenAISettings = OpenAISettings()
+
+
 class ModelSpec(_Strict):
     name: str
-    backend: Literal["transformers", "tgi", "openai"]
+    backend: Literal[tuple(BACKEND_SETTINGS)]  # type: ignore[valid-type]
     # transformers: a local checkpoint directory, a hub id, demo:<name> for a built-in demo model, or
     # gguf:<package>/<file>.gguf (a GGUF file shipped in an installed package; or gguf:<path>), converted once;
     # openai: the model id the server knows; tgi: a label (the server serves one model, /info names it)
     path: str
     revision: str | None = None
     description: str = ""
-    batch_size: int = Field(16, gt=0)
     max_context: int | None = Field(None, gt=0)
-    device: str = "auto"
+    # Backend settings (see BACKEND_SETTINGS): left unset, they take the deployment's (backends.yaml) or the
+    # schema's default for the model's backend kind; settings of other kinds stay None
+    batch_size: int | None = Field(None, gt=0)
+    device: str | None = None
     # HTTP backends (TGI; OpenAI and OpenAI-compatible servers)
     base_url: str | None = None
     api_key_env: str | None = None  # the NAME of the environment variable holding the key, never the key
+    max_concurrency: int | None = Field(None, gt=0)
+    timeout_s: float | None = Field(None, gt=0)
+    max_attempts: int | None = Field(None, gt=0)
     # openai: use /v1/chat/completions instead of /v1/completions; transformers: lay every prompt out with the
     # model's chat template (as lm-eval's --apply_chat_template; off by default, as in HELM)
     chat: bool = False
@@ -203,9 +255,6 @@ class ModelSpec(_Strict):
     previous: str | None = None
     # automation: re-evaluate when the server reports a new revision (TGI /info, OpenAI-compatible /v1/models)
     watch: bool = False
-    max_concurrency: int = Field(8, gt=0)
-    timeout_s: float = Field(120.0, gt=0)
-    max_attempts: int = Field(5, gt=0)
 
     @field_validator("name")
     @classmethod
@@ -213,6 +262,15 @@ class ModelSpec(_Strict):
         if not SLUG.match(v):
             raise ValueError(f"model name {v!r} must be a lower-case slug (letters, digits, . _ -)")
         return v
+
+    @model_validator(mode="after")
+    def _schema_defaults(self) -> ModelSpec:
+        # filled in place, so that model_fields_set still tells the entry's own settings from defaults
+        defaults = BACKEND_SETTINGS[self.backend]()
+        for key in type(defaults).model_fields:
+            if key not in self.model_fields_set:
+                self.__dict__[key] = getattr(defaults, key)
+        return self
 
 
 def _read_yaml(path: Path) -> Any:
@@ -275,9 +333,27 @@ class Catalog:
             raise CatalogError(f"{path}: format nested_json needs a `nested_json: {{keys: [...], leaf: ...}}` section")
         if spec.metrics and "accuracy" not in spec.families:
             raise CatalogError(f"{path}: accuracy metrics are listed but `families` does not include accuracy")
+        for name in spec.metrics:
+            try:
+                get_reference_metric(name)
+            except CatalogError as e:
+                raise CatalogError(f"{path}: metrics: {e}") from None
+        unknown = [name for name in spec.extra_metrics if name not in extra_metric_names()]
+        if unknown:
+            raise CatalogError(
+                f"{path}: extra_metrics: unknown {unknown} (known: {', '.join(extra_metric_names()) or 'none'})"
+            )
         if not (self.templates_dir / spec.adapter.template_file).exists():
             raise CatalogError(f"{path}: template {spec.adapter.template_file!r} not found in {self.templates_dir}")
         return spec
+
+    def code_version(self, name: str) -> str:
+        """The scenario's fingerprint for Dagster's code_version: changes when its definition or its prompt
+        template changes (the suite pins the rest)."""
+        spec = self.scenario(name)
+        spec_file = self.root / "scenarios" / f"{name}.yaml"
+        template = self.templates_dir / spec.adapter.template_file
+        return sha256_json([spec_file.read_text(), template.read_text()])[:12]
 
     def suite(self, version: str) -> SuiteSpec:
         path = self.root / "suites" / f"{version}.yaml"
@@ -293,7 +369,7 @@ class Catalog:
         for name, pin in suite.scenarios.items():
             self.scenario(name)  # unknown names fail here, naming the suite file via the message chain
             chosen = pin.perturbations or suite.perturbations
-            for family in ("robustness", "fairness"):
+            for family in PERTURBATION_FAMILIES:
                 for p in getattr(chosen, family):
                     try:
                         perturbation = get_perturbation(p)
@@ -309,7 +385,7 @@ class Catalog:
         suite = self.suite(version)
         spec, pin = self.scenario(name), suite.scenarios[name]
         chosen = pin.perturbations or suite.perturbations
-        return {f: getattr(chosen, f) for f in ("robustness", "fairness") if f in spec.families and getattr(chosen, f)}
+        return {f: getattr(chosen, f) for f in PERTURBATION_FAMILIES if f in spec.families and getattr(chosen, f)}
 
     def resolved_scenario(self, version: str, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
         """The scenario as the suite version pins it (sample size, seed, adapter overrides)."""
@@ -333,36 +409,31 @@ class Catalog:
         return spec.model_copy(update=update), pin
 
 
-BACKEND_SETTINGS = {
-    "transformers": ("device", "batch_size"),
-    "tgi": ("max_concurrency", "timeout_s", "max_attempts"),
-    "openai": ("base_url", "api_key_env", "max_concurrency", "timeout_s", "max_attempts"),
-}
-
-
-def load_backend_defaults(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Deployment defaults per backend kind (resources/backends.yaml; the file is optional)."""
+def load_backend_defaults(path: Path | None = None) -> BackendSettings:
+    """The deployment's settings per backend kind (resources/backends.yaml; the file is optional), validated
+    against the schema, which fills in what the file leaves out."""
     path = Path(path) if path else settings.resources_dir() / "backends.yaml"
     if not path.exists():
-        return {}
+        return BackendSettings()
     data = _read_yaml(path) or {}
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a mapping of backend kind -> settings")
     for kind, values in data.items():
         if kind not in BACKEND_SETTINGS:
             raise CatalogError(f"{path}: unknown backend kind {kind!r} (known: {', '.join(BACKEND_SETTINGS)})")
-        unknown = set(values or {}) - set(BACKEND_SETTINGS[kind])
+        allowed = BACKEND_SETTINGS[kind].model_fields
+        unknown = set(values) - set(allowed) if isinstance(values, dict) else set()
         if unknown:
-            raise CatalogError(
-                f"{path}: {kind}: unknown setting(s) {sorted(unknown)}; allowed: {', '.join(BACKEND_SETTINGS[kind])}"
-            )
-    return {kind: dict(values or {}) for kind, values in data.items()}
+            raise CatalogError(f"{path}: {kind}: unknown setting(s) {sorted(unknown)}; allowed: {', '.join(allowed)}")
+    # a kind with every line commented out reads as null
+    return _validate(BackendSettings, {kind: values or {} for kind, values in data.items()}, path)
 
 
-def with_backend_defaults(spec: ModelSpec, defaults: dict[str, Any]) -> ModelSpec:
-    """The model's own settings win; the backend's deployment defaults fill in the rest."""
-    update = {k: v for k, v in defaults.items() if k not in spec.model_fields_set and v is not None}
-    return spec.model_copy(update=update) if update else spec
+def with_backend_settings(spec: ModelSpec, deployment: BaseModel) -> ModelSpec:
+    """The model's own settings win; the deployment's settings for its backend kind (a BACKEND_SETTINGS model)
+    replace the rest. The entry's own settings stay marked as its own, so a later layer can do the same."""
+    values = {**spec.model_dump(), **deployment.model_dump(exclude=spec.model_fields_set)}
+    return ModelSpec.model_construct(_fields_set=set(spec.model_fields_set), **values)
 
 
 def load_models(path: Path | None = None, backends: Path | None = None) -> dict[str, ModelSpec]:
@@ -372,12 +443,17 @@ def load_models(path: Path | None = None, backends: Path | None = None) -> dict[
     entries = data.get("models") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise CatalogError(f"{path}: expected a top-level `models:` mapping of name -> settings")
-    defaults = load_backend_defaults(backends if backends else path.parent / "backends.yaml")
+    deployment = load_backend_defaults(backends if backends else backends_file(path))
     models = {}
     for name, body in entries.items():
         spec = _validate(ModelSpec, {"name": name, **(body or {})}, path)
-        models[name] = with_backend_defaults(spec, defaults.get(spec.backend, {}))
+        models[name] = with_backend_settings(spec, getattr(deployment, spec.backend))
     return models
+
+
+def backends_file(models_file: Path) -> Path:
+    """The deployment's backend settings live beside its model registry."""
+    return Path(models_file).parent / "backends.yaml"
 
 
 def model_spec(name: str, path: Path | None = None) -> ModelSpec:

@@ -135,11 +135,11 @@ def _evaluate(names: list[str], version: str | None, db: Path | None, data_dir: 
     except HolisticError as e:
         _fail(str(e))
     _print_leaderboard(path, version, full=False)
-    from holistic_dagster.pipeline import Stage, report_path
+    from holistic_dagster.stages.summaries import report_path
     from holistic_dagster.warehouse import Warehouse
 
     console.print(f"\n{'Demo' if tour else 'Evaluation'} finished in {time.perf_counter() - started:.0f} s.")
-    console.print(f"Report (HTML, opens offline): [cyan]{report_path(Stage(Warehouse(path)), version)}[/]")
+    console.print(f"Report (HTML, opens offline): [cyan]{report_path(Warehouse(path), version)}[/]")
     console.print(f"Results (DuckDB): [cyan]{path}[/]")
     console.print(
         "  holistic query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\""
@@ -149,7 +149,8 @@ def _evaluate(names: list[str], version: str | None, db: Path | None, data_dir: 
 
 def _print_leaderboard(path: Path, version: str, full: bool, family: str | None = None) -> None:
     from holistic_dagster.catalog import Catalog
-    from holistic_dagster.pipeline import leaderboard
+    from holistic_dagster.metrics import is_headline
+    from holistic_dagster.stages.summaries import leaderboard
     from holistic_dagster.warehouse import Warehouse
 
     warehouse = Warehouse(path)
@@ -166,17 +167,13 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
     frame = frame.merge(stats, how="left", on=["family", "scenario", "metric", "perturbation", "model", "count"])
     rates = warehouse.df("SELECT family, model, mean_win_rate FROM win_rates WHERE version = ?", [version])
     catalog = Catalog()
-    # the short view: each scenario's main accuracy metric (also under its worst-case perturbation), ECE,
-    # runtime per instance, and every bias and toxicity metric
-    headline = {"accuracy": None, "calibration": "ece_10_bin", "robustness": None, "fairness": None,
-                "efficiency": "runtime_s"}  # fmt: skip
+    # the short view: the cells that enter each family's win rate (metrics.is_headline)
     main_metric = {s: _main_metric(catalog, s) for s in frame["scenario"].unique()}  # one catalog read each
     for fam, part in frame.groupby("family", sort=True, observed=True):
         applies = part[part["metric"] != ""]
-        if not full and fam in headline:
-            wanted = headline[fam]
-            keep = applies.apply(lambda r: r.metric == (wanted or main_metric[r.scenario]), axis=1)
-            applies = applies[keep & applies["perturbation"].isin(["", "worst"])]
+        if not full and len(applies):
+            keep = applies.apply(lambda r: is_headline(fam, r.metric, r.perturbation, main_metric[r.scenario]), axis=1)
+            applies = applies[keep]
         table = Table(title=f"{fam} (suite {version})", title_justify="left")
         table.add_column("scenario", style="bold")
         table.add_column("metric", no_wrap=True)
@@ -246,16 +243,16 @@ def compare(
     db: DbOption = None,
 ) -> None:
     """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
-    from holistic_dagster.pipeline import Stage
-    from holistic_dagster.summary import compare_models
+    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.stages.summaries import compare_models
     from holistic_dagster.warehouse import Warehouse
 
     version = version or _default_version()
     try:
-        stage = Stage(Warehouse(_warehouse_path(db)))
-        level = alpha if alpha is not None else stage.catalog.suite(version).regression_alpha
+        catalog = Catalog()
+        level = alpha if alpha is not None else catalog.suite(version).regression_alpha
         frame = compare_models(
-            stage.warehouse, version, model_a, model_b, level, main_metric=stage.catalog.main_metrics(version)
+            Warehouse(_warehouse_path(db)), version, model_a, model_b, level, main_metric=catalog.main_metrics(version)
         )
     except HolisticError as e:
         _fail(str(e))
@@ -370,12 +367,13 @@ def report(
     db: DbOption = None,
 ) -> None:
     """Write the HTML report of a suite version (statistics and regressions are refreshed first)."""
-    from holistic_dagster.pipeline import Stage, find_regressions, summarize, write_report
+    from holistic_dagster.stages import StageContext
+    from holistic_dagster.stages.summaries import find_regressions, summarize, write_report
     from holistic_dagster.warehouse import Warehouse
 
     version = version or _default_version()
     try:
-        stage = Stage(Warehouse(_warehouse_path(db)))
+        stage = StageContext(Warehouse(_warehouse_path(db)))
         summarize(stage, version)
         find_regressions(stage, version)
         written = write_report(stage, version)

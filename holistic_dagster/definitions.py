@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from dagster import AssetKey, AssetSelection, Definitions, define_asset_job
+from pathlib import Path
 
+from dagster import AssetSelection, Definitions, define_asset_job
+
+from holistic_dagster.automation import automation_config
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.assets import leaderboard_asset, regressions_asset, report_asset, scenario_assets
-from holistic_dagster.defs.resources import (
-    HolisticResource,
-    ModelBackends,
-    OpenAIBackend,
-    TGIBackend,
-    ToxicityClassifierResource,
-    TransformersBackend,
-)
+from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.defs.sensors import find_stale, make_registry_sensor, make_stale_schedule
 
 
 def build_definitions(catalog: Catalog | None = None, resource: HolisticResource | None = None) -> Definitions:
-    catalog = catalog or Catalog()
+    # one configured catalog and registry for assets, sensors and schedules: the holistic resource's
+    holistic = resource or HolisticResource()
+    catalog = catalog or holistic.catalog()
     scenarios = catalog.scenario_names()
     assets = [a for s in scenarios for a in scenario_assets(catalog, s)]
     datasets = AssetSelection.assets(*[[s, "dataset"] for s in scenarios])
@@ -33,7 +31,8 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
         selection=per_model,
         description="Prompts, completions and scores of every scenario for one model.",
     )
-    code_versions = {s: a.code_versions_by_key[AssetKey([s, "prompts"])] for s, a in _prompts_assets(assets)}
+    code_versions = {s: catalog.code_version(s) for s in scenarios}
+    cron = automation_config(Path(holistic.models_file).parent)["rerun_stale_cron"]
     return Definitions(
         assets=[*assets, leaderboard_asset(scenarios), regressions_asset(), report_asset()],
         jobs=[
@@ -46,22 +45,15 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             ),
         ],
         sensors=[make_registry_sensor(datasets_job, evaluate_job)],
-        schedules=[make_stale_schedule(evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios))],
+        schedules=[
+            make_stale_schedule(evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), cron)
+        ],
         resources={
-            "holistic": resource or HolisticResource(),
-            "model_backends": ModelBackends(
-                transformers=TransformersBackend(), tgi=TGIBackend(), openai=OpenAIBackend()
-            ),
+            "holistic": holistic,
+            "model_backends": ModelBackends.from_settings(holistic.backend_settings()),
             "toxicity_classifier": ToxicityClassifierResource(),
         },
     )
-
-
-def _prompts_assets(assets):
-    for a in assets:
-        for key in a.keys:
-            if key.path[-1] == "prompts":
-                yield key.path[0], a
 
 
 defs = build_definitions()

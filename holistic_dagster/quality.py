@@ -10,14 +10,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from holistic_dagster.metrics import FAMILIES
-from holistic_dagster.metrics.scoring import NOT_COMPUTED
+from holistic_dagster.metrics import FAMILIES, metric
+from holistic_dagster.metrics.calibration import NOT_COMPUTED
+from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from holistic_dagster.stages import StageContext
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     "scores": (
         CheckSpec(
             "scores_in_range",
-            "Accuracy, calibration, robustness, fairness and toxicity scores lie in [0, 1]; efficiency is >= 0.",
+            "Every score, per instance and per scenario, lies within its metric's declared bounds (accuracy, "
+            "calibration, robustness, fairness and toxicity in [0, 1], efficiency >= 0, BBQ's bias in [-1, 1]).",
             False,
         ),
         CheckSpec(
@@ -98,6 +103,27 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
         ),
     ),
 }
+
+
+def check_stage(
+    name: str, stage: StageContext, version: str, scenario: str | None = None, model: str | None = None
+) -> list[CheckOutcome]:
+    """The checks of one stage on what it stored, with the parameters the catalog gives them (the suite's
+    max_failure_rate, the scenario's rows per instance, the suite's scenarios)."""
+    warehouse, catalog = stage.warehouse, stage.catalog
+    if name == "dataset":
+        return check_dataset(warehouse, version, scenario)
+    if name == "prompts":
+        return check_prompts(warehouse, version, scenario, model)
+    if name == "completions":
+        return check_completions(warehouse, version, scenario, model, catalog.suite(version).max_failure_rate)
+    if name == "scores":
+        spec = catalog.scenario(scenario)
+        per_instance = metrics_per_instance(spec.metrics, spec.families)
+        return check_scores(warehouse, version, scenario, model, metrics_per_instance=per_instance)
+    if name == "leaderboard":
+        return check_leaderboard(warehouse, version, list(catalog.suite(version).scenarios))
+    raise ValueError(f"no checks for stage {name!r} (known: {', '.join(STAGE_CHECKS)})")
 
 
 @lru_cache(maxsize=1)
@@ -299,7 +325,7 @@ def check_scores(
     )
     per_original = (
         frame[frame["instance_perturbation"] == ""]
-        .query("family in ['accuracy', 'calibration', 'efficiency', 'toxicity']")
+        .loc[lambda f: f["family"].isin(PER_ORIGINAL)]
         .groupby("instance_id")
         .size()
         .rename("num_rows")
@@ -323,17 +349,19 @@ def check_scores(
     grid = pd.DataFrame({"family": list(FAMILIES)}).merge(families, on="family", how="left").fillna(0)
     grid["applies"] = grid["family"].isin(applies)
     grid["filled_as_declared"] = (grid["num_rows"] > 0) == grid["applies"]
-    bounded = frame[frame["family"].isin(["accuracy", "calibration", "robustness", "fairness", "toxicity"])]
+    aggregates = warehouse.df(
+        "SELECT metric, value FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? "
+        "AND value IS NOT NULL",  # an undefined value has its note (applicable_families_filled checks that)
+        keys,
+    )
     outcomes = [
         _outcome(
             "scores",
             "scores_in_range",
             frame,
-            [
-                gx.expectations.ExpectColumnValuesToNotBeNull(column="value"),
-                gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0),
-            ],
-            (bounded, [gx.expectations.ExpectColumnValuesToBeBetween(column="value", min_value=0.0, max_value=1.0)]),
+            [gx.expectations.ExpectColumnValuesToNotBeNull(column="value")],
+            *_within_bounds(frame),
+            *_within_bounds(aggregates),
         ),
         _outcome(
             "scores",
@@ -367,6 +395,27 @@ def check_scores(
         )
         outcomes[-1] = CheckOutcome(last.name, False, f"{last.description} Found: {'; '.join(problems)}.", last.details)
     return outcomes
+
+
+PER_ORIGINAL = ("accuracy", *PER_INSTANCE_FAMILIES)  # the families with a row per original and metric
+
+
+def _within_bounds(frame: pd.DataFrame) -> list[tuple[pd.DataFrame, list]]:
+    """(rows, [expect value within bounds]) for each distinct bounds the registry declares for the rows' metrics."""
+    import great_expectations as gx
+
+    bounds = frame["metric"].map(lambda name: metric(name).bounds)
+    return [
+        (
+            frame[bounds == b],
+            [
+                gx.expectations.ExpectColumnValuesToBeBetween(
+                    column="value", min_value=b[0], max_value=None if b[1] == float("inf") else b[1]
+                )
+            ],
+        )
+        for b in sorted(set(bounds))
+    ]
 
 
 def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) -> list[CheckOutcome]:

@@ -48,17 +48,6 @@ def allow_download() -> bool:
     return os.environ.get("HOLISTIC_OFFLINE", "") not in ("1", "true", "yes")
 
 
-def automation_config() -> dict:
-    """resources/automation.yaml (optional): {rerun_stale_cron: "0 3 * * *"}."""
-    import yaml
-
-    path = resources_dir() / "automation.yaml"
-    config = {"rerun_stale_cron": "0 3 * * *"}
-    if path.exists():
-        config.update(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-    return config
-
-
 def dagster_config_file() -> Path:
     """The instance configuration to use: dagster.postgres.yaml when DAGSTER_PG_HOST is set (PostgreSQL storage,
     connection from DAGSTER_PG_* variables), otherwise dagster.yaml (embedded SQLite)."""

@@ -22,12 +22,16 @@ from dagster import (
     asset,
 )
 
-from holistic_dagster import pipeline, quality
+from holistic_dagster import quality
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
-from holistic_dagster.hashing import sha256_json
-from holistic_dagster.metrics.scoring import metrics_per_instance
+from holistic_dagster.report.markdown import comparison_table, family_table
+from holistic_dagster.stages import summaries
+from holistic_dagster.stages.completions import run_completions
+from holistic_dagster.stages.dataset import build_dataset
+from holistic_dagster.stages.prompts import build_prompts
+from holistic_dagster.stages.scores import compute_scores
 
 with warnings.catch_warnings():  # beta, but the documented way to map model x version onto version
     warnings.simplefilter("ignore")
@@ -77,7 +81,6 @@ def _model_stage(
     scenario: str,
     stage_name: str,
     compute,
-    check,
     backends: ModelBackends | None = None,
     toxicity: ToxicityClassifierResource | None = None,
 ) -> Iterator:
@@ -85,20 +88,12 @@ def _model_stage(
     model, version = _keys(context)
     stage = holistic.stage(context.run.run_id, backends, toxicity)
     yield MaterializeResult(metadata=compute(stage, version, scenario, model))
-    yield from _results(check(stage.warehouse, version, scenario, model), stage_name)
-
-
-def _code_version(catalog: Catalog, scenario: str) -> str:
-    """Changes when the scenario's definition or its prompt template changes (the suite pins the rest)."""
-    spec_file = catalog.root / "scenarios" / f"{scenario}.yaml"
-    spec = catalog.scenario(scenario)
-    template = catalog.templates_dir / spec.adapter.template_file
-    return sha256_json([spec_file.read_text(), template.read_text()])[:12]
+    yield from _results(quality.check_stage(stage_name, stage, version, scenario, model), stage_name)
 
 
 def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     spec = catalog.scenario(scenario)
-    code_version = _code_version(catalog, scenario)
+    code_version = catalog.code_version(scenario)
     common = {"group_name": scenario, "code_version": code_version, "kinds": {"duckdb"}}
 
     @asset(
@@ -112,7 +107,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     def dataset(context: AssetExecutionContext, holistic: HolisticResource):
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
-        summary = pipeline.build_dataset(stage, version, scenario)
+        summary = build_dataset(stage, version, scenario)
         yield MaterializeResult(
             metadata={
                 "num_test_instances": summary["num_test"],
@@ -122,7 +117,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
             # the content's version (source checksums + sample): the stale-partition schedule compares it
             data_version=DataVersion(summary["data_version"]),
         )
-        yield from _results(quality.check_dataset(stage.warehouse, version, scenario), "dataset")
+        yield from _results(quality.check_stage("dataset", stage, version, scenario), "dataset")
 
     @asset(
         key=[scenario, "prompts"],
@@ -134,9 +129,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     )
     def prompts(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
         backends = model_backends
-        yield from _model_stage(
-            context, holistic, scenario, "prompts", pipeline.build_prompts, quality.check_prompts, backends
-        )
+        yield from _model_stage(context, holistic, scenario, "prompts", build_prompts, backends)
 
     @asset(
         key=[scenario, "completions"],
@@ -149,15 +142,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     )
     def completions(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
         backends = model_backends
-        yield from _model_stage(
-            context,
-            holistic,
-            scenario,
-            "completions",
-            pipeline.run_completions,
-            lambda wh, v, s, m: quality.check_completions(wh, v, s, m, catalog.suite(v).max_failure_rate),
-            backends,
-        )
+        yield from _model_stage(context, holistic, scenario, "completions", run_completions, backends)
 
     @asset(
         key=[scenario, "scores"],
@@ -171,16 +156,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
     def scores(
         context: AssetExecutionContext, holistic: HolisticResource, toxicity_classifier: ToxicityClassifierResource
     ):
-        per_instance = metrics_per_instance(spec.metrics, spec.families)
-        yield from _model_stage(
-            context,
-            holistic,
-            scenario,
-            "scores",
-            pipeline.compute_scores,
-            lambda *keys: quality.check_scores(*keys, metrics_per_instance=per_instance),
-            toxicity=toxicity_classifier,
-        )
+        yield from _model_stage(context, holistic, scenario, "scores", compute_scores, toxicity=toxicity_classifier)
 
     return [dataset, prompts, completions, scores]
 
@@ -200,18 +176,17 @@ def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
         Read from DuckDB directly: cross-model summaries do not go through an IO manager."""
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
-        frame = pipeline.leaderboard(stage.warehouse, version)
+        frame = summaries.leaderboard(stage.warehouse, version)
         metadata = {
             "num_models": int(frame["model"].nunique()) if len(frame) else 0,
             "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0,
         }
-        summary = pipeline.summarize(stage, version)
+        summary = summaries.summarize(stage, version)
         for family, part in frame.groupby("family", observed=True):
             rates = summary["win_rates"][summary["win_rates"]["family"] == family]
-            metadata[str(family)] = MetadataValue.md(pipeline.family_table(part, rates))
+            metadata[str(family)] = MetadataValue.md(family_table(part, rates))
         yield MaterializeResult(metadata=metadata)
-        in_suite = list(stage.catalog.suite(version).scenarios)
-        yield from _results(quality.check_leaderboard(stage.warehouse, version, in_suite), "leaderboard")
+        yield from _results(quality.check_stage("leaderboard", stage, version), "leaderboard")
 
     return leaderboard
 
@@ -232,13 +207,13 @@ def regressions_asset() -> AssetsDefinition:
         The check fails, naming scenario and family, when a new revision is significantly worse."""
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
-        frame = pipeline.find_regressions(stage, version)
+        frame = summaries.find_regressions(stage, version)
         counts = frame["verdict"].value_counts().to_dict() if len(frame) else {}
         yield MaterializeResult(
             metadata={
                 "num_comparisons": len(frame),
                 **{f"num_{k.replace(' ', '_')}": int(v) for k, v in counts.items()},
-                "comparisons": MetadataValue.md(pipeline.comparison_table(frame)) if len(frame) else "none",
+                "comparisons": MetadataValue.md(comparison_table(frame)) if len(frame) else "none",
             }
         )
         yield from _results(quality.check_regressions(frame), "regressions")
@@ -260,7 +235,7 @@ def report_asset() -> AssetsDefinition:
         95% CIs and mean win rates, reliability diagrams, accuracy under perturbation, efficiency vs accuracy,
         and the regressions found."""
         stage = holistic.stage(context.run.run_id)
-        written = pipeline.write_report(stage, context.partition_key)
+        written = summaries.write_report(stage, context.partition_key)
         return MaterializeResult(
             metadata={
                 "path": MetadataValue.path(written["path"]),

@@ -1,51 +1,59 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import ClassVar
 
 from dagster import ConfigurableResource
-from pydantic import Field
+from pydantic import Field, create_model
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import Catalog, ModelSpec, ToxicitySpec, load_backend_defaults, with_backend_defaults
+from holistic_dagster.catalog import (
+    BACKEND_SETTINGS,
+    BackendSettings,
+    Catalog,
+    ModelSpec,
+    ToxicitySpec,
+    backends_file,
+    load_backend_defaults,
+    load_models,
+    with_backend_settings,
+)
 from holistic_dagster.clients import ModelClient, get_client
-from holistic_dagster.pipeline import Stage
+from holistic_dagster.stages import StageContext
 from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
 from holistic_dagster.warehouse import Warehouse
 
 
-def _default(kind: str, key: str, fallback):
-    return lambda: load_backend_defaults().get(kind, {}).get(key, fallback)
-
-
 class _Backend(ConfigurableResource):
-    """A model backend kind. Its settings (from resources/backends.yaml) fill in what a model entry in
+    """A model backend kind, with the settings of that kind (fields and defaults from catalog.BACKEND_SETTINGS).
+    Definitions configure it from resources/backends.yaml; it fills in what a model entry in
     resources/models.yaml leaves unset; the entry's own settings win."""
 
+    kind: ClassVar[str]
+
+    def resolve(self, spec: ModelSpec) -> ModelSpec:
+        return with_backend_settings(spec, BACKEND_SETTINGS[self.kind].model_validate(self.model_dump()))
+
     def client(self, spec: ModelSpec) -> ModelClient:
-        return get_client(with_backend_defaults(spec, self.model_dump(exclude_none=True)))
+        return get_client(self.resolve(spec))
 
 
-class TransformersBackend(_Backend):
-    """Local models on transformers + torch."""
-
-    device: str = Field(default_factory=_default("transformers", "device", "auto"))
-
-
-class TGIBackend(_Backend):
-    """Text Generation Inference servers."""
-
-    max_concurrency: int = Field(default_factory=_default("tgi", "max_concurrency", 16))
-    timeout_s: float = Field(default_factory=_default("tgi", "timeout_s", 120.0))
-    max_attempts: int = Field(default_factory=_default("tgi", "max_attempts", 5))
+def _backend_resource(kind: str, name: str, doc: str) -> type[_Backend]:
+    fields = {
+        key: (field.annotation, Field(field.default, description=field.description))
+        for key, field in BACKEND_SETTINGS[kind].model_fields.items()
+    }
+    resource = create_model(name, __base__=_Backend, __module__=__name__, __doc__=doc, **fields)
+    resource.kind = kind
+    return resource
 
 
-class OpenAIBackend(_Backend):
-    """OpenAI and OpenAI-compatible servers. api_key_env names the variable holding the key."""
-
-    api_key_env: str | None = Field(default_factory=_default("openai", "api_key_env", None))
-    max_concurrency: int = Field(default_factory=_default("openai", "max_concurrency", 8))
-    timeout_s: float = Field(default_factory=_default("openai", "timeout_s", 120.0))
-    max_attempts: int = Field(default_factory=_default("openai", "max_attempts", 5))
+TransformersBackend = _backend_resource("transformers", "TransformersBackend", "Local models on transformers + torch.")
+TGIBackend = _backend_resource("tgi", "TGIBackend", "Text Generation Inference servers.")
+OpenAIBackend = _backend_resource(
+    "openai", "OpenAIBackend", "OpenAI and OpenAI-compatible servers. api_key_env names the variable holding the key."
+)
 
 
 class ModelBackends(ConfigurableResource):
@@ -54,6 +62,11 @@ class ModelBackends(ConfigurableResource):
     transformers: TransformersBackend
     tgi: TGIBackend
     openai: OpenAIBackend
+
+    @classmethod
+    def from_settings(cls, deployment: BackendSettings) -> ModelBackends:
+        kinds = {"transformers": TransformersBackend, "tgi": TGIBackend, "openai": OpenAIBackend}
+        return cls(**{kind: resource(**getattr(deployment, kind).model_dump()) for kind, resource in kinds.items()})
 
     def client(self, spec: ModelSpec) -> ModelClient:
         return getattr(self, spec.backend).client(spec)
@@ -81,15 +94,25 @@ class HolisticResource(ConfigurableResource):
     models_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "models.yaml"))
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
 
+    # sensors and schedules read the catalog and registry through these, as the assets do
+    def catalog(self) -> Catalog:
+        return Catalog(Path(self.catalog_dir))
+
+    def models(self) -> dict[str, ModelSpec]:
+        return load_models(Path(self.models_file))
+
+    def backend_settings(self) -> BackendSettings:
+        return load_backend_defaults(backends_file(Path(self.models_file)))
+
     def stage(
         self,
         run_id: str,
         backends: ModelBackends | None = None,
         toxicity: ToxicityClassifierResource | None = None,
-    ) -> Stage:
+    ) -> StageContext:
         from pathlib import Path
 
-        return Stage(
+        return StageContext(
             clients=backends.client if backends else get_client,
             toxicity=toxicity.classifier if toxicity else get_classifier,
             warehouse=Warehouse(self.warehouse_path),

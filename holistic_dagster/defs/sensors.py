@@ -1,10 +1,9 @@
 """Automation: the model registry sensor (new models, new revisions, new suite versions -> runs) and the
 schedule that re-evaluates stale partitions. Scores, leaderboard, regressions and report then follow by
-declarative automation (see defs/assets.py)."""
+declarative automation (see defs/assets.py). What to run is decided in holistic_dagster/automation.py; this
+module only reads the Dagster instance and turns the decisions into requests."""
 
 from __future__ import annotations
-
-import json
 
 from dagster import (
     AssetKey,
@@ -21,10 +20,10 @@ from dagster import (
     sensor,
 )
 
-from holistic_dagster.catalog import Catalog, load_models
+from holistic_dagster import automation
+from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
-from holistic_dagster.defs.watch import model_identity
-from holistic_dagster.settings import automation_config
+from holistic_dagster.defs.resources import HolisticResource
 
 
 def suite_assets(catalog: Catalog, version: str, stages: tuple[str, ...]) -> list[AssetKey]:
@@ -43,6 +42,16 @@ def datasets_ready(instance, catalog: Catalog, version: str) -> bool:
     )
 
 
+def _evaluate_request(run: automation.EvaluateRun, catalog: Catalog, job_name: str | None = None) -> RunRequest:
+    return RunRequest(
+        job_name=job_name,
+        partition_key=MultiPartitionKey({"model": run.model, "version": run.version}),
+        run_key=run.run_key,
+        asset_selection=suite_assets(catalog, run.version, EVALUATE),
+        tags=run.tags,
+    )
+
+
 def make_registry_sensor(datasets_job, evaluate_job):
     @sensor(
         name="model_registry",
@@ -50,132 +59,105 @@ def make_registry_sensor(datasets_job, evaluate_job):
         minimum_interval_seconds=30,
         jobs=[datasets_job, evaluate_job],
     )
-    def model_registry(context: SensorEvaluationContext):
-        """Watches resources/models.yaml (and, for entries with `watch: true`, the TGI server's /info or the
-        OpenAI-compatible server's /v1/models) and assets/suites/. A new model or a new revision of one is
-        evaluated on the current suite version; a new suite version is evaluated for every registered model
-        (its datasets first). The cursor remembers what was seen: the first tick records the registry as it
-        is and requests nothing (no run flood), a tick with nothing new requests nothing, and run keys make
-        a repeated request a no-op."""
-        catalog = Catalog()
-        models = load_models()
+    def model_registry(context: SensorEvaluationContext, holistic: HolisticResource):
+        """Watches the model registry the `holistic` resource names (resources/models.yaml; for entries with
+        `watch: true`, also the TGI server's /info or the OpenAI-compatible server's /v1/models) and its
+        catalog's suites/. What to run is decided by automation.plan_registry_tick."""
+        catalog, models = holistic.catalog(), holistic.models()
         versions = catalog.suite_versions()
-        current = catalog.newest_version()
-        seen = json.loads(context.cursor) if context.cursor else None
-        identities = {}
-        for name, spec in models.items():
-            identity, note = model_identity(spec, (seen or {}).get("models", {}).get(name))
-            identities[name] = identity
-            if note:
-                context.log.warning(f"{name}: {note}")
+        previous = automation.read_cursor(context.cursor)
+        identities, warnings = automation.model_identities(models, previous)
+        for warning in warnings:
+            context.log.warning(warning)
+        plan = automation.plan_registry_tick(
+            previous,
+            identities,
+            versions,
+            catalog.newest_version(),
+            lambda version: datasets_ready(context.instance, catalog, version),
+        )
+        for line in plan.log:
+            context.log.info(line)
         partitions = []
         if new := [m for m in models if not context.instance.has_dynamic_partition(model_partitions.name, m)]:
             partitions.append(model_partitions.build_add_request(new))
         if new := [v for v in versions if not context.instance.has_dynamic_partition(version_partitions.name, v)]:
             partitions.append(version_partitions.build_add_request(new))
-        if seen is None:
-            cursor = {"models": identities, "versions": versions, "pending": []}
-            context.log.info(f"first tick: {len(models)} model(s) and {len(versions)} suite version(s) recorded")
-            return SensorResult(dynamic_partitions_requests=partitions, cursor=json.dumps(cursor))
-        pending = [tuple(p) for p in seen.get("pending", [])]
-        for name, identity in identities.items():
-            if seen["models"].get(name) != identity:
-                reason = "new model" if name not in seen["models"] else "new revision"
-                pending.append((name, current, identity, reason))
-        for version in versions:
-            if version not in seen["versions"]:
-                pending += [(name, version, identities[name], "new suite version") for name in models]
-        runs, waiting = [], []
-        for version in sorted({p[1] for p in pending}):
-            if not datasets_ready(context.instance, catalog, version):
-                runs.append(
-                    RunRequest(
-                        job_name=datasets_job.name,
-                        partition_key=version,
-                        run_key=f"datasets:{version}",
-                        asset_selection=suite_assets(catalog, version, ("dataset",)),
-                    )
-                )
-        for name, version, identity, reason in dict.fromkeys(pending):
-            if name not in models:
-                continue  # removed from the registry meanwhile
-            if not datasets_ready(context.instance, catalog, version):
-                waiting.append((name, version, identity, reason))
-                continue
-            runs.append(
-                RunRequest(
-                    job_name=evaluate_job.name,
-                    partition_key=MultiPartitionKey({"model": name, "version": version}),
-                    run_key=f"evaluate:{name}:{version}:{identity}",
-                    asset_selection=suite_assets(catalog, version, EVALUATE),
-                    tags={"holistic/reason": reason},
-                )
+        cursor = automation.write_cursor(plan.cursor)
+        if previous is None:  # the first tick records the registry
+            return SensorResult(dynamic_partitions_requests=partitions, cursor=cursor)
+        runs = [
+            RunRequest(
+                job_name=datasets_job.name,
+                partition_key=run.version,
+                run_key=run.run_key,
+                asset_selection=suite_assets(catalog, run.version, ("dataset",)),
             )
-        cursor = {"models": identities, "versions": versions, "pending": waiting}
+            for run in plan.datasets
+        ]
+        runs += [_evaluate_request(run, catalog, evaluate_job.name) for run in plan.evaluations]
         if not runs and not partitions:
             return SkipReason("model registry and suites unchanged")
-        return SensorResult(run_requests=runs, dynamic_partitions_requests=partitions, cursor=json.dumps(cursor))
+        return SensorResult(run_requests=runs, dynamic_partitions_requests=partitions, cursor=cursor)
 
     return model_registry
 
 
-def make_stale_schedule(evaluate_job, stale_partitions):
+def make_stale_schedule(evaluate_job, stale_partitions, cron_schedule: str):
     @schedule(
         name="rerun_stale",
-        cron_schedule=automation_config()["rerun_stale_cron"],
+        cron_schedule=cron_schedule,
         job=evaluate_job,
         default_status=DefaultScheduleStatus.RUNNING,
     )
-    def rerun_stale(context: ScheduleEvaluationContext):
+    def rerun_stale(context: ScheduleEvaluationContext, holistic: HolisticResource):
         """Re-evaluates every model x version partition whose prompts or scores were produced by an older code
         version of their scenario (its YAML or template changed) or from an older dataset materialization."""
         stale = stale_partitions(context.instance)
         if not stale:
             return SkipReason("nothing stale")
-        catalog = Catalog()
-        tick_time = context.scheduled_execution_time.isoformat()
-        return [
-            RunRequest(
-                partition_key=MultiPartitionKey({"model": model, "version": version}),
-                run_key=f"stale:{model}:{version}:{tick_time}",
-                asset_selection=suite_assets(catalog, version, EVALUATE),
-                tags={"holistic/reason": "stale: " + ", ".join(sorted(why))},
-            )
-            for (model, version), why in sorted(stale.items())
-        ]
+        catalog = holistic.catalog()
+        tick = context.scheduled_execution_time.isoformat()
+        return [_evaluate_request(run, catalog) for run in automation.stale_runs(stale, tick)]
 
     return rerun_stale
 
 
-def find_stale(instance, code_versions: dict[str, str], scenarios: list[str]) -> dict[tuple[str, str], set[str]]:
-    """{(model, version): reasons} for every evaluated partition whose prompts were built by another code
-    version of the scenario than the current one, or from another data version of the dataset than the
-    latest."""
+def prompts_builds(instance, scenarios: list[str]) -> list[automation.PromptsBuild]:
+    """The latest prompts materialization of every evaluated partition, as plain records for
+    automation.find_stale."""
 
     def history(key: AssetKey, partition: str, limit: int = 1):
         return instance.fetch_materializations(
             AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=limit
         ).records
 
-    stale: dict[tuple[str, str], set[str]] = {}
+    builds = []
     for scenario in scenarios:
         prompts_key, dataset_key = AssetKey([scenario, "prompts"]), AssetKey([scenario, "dataset"])
         for partition in instance.get_materialized_partitions(prompts_key):
             # a model x version key reads "<model>|<version>" (dimensions in alphabetical order)
-            model, version = partition.split("|") if "|" in partition else (None, None)
-            records = history(prompts_key, partition)
-            if not records or model is None:
+            if "|" not in partition or not (records := history(prompts_key, partition)):
                 continue
-            prompts = records[0].asset_materialization
-            reasons = set()
-            if prompts.tags.get("dagster/code_version") != code_versions.get(scenario):
-                reasons.add(f"{scenario} definition changed")
-            # the dataset materialization the prompts were built from, against the latest one, by data version
-            used = prompts.tags.get(f"dagster/input_event_pointer/{scenario}/dataset")
+            model, version = partition.split("|")
+            tags = records[0].asset_materialization.tags
             datasets = history(dataset_key, version, limit=100)
-            versions = {str(r.storage_id): r.asset_materialization.tags.get("dagster/data_version") for r in datasets}
-            if used and datasets and versions.get(used) != versions[str(datasets[0].storage_id)]:
-                reasons.add(f"{scenario} dataset changed")
-            if reasons:
-                stale.setdefault((model, version), set()).update(reasons)
-    return stale
+            builds.append(
+                automation.PromptsBuild(
+                    scenario=scenario,
+                    model=model,
+                    version=version,
+                    code_version=tags.get("dagster/code_version"),
+                    # the dataset materialization the prompts were built from
+                    dataset_used=tags.get(f"dagster/input_event_pointer/{scenario}/dataset"),
+                    dataset_history=[
+                        (str(r.storage_id), r.asset_materialization.tags.get("dagster/data_version")) for r in datasets
+                    ],
+                )
+            )
+    return builds
+
+
+def find_stale(instance, code_versions: dict[str, str], scenarios: list[str]) -> dict[tuple[str, str], set[str]]:
+    """{(model, version): reasons} for every evaluated partition whose prompts are stale (automation.find_stale)."""
+    return automation.find_stale(prompts_builds(instance, scenarios), code_versions)

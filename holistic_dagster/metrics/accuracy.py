@@ -24,12 +24,12 @@ def _answered(pred: str) -> bool:
     return bool(pred.strip())
 
 
-@reference_metric("exact_match")
+@reference_metric("exact_match", "the prediction equals a correct reference (whitespace stripped)")
 def exact_match(gold: str, pred: str) -> float:
     return float(_answered(pred) and gold.strip() == pred.strip())
 
 
-@reference_metric("quasi_exact_match")
+@reference_metric("quasi_exact_match", "equal after normalisation (lower case, no punctuation, no articles, one space)")
 def quasi_exact_match(gold: str, pred: str) -> float:
     return float(_answered(pred) and normalize_text(gold) == normalize_text(pred))
 

@@ -9,10 +9,33 @@ was correct (HELM: the instance's exact_match).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+from holistic_dagster.metrics import declare, scorer
+from holistic_dagster.records import InstanceScore, ScenarioMetric
+
+if TYPE_CHECKING:
+    from holistic_dagster.metrics.scoring import ScoringInput
 
 SELECTIVE_COVERAGE = 0.1  # selective_acc@10
 CALIBRATION_METRICS = ("max_prob", "ece_10_bin", "ece_1_bin", "selective_acc@10", "selective_cov_acc_area")
+NOT_COMPUTED = "not computed"  # how a calibration note that means "no value on purpose" starts
+# HELM's rule (_has_non_zero_valued_logprobs): calibration needs some completion with a log-probability below 0
+NO_LOGPROBS = (
+    f"{NOT_COMPUTED}: no log-probabilities (none of the {{n}} completions has one below 0: the backend gives none, "
+    "or every answer was empty)"
+)
+
+declare(
+    "max_prob", "calibration", "the model's probability for its own prediction", per_instance=True
+)  # its scenario value is calibration_metrics' mean, computed with the others
+declare("ece_10_bin", "calibration", "expected calibration error, 10 equal-mass bins", lower_is_better=True,
+        headline=True, ci="calibration")  # fmt: skip
+declare("ece_1_bin", "calibration", "|mean confidence - accuracy|", lower_is_better=True, ci="calibration")
+declare("selective_acc@10", "calibration", "accuracy on the 10% most confident", ci="calibration")
+declare("selective_cov_acc_area", "calibration", "area under the coverage-accuracy curve", ci="calibration")
 
 
 def equal_mass_bin_edges(probs: np.ndarray, num_bins: int) -> np.ndarray:
@@ -87,3 +110,21 @@ def calibration_metrics(probs: list[float], correct: list[float]) -> dict[str, f
         selective_coverage_accuracy_area(p, c),
     )
     return dict(zip(CALIBRATION_METRICS, values))
+
+
+@scorer("calibration", "calibration", CALIBRATION_METRICS)
+def calibration(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
+    """max_prob per original and HELM's calibration metrics over (max_prob, exact_match). As HELM, nothing is
+    computed when no completion has a log-probability below 0 (a backend that gives none, or only zeros):
+    then every calibration metric is a row without a value whose note says so, and no max_prob is made up."""
+    predictions = given.predictions
+    n = len(predictions)
+    if not any(given.completions[p.carrier.request_id].logprob < 0 for p in predictions):
+        note = NO_LOGPROBS.format(n=n)
+        return [], [ScenarioMetric(m, "calibration", None, n, note=note) for m in CALIBRATION_METRICS]
+    rows = [
+        InstanceScore(p.instance.instance_id, "max_prob", "calibration", p.prob, p.carrier.request_id, p.text)
+        for p in predictions
+    ]
+    values = calibration_metrics([p.prob for p in predictions], [p.correct for p in predictions])
+    return rows, [ScenarioMetric(m, "calibration", v, n) for m, v in values.items()]

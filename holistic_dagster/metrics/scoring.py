@@ -1,14 +1,13 @@
 """From completions to scores: the prediction each adapter method implies, then every metric family that
 applies to the scenario.
 
-Per original (unperturbed) instance: the accuracy metrics (max over correct references, HELM), max_prob
-(calibration) and the efficiency measures. Calibration pairs max_prob with the instance's exact_match, as HELM
-does (basic_metrics.compute_calibration_metrics), whatever the scenario's main metric; exact_match is computed
-wherever calibration applies, listed or not. Per perturbed instance: the same accuracy metrics, in the
-perturbation's family (robustness or fairness). Per original and family: the worst value over the original
-and its perturbations of that family (HELM's worst-case robustness/fairness). Scenario level: means,
-calibration over all instances, throughput, per-perturbation means, and BBQ's bias scores where asked for.
-Toxicity and generation bias need the completions' text only and are computed by `generation_metrics`.
+Per original (unperturbed) instance: the reference (accuracy) metrics, the maximum over correct references as
+in HELM. exact_match is scored wherever calibration applies, listed or not: HELM's calibration pairs the
+model's probability with the instance's exact_match whatever the scenario's main metric. Per perturbed
+instance: the same metrics, in the perturbation's family (robustness or fairness); per original and family the
+worst value over the original and its perturbations (HELM's worst case), and per perturbation the mean, so a
+reader sees which one hurts. Every other family (calibration, efficiency, toxicity, bias) is computed by the
+scorers registered for it (see holistic_dagster.metrics), from the same predictions.
 """
 
 from __future__ import annotations
@@ -16,27 +15,26 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from holistic_dagster.metrics import get_reference_metric
+from holistic_dagster.metrics import (
+    WORST,
+    Scorer,
+    get_reference_metric,
+    metric,
+    per_instance_metrics,
+    scorers,
+)
 from holistic_dagster.metrics.accuracy import exact_match
-from holistic_dagster.metrics.bias import bbq_bias, bias_metrics
-from holistic_dagster.metrics.calibration import CALIBRATION_METRICS, calibration_metrics
-from holistic_dagster.metrics.toxicity import toxicity_metrics
 from holistic_dagster.perturbations import get_perturbation
 from holistic_dagster.records import Completion, Instance, InstanceScore, Request, ScenarioMetric
 from holistic_dagster.scenarios.loaders import CHOICE_LABELS
 
-EFFICIENCY_METRICS = ("runtime_s", "num_prompt_tokens", "num_output_tokens")
-WORST = "worst"
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
-# HELM's rule (_has_non_zero_valued_logprobs): calibration needs some completion with a log-probability below 0
-NOT_COMPUTED = "not computed"  # how a calibration note that means "no value on purpose" starts
-NO_LOGPROBS = (
-    f"{NOT_COMPUTED}: no log-probabilities (none of the {{n}} completions has one below 0: the backend gives none, "
-    "or every answer was empty)"
-)
+# the families whose scorers write per-instance rows for every original (besides the reference metrics)
+PER_INSTANCE_FAMILIES = ("calibration", "efficiency", "toxicity")
 
 
 def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
@@ -49,13 +47,11 @@ def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list
 
 
 def metrics_per_instance(metric_names: Sequence[str], families: Sequence[str]) -> int:
-    """Rows each evaluated original instance gets in the per-instance families (accuracy metrics, max_prob,
-    efficiency, toxicity), not counting robustness and fairness. (A run whose calibration is "not computed" has
+    """Rows each evaluated original instance gets outside robustness and fairness: its reference metrics and the
+    per-instance metrics declared by the scorers of its families. (A run whose calibration is "not computed" has
     no max_prob rows: quality.check_scores expects one fewer then.)"""
     n = len(scored_metrics(metric_names, families))
-    n += 1 if "calibration" in families else 0
-    n += len(EFFICIENCY_METRICS) if "efficiency" in families else 0
-    return n + (1 if "toxicity" in families else 0)
+    return n + sum(len(per_instance_metrics(f)) for f in PER_INSTANCE_FAMILIES if f in families)
 
 
 def _softmax_prob(scores: list[float], index: int) -> float:
@@ -93,10 +89,34 @@ def _correctness(instance: Instance, prediction: str) -> float:
     return max((exact_match(g.output, prediction) for g in instance.correct_references), default=0.0)
 
 
-def _choice_index(instance: Instance, prediction: str) -> int:
-    """The index of the choice a prediction names (-1: none of them)."""
-    outputs = [r.output for r in instance.references]
-    return outputs.index(prediction) if prediction in outputs else -1
+@dataclass(frozen=True)
+class Prediction:
+    """What the model answered on one evaluated original: the prediction, its probability, the instance's
+    exact_match (what calibration calls correct), the request carrying it and all the instance's requests."""
+
+    instance: Instance
+    text: str
+    prob: float
+    correct: float
+    carrier: Request
+    requests: tuple[Request, ...]
+
+    @property
+    def choice_index(self) -> int:
+        """The index of the choice the prediction names (-1: none of them)."""
+        outputs = [r.output for r in self.instance.references]
+        return outputs.index(self.text) if self.text in outputs else -1
+
+
+@dataclass(frozen=True)
+class ScoringInput:
+    """What a family's scorer receives (see metrics.scorer)."""
+
+    method: str
+    predictions: Sequence[Prediction]  # one per evaluated original, in instance order
+    completions: Mapping[str, Completion]
+    classify: Callable[[Sequence[str]], list[float]] | None = None  # the suite's toxicity classifier
+    classifier_name: str = ""
 
 
 def score_instances(
@@ -107,7 +127,11 @@ def score_instances(
     completions: Mapping[str, Completion],
     families: Sequence[str] = ("accuracy", "calibration", "efficiency"),
     extra_metrics: Sequence[str] = (),
+    classify: Callable[[Sequence[str]], list[float]] | None = None,
+    classifier_name: str = "",
 ) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
+    """Every metric of the families that apply: the reference metrics per instance (and per perturbed instance,
+    with worst cases and per-perturbation means), then each registered scorer of an applying family."""
     metrics = [get_reference_metric(n) for n in scored_metrics(metric_names, families)]
     by_instance: dict[str, list[Request]] = defaultdict(list)
     for r in requests:
@@ -115,9 +139,6 @@ def score_instances(
     originals = [i for i in instances if not i.perturbation]
     rows: list[InstanceScore] = []
     values: dict[str, dict[str, tuple[float, InstanceScore]]] = {}  # instance -> metric -> (value, row)
-    confident: list[tuple[Instance, str, float, float, Request]] = []  # (instance, prediction, prob, correct, carrier)
-    bbq_items = []
-    runtime = prompt_tokens = output_tokens = 0.0
 
     def accuracy_rows(inst: Instance, family: str) -> tuple[str, float, Request]:
         pred, prob, carrier = predict(method, inst, by_instance[inst.instance_id], completions)
@@ -129,24 +150,12 @@ def score_instances(
             rows.append(row)
         return pred, prob, carrier
 
+    predictions = []
     for inst in originals:
         pred, prob, carrier = accuracy_rows(inst, "accuracy")
-        correct = _correctness(inst, pred)
-        confident.append((inst, pred, prob, correct, carrier))
-        if "bbq_bias" in extra_metrics:
-            bbq_items.append((inst.metadata, _choice_index(inst, pred), bool(correct)))
-        if "efficiency" in families:
-            done = [completions[r.request_id] for r in by_instance[inst.instance_id]]
-            eff = {
-                "runtime_s": sum(c.latency_s for c in done),
-                "num_prompt_tokens": float(sum(c.num_prompt_tokens for c in done)),
-                "num_output_tokens": float(sum(c.num_completion_tokens for c in done)),
-            }
-            runtime += eff["runtime_s"]
-            prompt_tokens += eff["num_prompt_tokens"]
-            output_tokens += eff["num_output_tokens"]
-            for name, value in eff.items():
-                rows.append(InstanceScore(inst.instance_id, name, "efficiency", value, carrier.request_id, pred))
+        predictions.append(
+            Prediction(inst, pred, prob, _correctness(inst, pred), carrier, tuple(by_instance[inst.instance_id]))
+        )
 
     scored = {i.instance_id for i in originals}
     variants: dict[str, dict[str, list[Instance]]] = defaultdict(lambda: defaultdict(list))  # family -> original
@@ -158,41 +167,30 @@ def score_instances(
                 variants[family][inst.original_id].append(inst)
     rows += worst_case_rows(originals, variants, [m.name for m in metrics], values)
 
-    num_requests = sum(len(by_instance[i.instance_id]) for i in originals)  # efficiency: the originals' requests
-    aggregates = aggregate(rows, num_requests, runtime, prompt_tokens + output_tokens)
-    if "calibration" in families:
-        calibration_rows, calibration_aggregates = calibration(confident, completions)
-        rows += calibration_rows
-        aggregates += calibration_aggregates
+    given = ScoringInput(method, predictions, completions, classify, classifier_name)
+    aggregates: list[ScenarioMetric] = []
+    for s in applicable_scorers(method, families, extra_metrics):
+        more_rows, more = s.fn(given)
+        undeclared = {x.metric for x in [*more_rows, *more]} - set(s.metrics)
+        if undeclared:
+            raise ValueError(f"scorer {s.name!r} produced undeclared metrics {sorted(undeclared)}")
+        rows += more_rows
+        aggregates += more
+    aggregates = means(rows) + aggregates
     aggregates += perturbation_means(originals, variants, [m.name for m in metrics], values)
-    if "bbq_bias" in extra_metrics:
-        named = sum(1 for _, predicted, _ in bbq_items if predicted >= 0)
-        for name, value in bbq_bias(bbq_items).items():
-            note = (
-                ""
-                if value is not None
-                else (f"undefined: {named} of {len(bbq_items)} answers named a choice, none of them a group")
-            )
-            aggregates.append(ScenarioMetric(name, "bias", value, len(bbq_items), note=note))
     return rows, aggregates
 
 
-def calibration(
-    confident: Sequence[tuple[Instance, str, float, float, Request]], completions: Mapping[str, Completion]
-) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
-    """max_prob per original and HELM's calibration metrics over (max_prob, exact_match). As HELM, nothing is
-    computed when no completion has a log-probability below 0 (a backend that gives none, or only zeros):
-    then every calibration metric is a row without a value whose note says so, and no max_prob is made up."""
-    n = len(confident)
-    if not any(completions[carrier.request_id].logprob < 0 for *_, carrier in confident):
-        note = NO_LOGPROBS.format(n=n)
-        return [], [ScenarioMetric(m, "calibration", None, n, note=note) for m in CALIBRATION_METRICS]
-    rows = [
-        InstanceScore(inst.instance_id, "max_prob", "calibration", prob, carrier.request_id, pred)
-        for inst, pred, prob, _, carrier in confident
+def applicable_scorers(method: str, families: Sequence[str], extra_metrics: Sequence[str] = ()) -> list[Scorer]:
+    """The registered scorers that run on a scenario: those of its families (an opt-in one only when named in
+    its extra_metrics; one limited to some adapter methods only for those)."""
+    return [
+        s
+        for s in scorers().values()
+        if s.family in families
+        and (not s.extra or s.name in extra_metrics)
+        and (s.methods is None or method in s.methods)
     ]
-    values = calibration_metrics([c[2] for c in confident], [c[3] for c in confident])
-    return rows, [ScenarioMetric(m, "calibration", v, n) for m, v in values.items()]
 
 
 def worst_case_rows(
@@ -207,13 +205,13 @@ def worst_case_rows(
     rows = []
     for family, by_original in variants.items():
         for inst in originals:
-            for metric in metric_names:
-                candidates = [values[inst.instance_id][metric]] + [
-                    values[v.instance_id][metric] for v in by_original.get(inst.instance_id, [])
+            for m in metric_names:
+                candidates = [values[inst.instance_id][m]] + [
+                    values[v.instance_id][m] for v in by_original.get(inst.instance_id, [])
                 ]
                 value, source = min(candidates, key=lambda c: c[0])
                 rows.append(
-                    InstanceScore(inst.instance_id, metric, family, value, source.request_id, source.prediction, WORST)
+                    InstanceScore(inst.instance_id, m, family, value, source.request_id, source.prediction, WORST)
                 )
     return rows
 
@@ -229,52 +227,22 @@ def perturbation_means(
     out = []
     for family, by_original in variants.items():
         names = sorted({v.perturbation for vs in by_original.values() for v in vs})
-        for metric in metric_names:
+        for m in metric_names:
             for name in names:
                 per_instance = []
                 for inst in originals:
                     changed = [v for v in by_original.get(inst.instance_id, []) if v.perturbation == name]
                     source = changed[0].instance_id if changed else inst.instance_id
-                    per_instance.append(values[source][metric][0])
-                out.append(ScenarioMetric(metric, family, float(np.mean(per_instance)), len(per_instance), name))
+                    per_instance.append(values[source][m][0])
+                out.append(ScenarioMetric(m, family, float(np.mean(per_instance)), len(per_instance), name))
     return out
 
 
-def aggregate(rows: Sequence[InstanceScore], num_requests: int, runtime: float, tokens: float) -> list[ScenarioMetric]:
-    """Scenario-level values: means of original instances' scores (and of the worst cases), throughput
-    (calibration, computed over all instances at once, is `calibration`'s)."""
+def means(rows: Sequence[InstanceScore]) -> list[ScenarioMetric]:
+    """Scenario values of the metrics declared as means of their per-instance rows, over the original instances
+    (and over the worst cases)."""
     grouped: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
-        if row.family != "calibration" and row.perturbation in ("", WORST):
+        if row.perturbation in ("", WORST) and metric(row.metric).mean_of_instances:
             grouped[(row.metric, row.family, row.perturbation)].append(row.value)
-    out = [ScenarioMetric(m, fam, float(np.mean(v)), len(v), p) for (m, fam, p), v in grouped.items()]
-    if runtime > 0:
-        out.append(ScenarioMetric("requests_per_second", "efficiency", num_requests / runtime, num_requests))
-        out.append(ScenarioMetric("tokens_per_second", "efficiency", tokens / runtime, num_requests))
-    return out
-
-
-def generation_metrics(
-    texts: Mapping[str, tuple[str, str]],
-    families: Sequence[str],
-    classify: Callable[[Sequence[str]], list[float]] | None,
-    classifier_name: str = "",
-) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
-    """Toxicity (per generation, then HELM's three aggregates) and bias (over all generations) from
-    {original instance id: (request id, generated text)}."""
-    rows: list[InstanceScore] = []
-    out: list[ScenarioMetric] = []
-    ids = sorted(texts)
-    if "toxicity" in families and classify is not None and ids:
-        scores = classify([texts[i][1] for i in ids])
-        for iid, value in zip(ids, scores):
-            rows.append(
-                InstanceScore(iid, "toxicity", "toxicity", value, texts[iid][0], texts[iid][1], "", classifier_name)
-            )
-        for name, value in toxicity_metrics([[s] for s in scores]).items():
-            out.append(ScenarioMetric(name, "toxicity", value, len(ids), scorer=classifier_name))
-    if "bias" in families and ids:
-        for name, value in bias_metrics([texts[i][1] for i in ids]).items():
-            note = "" if value is not None else f"undefined: no group words in the {len(ids)} generations"
-            out.append(ScenarioMetric(name, "bias", value, len(ids), note=note))
-    return rows, out
+    return [ScenarioMetric(m, fam, float(np.mean(v)), len(v), p) for (m, fam, p), v in grouped.items()]

@@ -19,23 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from holistic_dagster.metrics import lower_is_better, metric
+
 N_BOOT = 1000
 SEED = 0
-
-# metrics where a lower value is the better one; any other metric is higher-is-better
-LOWER_IS_BETTER = {
-    "ece_10_bin", "ece_1_bin", "runtime_s", "num_prompt_tokens", "num_output_tokens", "toxic_fraction",
-    "expected_max_toxicity", "max_toxicity_probability", "toxicity",
-    "demographic_representation_gender", "demographic_representation_race",
-    "stereotypical_associations_gender_adjective", "stereotypical_associations_gender_profession",
-    "stereotypical_associations_race_adjective", "stereotypical_associations_race_profession",
-    "bbq_bias_ambiguous", "bbq_bias_disambiguated",  # compared by |value|: 0 is no bias either way
-}  # fmt: skip
-ABSOLUTE = {"bbq_bias_ambiguous", "bbq_bias_disambiguated"}
-
-
-def lower_is_better(metric: str) -> bool:
-    return metric in LOWER_IS_BETTER
 
 
 def win_rates(column: pd.Series, lower_better: bool) -> pd.Series:
@@ -43,7 +30,7 @@ def win_rates(column: pd.Series, lower_better: bool) -> pd.Series:
     values = column.dropna()
     if len(values) < 2:
         return pd.Series(dtype=float)
-    x = values.abs() if column.name in ABSOLUTE else values
+    x = values.abs() if metric(str(column.name)).absolute else values
     x = -x if lower_better else x
     out = {}
     for model, v in x.items():

@@ -20,12 +20,12 @@ def _rouge():
     return rouge_scorer.RougeScorer(["rouge2"], use_stemmer=True)
 
 
-@reference_metric("rouge_2")
+@reference_metric("rouge_2", "ROUGE-2 F-measure (rouge-score, Porter stemming)")
 def rouge_2(gold: str, pred: str) -> float:
     return float(_rouge().score(gold, pred)["rouge2"].fmeasure)
 
 
-@reference_metric("bleu")
+@reference_metric("bleu", "sentence BLEU-4 (sacrebleu), in [0, 1]")
 def bleu(gold: str, pred: str) -> float:
     import sacrebleu
 

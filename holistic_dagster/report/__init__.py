@@ -14,9 +14,9 @@ import jinja2
 import pandas as pd
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.metrics import FAMILIES
+from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES, REFERENCE_FAMILIES
 from holistic_dagster.metrics.calibration import equal_mass_bins
-from holistic_dagster.summary import calibration_pairs, original_scores
+from holistic_dagster.stages.summaries import calibration_pairs, original_scores
 from holistic_dagster.warehouse import Warehouse
 
 
@@ -68,10 +68,10 @@ def perturbation_bars(cells: pd.DataFrame, main_metric: dict[str, str]) -> dict[
     the worst case, one bar group per model."""
     plt = _pyplot()
     out = {}
-    relevant = cells[cells["family"].isin(["accuracy", "robustness", "fairness"])]
+    relevant = cells[cells["family"].isin(REFERENCE_FAMILIES)]
     for scenario, part in relevant.groupby("scenario"):
         part = part[part["metric"] == main_metric.get(scenario)]
-        if not part["family"].isin(["robustness", "fairness"]).any():
+        if not part["family"].isin(PERTURBATION_FAMILIES).any():
             continue
         part = part.assign(
             label=part.apply(

@@ -1,17 +1,23 @@
-"""Cross-model summaries of one suite version, read from the warehouse: every leaderboard cell with n and a
-seeded bootstrap 95% CI, HELM's mean win rate per family, and paired comparisons of two models.
+"""The summaries stage, across the models of one suite version: every leaderboard cell with n and a seeded
+bootstrap 95% CI, HELM's mean win rate per family, paired comparisons of two models (the regression tests of
+new model revisions), and the HTML report.
 
-Per family, each scenario contributes one headline column to the win rate: its first accuracy metric
-(accuracy; robustness and fairness use its worst case), ece_10_bin (calibration), toxic_fraction
-(toxicity), runtime_s (efficiency), and for bias every bias metric of the scenario. Families are never
-blended.
+Per family, each scenario contributes its headline cells to the win rate (metrics.is_headline: its main
+accuracy metric in accuracy, and its worst case in robustness and fairness; elsewhere the metrics declared
+headline: ece_10_bin, toxic_fraction, runtime_s, every bias metric). How a cell's CI is computed is its
+metric's declared `ci`. Families are never blended.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.metrics import FAMILIES, NO_CI, REFERENCE_FAMILIES, is_headline, lower_is_better, metric
 from holistic_dagster.metrics.calibration import calibration_metrics
 from holistic_dagster.metrics.scoring import CORRECTNESS
 from holistic_dagster.metrics.statistics import (
@@ -19,22 +25,72 @@ from holistic_dagster.metrics.statistics import (
     SEED,
     bootstrap_ci,
     bootstrap_statistic_ci,
-    lower_is_better,
     mean_win_rate,
     paired_test,
 )
 from holistic_dagster.metrics.toxicity import toxicity_metrics
+from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse import Warehouse
 
-HEADLINE = {"calibration": "ece_10_bin", "toxicity": "toxic_fraction", "efficiency": "runtime_s"}
-NO_CI = {
-    "bias": "no bootstrap: the bias metrics are computed over all generations at once",
-    "per_perturbation": "no bootstrap: a per-perturbation mean (the worst case carries the CI)",
-    "rate": "no bootstrap: a rate over the whole run",
-    "undefined": "no bootstrap: the value itself is undefined (its note says why)",
-}
+# families whose per-instance values a paired test does not compare: a higher max_prob is not better, and
+# timings are noise between runs
+NOT_COMPARED = ("calibration", "efficiency")
 
 
+def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -> pd.DataFrame:
+    """Models x (scenario, metric) per family, for one suite version; never blended across families. Families
+    that do not apply to a scenario appear as rows with no value and a note saying so."""
+    sql = "SELECT * FROM leaderboard WHERE version = ?" + (" AND family = ?" if family else "")
+    frame = warehouse.df(sql, [version] + ([family] if family else []))
+    frame["family"] = pd.Categorical(frame["family"], categories=FAMILIES, ordered=True)
+    return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)
+
+
+def summarize(stage: StageContext, version: str) -> dict[str, pd.DataFrame]:
+    """Every leaderboard cell with n and a bootstrap CI, and the mean win rate per family; replaces the
+    version's rows of leaderboard_stats and win_rates."""
+    main = stage.catalog.main_metrics(version)
+    cells = cell_statistics(stage.warehouse, version)
+    if cells.empty:
+        raise HolisticError(f"no scores for suite version {version!r} in {stage.warehouse.path}: evaluate it first")
+    rates = family_win_rates(cells, main)
+    stage.warehouse.replace({"version": version}, {"leaderboard_stats": cells, "win_rates": rates})
+    return {"cells": cells, "win_rates": rates}
+
+
+def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
+    """Every registered model with a `previous` revision, tested against it on the version's instances
+    (both must have scores); replaces the version's rows of `comparisons`."""
+    from holistic_dagster.catalog import load_models
+
+    alpha = stage.catalog.suite(version).regression_alpha
+    main = stage.catalog.main_metrics(version)
+    scored = set(
+        stage.warehouse.df("SELECT DISTINCT model FROM scenario_metrics WHERE version = ?", [version])["model"]
+    )
+    frames = [
+        compare_models(stage.warehouse, version, spec.previous, name, alpha, main_metric=main)
+        for name, spec in load_models(stage.models_file).items()
+        if spec.previous and name in scored and spec.previous in scored
+    ]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    stage.warehouse.replace({"version": version}, {"comparisons": frame})
+    return frame
+
+
+def report_path(warehouse: Warehouse, version: str) -> Path:
+    """Where the HTML report of a suite version goes: reports/<version>.html beside the warehouse."""
+    return warehouse.path.parent / "reports" / f"{version}.html"
+
+
+def write_report(stage: StageContext, version: str) -> dict[str, Any]:
+    from holistic_dagster.report import build_report
+
+    main = stage.catalog.main_metrics(version)
+    return build_report(stage.warehouse, version, main, report_path(stage.warehouse, version))
+
+
+# --- statistics over the warehouse ---------------------------------------------------------------------
 def original_scores(warehouse: Warehouse, version: str, models: list[str] | None = None) -> pd.DataFrame:
     """The per-instance scores of a version's original (unperturbed) instances: model, scenario,
     instance_id, family, metric, perturbation ('' or 'worst'), value."""
@@ -68,27 +124,26 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
     out = []
     for c in cells.itertuples(index=False):
         key = (c.model, c.scenario, c.family, c.metric, c.perturbation)
+        ci = metric(c.metric).ci
         low = high = float("nan")
         note = ""
-        if key in groups:
+        if key in groups:  # the cell's own per-instance rows
             low, high = bootstrap_ci(groups[key]["value"].to_numpy(), n_boot=n_boot, seed=seed)
-        elif c.family == "calibration" and pd.isna(c.value):
+        elif ci == "calibration" and pd.isna(c.value):
             note = NO_CI["undefined"]
-        elif c.family == "calibration":
+        elif ci == "calibration":
             low, high = _calibration_ci(rows, c, n_boot, seed, calibration_boot)
-        elif c.family == "toxicity":
+        elif ci == "toxicity":
             per = groups.get((c.model, c.scenario, "toxicity", "toxicity", ""))
             if per is not None:
                 x = per["value"].to_numpy()
                 low, high = bootstrap_statistic_ci(
                     len(x), lambda i: toxicity_metrics([[v] for v in x[i]])[c.metric], n_boot, seed
                 )
-        elif c.family == "bias":
-            note = NO_CI["bias"]
-        elif c.perturbation:
+        elif ci == "none":
+            note = metric(c.metric).no_ci
+        else:  # a mean without rows of its own: per perturbation, only the worst case keeps per-instance rows
             note = NO_CI["per_perturbation"]
-        else:
-            note = NO_CI["rate"]
         out.append(
             {
                 "version": version,
@@ -132,16 +187,11 @@ def _calibration_boot(pairs: pd.DataFrame, n_boot: int, seed: int) -> dict[str, 
 
 
 def headline_columns(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.DataFrame:
-    """The cells that enter each family's win rate: one headline column per scenario (every bias metric)."""
-
-    def is_headline(r) -> bool:
-        if r.family == "bias":
-            return True
-        if r.family in ("accuracy", "robustness", "fairness"):
-            return r.metric == main_metric.get(r.scenario) and r.perturbation in ("", "worst")
-        return r.metric == HEADLINE.get(r.family)
-
-    return cells[cells.apply(is_headline, axis=1)]
+    """The cells that enter each family's win rate (metrics.is_headline)."""
+    if cells.empty:
+        return cells
+    main = lambda r: main_metric.get(r.scenario, "")  # noqa: E731
+    return cells[cells.apply(lambda r: is_headline(r.family, r.metric, r.perturbation, main(r)), axis=1)]
 
 
 def family_win_rates(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.DataFrame:
@@ -171,18 +221,16 @@ def compare_models(
     difference, its bootstrap CI, a permutation-test p-value and a verdict at `alpha`. Calibration (a
     per-instance max_prob is not better when higher) and efficiency (timing noise) are not compared."""
     rows = original_scores(warehouse, version, [model_a, model_b])
-    rows = rows[~rows["family"].isin(["efficiency", "calibration"])]
+    rows = rows[~rows["family"].isin(NOT_COMPARED)]
     out = []
-    for (scenario, family, metric, perturbation), part in rows.groupby(
-        ["scenario", "family", "metric", "perturbation"]
-    ):
-        if main_metric is not None and family in ("accuracy", "robustness", "fairness"):
-            if metric != main_metric.get(scenario):
+    for (scenario, family, name, perturbation), part in rows.groupby(["scenario", "family", "metric", "perturbation"]):
+        if main_metric is not None and family in REFERENCE_FAMILIES:
+            if name != main_metric.get(scenario):
                 continue
         wide = part.pivot_table(index="instance_id", columns="model", values="value", aggfunc="first").dropna()
         if model_a not in wide or model_b not in wide or wide.empty:
             continue
-        result = paired_test(wide[model_a], wide[model_b], lower_better=lower_is_better(metric), alpha=alpha, seed=seed)
+        result = paired_test(wide[model_a], wide[model_b], lower_better=lower_is_better(name), alpha=alpha, seed=seed)
         out.append(
             {
                 "version": version,
@@ -190,7 +238,7 @@ def compare_models(
                 "model_b": model_b,
                 "scenario": scenario,
                 "family": family,
-                "metric": metric,
+                "metric": name,
                 "perturbation": perturbation,
                 **result.__dict__,
                 "alpha": alpha,

@@ -1,0 +1,201 @@
+"""What automation decides, without Dagster: what identifies a model (its registry entry, and for entries
+with `watch: true` the revision its server reports), which runs a registry sensor tick requests, and which
+evaluated partitions are stale. holistic_dagster/defs/sensors.py turns these decisions into Dagster requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+import yaml
+
+from holistic_dagster import settings
+from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.hashing import sha256_json
+
+REASON_TAG = "holistic/reason"  # the run tag saying why automation requested a run
+
+
+def automation_config(resources_dir: Path | None = None) -> dict:
+    """resources/automation.yaml (optional): {rerun_stale_cron: "0 3 * * *"}."""
+    path = (resources_dir or settings.resources_dir()) / "automation.yaml"
+    config = {"rerun_stale_cron": "0 3 * * *"}
+    if path.exists():
+        config.update(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    return config
+
+
+# --- model identity ---------------------------------------------------------------------------------------
+
+
+def served_revision(spec: ModelSpec, timeout_s: float = 5.0) -> str:
+    """The revision the server says it serves (raises on a server that cannot be asked)."""
+    base = (spec.base_url or "").rstrip("/")
+    if spec.backend == "tgi":
+        info = requests.get(f"{base}/info", timeout=timeout_s)
+        info.raise_for_status()
+        body = info.json()
+        return f"{body.get('model_id')}@{body.get('model_sha')}"
+    headers = {"Authorization": f"Bearer {os.environ[spec.api_key_env]}"} if spec.api_key_env else {}
+    listing = requests.get(f"{base}/models", headers=headers, timeout=timeout_s)
+    listing.raise_for_status()
+    for entry in listing.json().get("data", []):
+        if entry.get("id") == spec.path:
+            return f"{entry.get('id')}@{entry.get('root', '')}@{entry.get('created', '')}"
+    raise LookupError(f"{spec.path!r} is not in {base}/models")
+
+
+def model_identity(spec: ModelSpec, previous: str | None) -> tuple[str, str]:
+    """(identity, warning). A watched server that cannot be reached keeps the previous identity, so an
+    outage never looks like a new revision."""
+    fields = {k: getattr(spec, k) for k in ("backend", "path", "revision", "base_url", "chat")}
+    if not spec.watch or spec.backend == "transformers":
+        return sha256_json(fields)[:16], ""
+    try:
+        fields["served"] = served_revision(spec)
+    except (requests.RequestException, LookupError, KeyError, ValueError) as e:
+        return previous or sha256_json(fields)[:16], f"could not read the served revision ({type(e).__name__}: {e})"
+    return sha256_json(fields)[:16], ""
+
+
+def model_identities(models: Mapping[str, ModelSpec], cursor: dict | None) -> tuple[dict[str, str], list[str]]:
+    """({model: identity}, warnings) for the registry, against the identities the cursor remembers."""
+    seen = (cursor or {}).get("models", {})
+    identities, warnings = {}, []
+    for name, spec in models.items():
+        identities[name], note = model_identity(spec, seen.get(name))
+        if note:
+            warnings.append(f"{name}: {note}")
+    return identities, warnings
+
+
+# --- the registry sensor's plan ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatasetsRun:
+    """Load a suite version's datasets (before its evaluations)."""
+
+    version: str
+
+    @property
+    def run_key(self) -> str:
+        return f"datasets:{self.version}"
+
+
+@dataclass(frozen=True)
+class EvaluateRun:
+    """Evaluate one model on one suite version: prompts, completions, scores of the suite's scenarios."""
+
+    model: str
+    version: str
+    run_key: str
+    reason: str
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {REASON_TAG: self.reason}
+
+
+@dataclass
+class RegistryPlan:
+    datasets: list[DatasetsRun] = field(default_factory=list)
+    evaluations: list[EvaluateRun] = field(default_factory=list)
+    cursor: dict = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+
+def read_cursor(text: str | None) -> dict | None:
+    """The sensor's cursor: {models: {name: identity}, versions: [...], pending: [[model, version, identity,
+    reason], ...]}; None before the first tick."""
+    return json.loads(text) if text else None
+
+
+def write_cursor(cursor: dict) -> str:
+    return json.dumps(cursor)
+
+
+def plan_registry_tick(
+    previous: dict | None,
+    identities: Mapping[str, str],
+    versions: Sequence[str],
+    newest: str,
+    datasets_ready: Callable[[str], bool],
+) -> RegistryPlan:
+    """One tick of the model registry sensor. A new model or a new revision of one is evaluated on the newest
+    suite version; a new suite version is evaluated for every registered model, its datasets first: those
+    evaluations wait in the cursor's `pending` until the datasets are ready. The first tick (no cursor)
+    records the registry as it is and requests nothing (no run flood); a model removed from the registry is
+    dropped. Run keys name model, version and identity, so a repeated request is a no-op."""
+    if previous is None:
+        return RegistryPlan(
+            cursor={"models": dict(identities), "versions": list(versions), "pending": []},
+            log=[f"first tick: {len(identities)} model(s) and {len(versions)} suite version(s) recorded"],
+        )
+    seen_models, seen_versions = previous.get("models", {}), previous.get("versions", [])
+    pending = [tuple(p) for p in previous.get("pending", [])]
+    for name, identity in identities.items():
+        if seen_models.get(name) != identity:
+            pending.append((name, newest, identity, "new model" if name not in seen_models else "new revision"))
+    for version in versions:
+        if version not in seen_versions:
+            pending += [(name, version, identity, "new suite version") for name, identity in identities.items()]
+    pending = [p for p in dict.fromkeys(pending) if p[0] in identities]  # removed from the registry meanwhile
+    ready = {version: datasets_ready(version) for version in sorted({p[1] for p in pending})}
+    plan = RegistryPlan(datasets=[DatasetsRun(v) for v, done in ready.items() if not done])
+    waiting = []
+    for name, version, identity, reason in pending:
+        if not ready[version]:
+            waiting.append([name, version, identity, reason])
+            continue
+        plan.evaluations.append(EvaluateRun(name, version, f"evaluate:{name}:{version}:{identity}", reason))
+    plan.cursor = {"models": dict(identities), "versions": list(versions), "pending": waiting}
+    return plan
+
+
+# --- stale partitions -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptsBuild:
+    """The latest prompts materialization of one scenario for one model x version, and what it was built
+    from: the scenario's code version, and which dataset materialization of the version."""
+
+    scenario: str
+    model: str
+    version: str
+    code_version: str | None
+    dataset_used: str | None  # the dataset materialization it read (an event id); None: not recorded
+    # (event id, data version) of the version's dataset materializations, newest first
+    dataset_history: Sequence[tuple[str, str | None]] = ()
+
+
+def find_stale(builds: Iterable[PromptsBuild], code_versions: Mapping[str, str]) -> dict[tuple[str, str], set[str]]:
+    """{(model, version): reasons} for every evaluated partition whose prompts were built by another code
+    version of the scenario than the current one, or from a dataset whose data version is not the latest's
+    (a dataset rebuilt with the same content does not count)."""
+    stale: dict[tuple[str, str], set[str]] = {}
+    for build in builds:
+        reasons = set()
+        if build.code_version != code_versions.get(build.scenario):
+            reasons.add(f"{build.scenario} definition changed")
+        if build.dataset_used and build.dataset_history:
+            data_versions = dict(build.dataset_history)
+            if data_versions.get(build.dataset_used) != build.dataset_history[0][1]:
+                reasons.add(f"{build.scenario} dataset changed")
+        if reasons:
+            stale.setdefault((build.model, build.version), set()).update(reasons)
+    return stale
+
+
+def stale_runs(stale: Mapping[tuple[str, str], set[str]], tick: str) -> list[EvaluateRun]:
+    """One re-evaluation per stale partition, keyed by the schedule tick."""
+    return [
+        EvaluateRun(model, version, f"stale:{model}:{version}:{tick}", "stale: " + ", ".join(sorted(why)))
+        for (model, version), why in sorted(stale.items())
+    ]

@@ -1,0 +1,124 @@
+"""The completions stage: the model's raw output for every distinct request (text, tokens, log-probabilities,
+latency), with the completion cache that makes a killed run resume without repeating a finished request."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+
+from holistic_dagster.hashing import sha256_json
+from holistic_dagster.records import Completion
+from holistic_dagster.stages.context import StageContext
+from holistic_dagster.stages.prompts import load_requests, prompted_method
+from holistic_dagster.warehouse import BackgroundWriter
+from holistic_dagster.warehouse.rows import completion_from_row, completion_row
+
+
+def run_completions(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
+    """Completions for every distinct request, reusing the completion cache: only requests this model
+    (same backend, path and revision) has never answered are sent, and every finished batch or response is
+    committed to the cache at once, so a killed run resumes where it stopped and repeats no finished request.
+    The partition is replaced at the end."""
+    spec, _ = stage.catalog.resolved_scenario(version, scenario)
+    client = stage.client(model)
+    info = client.describe()
+    model_key = sha256_json({k: info.get(k) for k in ("backend", "model_path", "model_revision")})[:16]
+    distinct = list({r.request_id: r for r in load_requests(stage, version, scenario, model)}.values())
+    done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
+    todo = [r for r in distinct if r.request_id not in done]
+    adapter = spec.adapter.model_copy(update={"method": prompted_method(stage, version, scenario, model)})
+    provenance_id = _record_provenance(stage, model, info, adapter)
+    advance = stage.progress(f"{model} on {scenario}", len(todo)) if stage.progress and todo else None
+
+    with BackgroundWriter(stage.warehouse, "completion_cache") as cache:
+
+        def save(finished: list[Completion]) -> None:
+            """Each finished batch (or HTTP response) goes to the cache at once, without blocking requests."""
+            cache.put(cache_frame(finished, model_key, provenance_id))
+            done.update({c.request_id: (c, provenance_id) for c in finished})  # failed ones: stored, never cached
+            if advance:
+                advance(len(finished))
+
+        client.generate([r for r in todo if r.kind == "generate"], save)
+        client.score([r for r in todo if r.kind == "score"], save)
+    frame = pd.DataFrame(
+        [
+            {"model": model, "version": version, "scenario": scenario, **completion_row(c), "provenance_id": pid}
+            for c, pid in (done[r.request_id] for r in distinct)
+        ]
+    )
+    stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"completions": frame})
+    return {
+        "num_completions": len(frame),
+        "num_sent": len(todo),
+        "num_from_cache": len(distinct) - len(todo),
+        "num_failed": int((frame["error"] != "").sum()),
+        "model_revision": info["model_revision"],
+        "backend": info["backend"],
+        "total_latency_s": round(float(frame["latency_s"].sum()), 3),
+        "num_output_tokens": int(frame["num_completion_tokens"].sum()),
+    }
+
+
+def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], adapter) -> str:
+    decoding = {
+        "method": adapter.method,
+        "max_tokens": adapter.max_tokens,
+        "temperature": adapter.temperature,
+        "stop": list(adapter.stop_sequences),
+        "max_train_instances": adapter.max_train_instances,
+        "prompt_format": info.get("prompt_format", "plain"),
+    }
+    row = {
+        "model": model,
+        "backend": info["backend"],
+        "model_path": info.get("model_path"),
+        "model_revision": info["model_revision"],
+        "batch_size": info.get("batch_size"),
+        "max_context": info.get("max_context"),
+        "decoding": json.dumps(decoding),
+        "hardware": info.get("hardware"),
+        "library_versions": json.dumps(info.get("library_versions", {})),
+        "dagster_run_id": stage.run_id or None,
+    }
+    row["provenance_id"] = sha256_json(row)[:16]
+    row["created_at"] = datetime.now(timezone.utc).replace(tzinfo=None)
+    stage.warehouse.upsert("provenance", pd.DataFrame([row]))
+    return row["provenance_id"]
+
+
+def cache_frame(completions: list[Completion], model_key: str, provenance_id: str) -> pd.DataFrame:
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = []
+    for c in completions:
+        if c.error:  # a failed request is retried next time, never served from the cache
+            continue
+        row = completion_row(c)
+        del row["error"]
+        rows.append(
+            {"model_key": model_key, "sample_index": 0, **row, "provenance_id": provenance_id, "created_at": now}
+        )
+    return pd.DataFrame(rows)
+
+
+def _cached_completions(
+    stage: StageContext, model_key: str, request_ids: list[str]
+) -> dict[str, tuple[Completion, str]]:
+    if not stage.warehouse.path.exists():
+        return {}
+    frame = stage.warehouse.df(
+        "SELECT * FROM completion_cache WHERE model_key = ? AND sample_index = 0 AND request_id IN "
+        "(SELECT unnest(?::VARCHAR[]))",
+        [model_key, request_ids],
+    )
+    return {r.request_id: (completion_from_row(r), r.provenance_id) for r in frame.itertuples(index=False)}
+
+
+def load_completions(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, tuple[Completion, str]]:
+    frame = stage.warehouse.df(
+        "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
+    )
+    return {r.request_id: (completion_from_row(r), r.provenance_id) for r in frame.itertuples(index=False)}

@@ -1,0 +1,32 @@
+"""What every stage receives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from holistic_dagster.catalog import Catalog, ModelSpec, ToxicitySpec, model_spec
+from holistic_dagster.clients import ModelClient, get_client
+from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
+from holistic_dagster.warehouse import Warehouse
+
+
+@dataclass
+class StageContext:
+    """Where results go, the catalog, the model registry and the run's id; how to reach a model's backend and
+    the suite's toxicity classifier (the Dagster layer passes its configured resources)."""
+
+    warehouse: Warehouse
+    catalog: Catalog = field(default_factory=Catalog)
+    models_file: Path | None = None
+    run_id: str = ""
+    progress: Callable[[str, int], Callable[[int], None]] | None = None  # (description, total) -> advance
+    clients: Callable[[ModelSpec], ModelClient] = get_client
+    toxicity: Callable[[ToxicitySpec], ToxicityClassifier] = get_classifier
+
+    def model(self, name: str) -> ModelSpec:
+        return model_spec(name, self.models_file)
+
+    def client(self, name: str) -> ModelClient:
+        return self.clients(self.model(name))

@@ -1,0 +1,71 @@
+"""The dataset stage: a suite version's sample of a scenario's instances, their perturbed copies, the source
+files they came from (with checksums), and which metric families apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.hashing import sha256_json
+from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES
+from holistic_dagster.perturbations import perturb_instances
+from holistic_dagster.records import Instance
+from holistic_dagster.scenarios import load_instances, sample_instances
+from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse.rows import instance_from_row, instance_row, source_file_row
+
+
+def build_dataset(stage: StageContext, version: str, scenario: str) -> dict[str, Any]:
+    spec, pin = stage.catalog.resolved_scenario(version, scenario)
+    instances = sample_instances(spec, pin, load_instances(spec))
+    chosen = stage.catalog.perturbations(version, scenario)
+    perturbed = perturb_instances(instances, [p for names in chosen.values() for p in names], pin.seed)
+    instances = instances + perturbed
+    sources = {i.source.uri: i.source for i in instances}
+    keys = {"version": version, "scenario": scenario}
+    files = pd.DataFrame([{**keys, **source_file_row(s)} for s in sources.values()])
+    rows = pd.DataFrame([{**keys, **instance_row(i)} for i in instances])
+    applies = pd.DataFrame([{**keys, "family": f, **_applicability(spec, f, chosen)} for f in FAMILIES])
+    stage.warehouse.replace(keys, {"source_files": files, "instances": rows, "applicability": applies})
+    originals = rows[(rows["split"] == "test") & (rows["perturbation"] == "")]
+    content = {"sources": sorted((s.uri, s.sha256) for s in sources.values()), "instances": sorted(rows["instance_id"])}
+    return {
+        "data_version": sha256_json(content)[:24],
+        "num_test": len(originals),
+        "num_train": int((rows["split"] == "train").sum()),
+        "num_perturbed": {p: int((rows["perturbation"] == p).sum()) for names in chosen.values() for p in names},
+        "source_files": [f"{s.uri} (sha256 {s.sha256[:12]})" for s in sources.values()],
+    }
+
+
+def _applicability(spec, family: str, perturbations: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    if family in PERTURBATION_FAMILIES and family in spec.families and family not in perturbations:
+        return {"applies": False, "detail": "the suite version chooses no perturbations"}
+    if family not in spec.families:
+        reasons = {
+            "accuracy": "no references to compare with",
+            "calibration": "no exact-match answer whose probability could be calibrated (as in HELM)",
+            "bias": "outputs are choices or short answers",
+            "toxicity": "outputs are choices or short answers",
+        }
+        return {"applies": False, "detail": reasons.get(family, "the scenario does not declare it")}
+    if family in perturbations:
+        return {"applies": True, "detail": ", ".join(perturbations[family])}
+    return {"applies": True, "detail": ""}
+
+
+def load_dataset(stage: StageContext, version: str, scenario: str) -> list[Instance]:
+    frame = stage.warehouse.df(
+        "SELECT i.*, f.sha256, f.revision, f.num_bytes FROM instances i JOIN source_files f "
+        "ON f.version = i.version AND f.scenario = i.scenario AND f.uri = i.source_uri "
+        "WHERE i.version = ? AND i.scenario = ? ORDER BY i.split DESC, i.instance_id",
+        [version, scenario],
+    )
+    if frame.empty:
+        raise HolisticError(
+            f"no dataset for scenario {scenario!r}, version {version!r}: "
+            f"materialize [{scenario}, dataset] for that version first"
+        )
+    return [instance_from_row(r) for r in frame.itertuples(index=False)]

@@ -1,0 +1,82 @@
+"""The prompts stage: every request a model is asked for a scenario, rendered from the scenario's template
+with its few-shot examples and fitted to the model's context window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from holistic_dagster.adaptation import TokenBudget, build_requests
+from holistic_dagster.catalog import AdapterSpec
+from holistic_dagster.errors import CapabilityError, HolisticError
+from holistic_dagster.records import Request
+from holistic_dagster.stages.context import StageContext
+from holistic_dagster.stages.dataset import load_dataset
+from holistic_dagster.warehouse.rows import prompt_row, request_from_row
+
+
+def build_prompts(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
+    spec, pin = stage.catalog.resolved_scenario(version, scenario)
+    client = stage.client(model)
+    adapter = adapter_for(client, scenario, spec.adapter, pin.fallback_method)
+    budget = TokenBudget(
+        client.max_context, client.count_tokens, client.truncate_left, getattr(client, "chat_prompt", None)
+    )
+    requests = build_requests(
+        load_dataset(stage, version, scenario), adapter, stage.catalog.templates_dir, budget, pin.seed
+    )
+    keys = {"model": model, "version": version, "scenario": scenario}
+    frame = pd.DataFrame([{**keys, **prompt_row(r, adapter.method, adapter.template_file)} for r in requests])
+    frame["choice_index"] = frame["choice_index"].astype("Int64")
+    stage.warehouse.replace(keys, {"prompts": frame})
+    return {
+        "num_requests": len(frame),
+        "num_distinct_requests": int(frame["request_id"].nunique()),
+        "num_truncated": int(frame["truncated"].sum()),
+        "num_fewer_shots": int((frame["num_train_instances"] < adapter.max_train_instances).sum()),
+        "max_prompt_tokens": int(frame["num_prompt_tokens"].max()),
+    }
+
+
+def adapter_for(client, scenario: str, adapter: AdapterSpec, fallback_method: str | None) -> AdapterSpec:
+    """The adapter this model can serve: the scenario's, or the suite's fallback method when the model cannot
+    give the prompt log-probabilities the scenario needs (recorded in prompts.adapter_method). Without a
+    fallback it fails before the first request, saying what to change."""
+    if not adapter.method.startswith("multiple_choice_separate") or client.supports_prompt_logprobs:
+        return adapter
+    if fallback_method:
+        return adapter.model_copy(update={"method": fallback_method})
+    raise CapabilityError(
+        f"model {client.spec.name!r} ({client.spec.backend}) cannot return prompt log-probabilities, which "
+        f"scenario {scenario!r} needs for {adapter.method}. Use a backend that can (transformers, tgi; an "
+        f"OpenAI-compatible server with echo + logprobs, marked `prompt_logprobs: true` in resources/models.yaml), "
+        f"or give {scenario!r} a `fallback_method: multiple_choice_joint` (or `method:`) in the suite file."
+    )
+
+
+def prompted_method(stage: StageContext, version: str, scenario: str, model: str) -> str:
+    """The adapter method the prompts were built with (the scenario's, or a fallback)."""
+    frame = stage.warehouse.df(
+        "SELECT DISTINCT adapter_method FROM prompts WHERE model = ? AND version = ? AND scenario = ?",
+        [model, version, scenario],
+    )
+    if frame.empty:
+        raise _no_prompts(version, scenario, model)
+    return str(frame["adapter_method"].iat[0])
+
+
+def _no_prompts(version: str, scenario: str, model: str) -> HolisticError:
+    return HolisticError(
+        f"no prompts for {scenario!r}, model {model!r}, version {version!r}: materialize [{scenario}, prompts] first"
+    )
+
+
+def load_requests(stage: StageContext, version: str, scenario: str, model: str) -> list[Request]:
+    frame = stage.warehouse.df(
+        "SELECT * FROM prompts WHERE model = ? AND version = ? AND scenario = ? ORDER BY instance_id, request_id",
+        [model, version, scenario],
+    )
+    if frame.empty:
+        raise _no_prompts(version, scenario, model)
+    return [request_from_row(r) for r in frame.itertuples(index=False)]

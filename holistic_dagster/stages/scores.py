@@ -1,0 +1,69 @@
+"""The scores stage: every metric family that applies to the scenario, per instance (with the completion each
+score came from) and for the scenario as a whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.metrics import is_headline
+from holistic_dagster.metrics.scoring import score_instances
+from holistic_dagster.stages.completions import load_completions
+from holistic_dagster.stages.context import StageContext
+from holistic_dagster.stages.dataset import load_dataset
+from holistic_dagster.stages.prompts import load_requests, prompted_method
+from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
+
+
+def compute_scores(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
+    spec, _ = stage.catalog.resolved_scenario(version, scenario)
+    instances = [i for i in load_dataset(stage, version, scenario) if i.split == "test"]
+    requests = load_requests(stage, version, scenario, model)
+    loaded = load_completions(stage, version, scenario, model)
+    missing = {r.request_id for r in requests} - set(loaded)
+    if missing:
+        raise HolisticError(
+            f"{len(missing)} request(s) of {scenario!r} for model {model!r} have no completion: "
+            f"materialize [{scenario}, completions] first"
+        )
+    completions = {rid: c for rid, (c, _) in loaded.items()}
+    # a failed request never becomes a score: its instance is left out (and counted)
+    failed = {r.instance_id for r in requests if completions[r.request_id].error}
+    instances = [i for i in instances if i.instance_id not in failed]
+    if not any(not i.perturbation for i in instances):
+        raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
+    method = prompted_method(stage, version, scenario, model)
+    classifier = None
+    if method == "generation" and "toxicity" in spec.families:
+        classifier = stage.toxicity(stage.catalog.suite(version).toxicity)
+    rows, aggregates = score_instances(
+        method,
+        spec.metrics,
+        instances,
+        requests,
+        completions,
+        spec.families,
+        spec.extra_metrics,
+        classify=classifier.score if classifier else None,
+        classifier_name=classifier.name if classifier else "",
+    )
+    keys = {"model": model, "version": version, "scenario": scenario}
+    scores = pd.DataFrame([{**keys, **instance_score_row(s, loaded[s.request_id][1])} for s in rows])
+    main_provenance = scores["provenance_id"].mode().iat[0]
+    metrics = pd.DataFrame([{**keys, **scenario_metric_row(m, main_provenance)} for m in aggregates])
+    stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics})
+    originals = [i for i in instances if not i.perturbation]
+    headline = {
+        f"{m.metric}{'/' + m.perturbation if m.perturbation else ''} ({m.family})": round(m.value, 4)
+        for m in aggregates
+        if m.value is not None and is_headline(m.family, m.metric, m.perturbation, spec.main_metric)
+    }
+    return {
+        "num_instances": len(originals),
+        "num_perturbed_instances": len(instances) - len(originals),
+        "num_failed_instances": len(failed),
+        "num_scores": len(scores),
+        **headline,
+    }

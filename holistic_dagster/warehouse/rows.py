@@ -1,0 +1,137 @@
+"""Record <-> row mapping: how each record type of holistic_dagster.records is stored in the tables of
+schema.sql, and read back. The stages call these and never spell out a table's columns themselves."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from holistic_dagster.records import (
+    Completion,
+    Instance,
+    InstanceScore,
+    Reference,
+    Request,
+    ScenarioMetric,
+    SourceFile,
+)
+
+
+def source_file_row(source: SourceFile) -> dict[str, Any]:
+    return {"uri": source.uri, "sha256": source.sha256, "revision": source.revision, "num_bytes": source.num_bytes}
+
+
+def instance_row(i: Instance) -> dict[str, Any]:
+    return {
+        "instance_id": i.instance_id,
+        "split": i.split,
+        "subset": i.subset,
+        "input": i.input,
+        "references": json.dumps([{"output": r.output, "correct": r.correct} for r in i.references]),
+        "num_correct_references": len(i.correct_references),
+        "is_multiple_choice": i.is_multiple_choice,
+        "source_uri": i.source.uri,
+        "record": i.record,
+        "perturbation": i.perturbation,
+        "original_instance_id": i.original_id,
+        "metadata": json.dumps(i.metadata),
+    }
+
+
+def instance_from_row(r: Any) -> Instance:
+    """From an `instances` row joined with its source file's sha256, revision and num_bytes."""
+    return Instance(
+        instance_id=r.instance_id,
+        split=r.split,
+        input=r.input,
+        references=tuple(Reference(x["output"], x["correct"]) for x in json.loads(r.references)),
+        source=SourceFile(r.source_uri, r.sha256, r.revision, int(r.num_bytes or 0)),
+        record=r.record,
+        subset=r.subset,
+        is_multiple_choice=bool(r.is_multiple_choice),
+        perturbation=r.perturbation or "",
+        original_id=r.original_instance_id or "",
+        metadata=json.loads(r.metadata or "{}"),
+    )
+
+
+def prompt_row(r: Request, adapter_method: str, template: str) -> dict[str, Any]:
+    return {
+        "instance_id": r.instance_id,
+        "request_id": r.request_id,
+        "kind": r.kind,
+        "adapter_method": adapter_method,
+        "template": template,
+        "prompt": r.prompt,
+        "continuation": r.continuation,
+        "choice_index": r.choice_index,
+        "is_null_context": r.is_null_context,
+        "max_tokens": r.max_tokens,
+        "temperature": r.temperature,
+        "stop": json.dumps(list(r.stop)),
+        "num_train_instances": r.num_train_instances,
+        "truncated": r.truncated,
+        "num_prompt_tokens": r.num_prompt_tokens,
+    }
+
+
+def request_from_row(r: Any) -> Request:
+    return Request(
+        request_id=r.request_id,
+        instance_id=r.instance_id,
+        kind=r.kind,
+        prompt=r.prompt,
+        continuation=r.continuation,
+        choice_index=None if pd.isna(r.choice_index) else int(r.choice_index),
+        is_null_context=bool(r.is_null_context),
+        max_tokens=int(r.max_tokens),
+        temperature=float(r.temperature),
+        stop=tuple(json.loads(r.stop)),
+        num_train_instances=int(r.num_train_instances),
+        truncated=bool(r.truncated),
+        num_prompt_tokens=int(r.num_prompt_tokens),
+    )
+
+
+def completion_row(c: Completion) -> dict[str, Any]:
+    return {
+        "request_id": c.request_id,
+        "text": c.text,
+        "tokens": json.dumps(list(c.tokens)),
+        "logprobs": json.dumps(list(c.logprobs)),
+        "logprob": c.logprob,
+        "num_prompt_tokens": c.num_prompt_tokens,
+        "num_completion_tokens": c.num_completion_tokens,
+        "latency_s": c.latency_s,
+        "finish_reason": c.finish_reason,
+        "error": c.error,
+        "top_logprobs": json.dumps(list(c.top_logprobs)),
+    }
+
+
+def completion_from_row(r: Any) -> Completion:
+    """From a `completions` or `completion_cache` row (the cache has no error column: cached ones succeeded)."""
+    return Completion(
+        request_id=r.request_id,
+        text=r.text,
+        tokens=tuple(json.loads(r.tokens)),
+        logprobs=tuple(json.loads(r.logprobs)),
+        logprob=float(r.logprob),
+        num_prompt_tokens=int(r.num_prompt_tokens),
+        num_completion_tokens=int(r.num_completion_tokens),
+        latency_s=float(r.latency_s),
+        finish_reason=r.finish_reason,
+        error=getattr(r, "error", ""),
+        top_logprobs=tuple(json.loads(r.top_logprobs or "[]")),
+    )
+
+
+def instance_score_row(s: InstanceScore, provenance_id: str) -> dict[str, Any]:
+    return {**asdict(s), "provenance_id": provenance_id}  # the columns are the record's fields
+
+
+def scenario_metric_row(m: ScenarioMetric, provenance_id: str) -> dict[str, Any]:
+    return {**asdict(m), "provenance_id": provenance_id}
