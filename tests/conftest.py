@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,18 @@ from holistic_dagster.catalog import Catalog, model_spec
 from holistic_dagster.settings import REPO_ROOT
 
 SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()
+
+# Session fixtures that cost minutes: the whole-suite evaluation through Dagster, the real SmolLM2 (converted
+# from GGUF), and the trained demo model (trained on first use). Every test that needs one is `slow`.
+SLOW_FIXTURES = {"suite_run", "smollm2_client", "tuned_client"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks `slow` every test whose fixtures (directly or through other fixtures) include a SLOW_FIXTURES one;
+    tests that start servers or subprocesses that evaluate are marked `slow` in their own modules."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +95,35 @@ def suite_run(dagster_home, tmp_path_factory):
     instance = DagsterInstance.get()
     runs = evaluate_suite(defs, instance, SUITE, MODELS)
     return {"path": path, "defs": defs, "instance": instance, "runs": runs, "wh": Warehouse(path)}
+
+
+SMALL_SUITE = """
+version: s1
+perturbations: {robustness: [typos, lowercase]}
+toxicity: {kind: lexicon}
+scenarios:
+  boolq: {max_eval_instances: 4, seed: 1}
+"""
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory):
+    """The fast tier's suite_run: suite `s1` (BoolQ, four instances, two robustness perturbations) for the
+    untrained demo model, materialized through Dagster (datasets, evaluate_model, leaderboard_job with the
+    report) into a real DuckDB file in seconds. Its catalog is a copy of assets/ with s1 added."""
+    from holistic_dagster.definitions import build_definitions
+    from holistic_dagster.defs.resources import HolisticResource
+    from holistic_dagster.defs.runner import evaluate_suite
+    from holistic_dagster.warehouse import Warehouse
+
+    root = tmp_path_factory.mktemp("small_run")
+    shutil.copytree(REPO_ROOT / "assets", root / "assets")
+    write(root / "assets" / "suites" / "s1.yaml", SMALL_SUITE)
+    catalog, path = Catalog(root / "assets"), root / "warehouse.duckdb"
+    defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), catalog_dir=str(catalog.root)))
+    instance = DagsterInstance.ephemeral()
+    runs = evaluate_suite(defs, instance, "s1", ["demo-gpt2-untrained"], catalog=catalog)
+    return {"path": path, "catalog": catalog, "defs": defs, "instance": instance, "runs": runs, "wh": Warehouse(path)}
 
 
 def write(path: Path, text: str) -> Path:

@@ -10,6 +10,7 @@ from holistic_dagster.catalog import Catalog, load_models, model_spec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.settings import REPO_ROOT
 from tests.conftest import write, write_qa_scenario
+from tests.helpers import edit_file
 
 
 def test_shipped_catalog_and_registry_validate(catalog):
@@ -67,8 +68,7 @@ def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
 
 
 def test_a_misspelt_key_names_the_file_and_the_key(scratch):
-    path = scratch.root / "suites" / "v1.yaml"
-    path.write_text(path.read_text().replace("max_eval_instances: 40", "max_eval_instance: 40", 1))
+    edit_file(scratch.root / "suites" / "v1.yaml", "boolq: {max_eval_instances: 40", "boolq: {max_eval_instance: 40")
     with pytest.raises(
         CatalogError,
         match=r"v1.yaml: scenarios\.boolq\.max_eval_instances: Field required; "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +65,63 @@ def test_compare_prints_paired_verdicts(suite_run):
     assert "synthetic_reasoning" in out.stdout and "better" in out.stdout
     missing = run("compare", "demo-gpt2-untrained", "nobody", "--version", SUITE, "--db", str(suite_run["path"]))
     assert missing.returncode == 1 and "no instances scored for both" in missing.stderr
+
+
+def invoke(small_run, *args: str):
+    """`holistic` in process (typer's test runner), on suite s1's catalog: the fast tier's command tests (the
+    subprocess tests above read the whole-suite warehouse, so they are slow)."""
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"HOLISTIC_CATALOG": str(small_run["catalog"].root)})
+
+
+def test_query_in_process(small_run):
+    db = str(small_run["path"])
+    out = invoke(small_run, "query", "SELECT count(*) AS n FROM lineage WHERE version = 's1'", "--db", db)
+    assert out.exit_code == 0, out.stderr
+    expected = small_run["wh"].df("SELECT count(*) FROM instance_scores WHERE version = 's1'").iat[0, 0]
+    assert f" {expected} " in out.stdout and "1 row(s)" in out.stdout
+    out = invoke(small_run, "query", "SELECT DISTINCT model FROM scores", "--csv", "--db", db)
+    assert out.exit_code == 0 and out.stdout.splitlines() == ["model", "demo-gpt2-untrained"]
+    out = invoke(small_run, "query", "DROP TABLE instance_scores", "--db", db)
+    assert out.exit_code == 1 and "opens the warehouse read-only" in out.stderr
+    assert small_run["wh"].df("SELECT count(*) FROM instance_scores").iat[0, 0] == expected
+
+
+def test_leaderboard_and_compare_in_process(small_run):
+    db = str(small_run["path"])
+    out = invoke(small_run, "leaderboard", "--version", "s1", "--db", db)
+    assert out.exit_code == 0, out.stderr
+    for family in ("accuracy", "calibration", "robustness", "fairness", "bias", "toxicity", "efficiency"):
+        assert f"{family} (suite s1)" in out.stdout
+    assert "quasi_exact_match [worst]" in out.stdout and "not applicable" in out.stdout
+    missing = invoke(small_run, "leaderboard", "--version", "v7", "--db", db)
+    assert missing.exit_code == 1 and "no results for suite version 'v7'" in missing.stderr
+    same = invoke(small_run, "compare", "demo-gpt2-untrained", "demo-gpt2-untrained", "--version", "s1", "--db", db)
+    assert same.exit_code == 0, same.stderr
+    assert "demo-gpt2-untrained vs demo-gpt2-untrained (suite s1, alpha 0.05, paired)" in same.stdout
+    assert "no sig. change" in same.stdout and "better" not in same.stdout and "worse" not in same.stdout
+    nobody = invoke(small_run, "compare", "demo-gpt2-untrained", "nobody", "--version", "s1", "--db", db)
+    assert nobody.exit_code == 1 and "no instances scored for both" in nobody.stderr
+
+
+def test_trace_and_report_in_process(small_run, tmp_path):
+    instance = small_run["wh"].df("SELECT min(instance_id) FROM instance_scores WHERE version = 's1'").iat[0, 0]
+    args = ["trace", "demo-gpt2-untrained", "boolq", instance, "exact_match", "--version", "s1", "--family", "accuracy"]
+    out = invoke(small_run, *args, "--db", str(small_run["path"]))
+    assert out.exit_code == 0, out.stderr
+    for section in ("score", "completion", "prompt: generation", f"instance: {instance}", "source file", "produced by"):
+        assert section in out.stdout
+    assert "boolq/dev.jsonl, record line" in out.stdout
+    chain = json.loads(invoke(small_run, *args, "--json", "--db", str(small_run["path"])).stdout)
+    assert chain["instance"]["instance_id"] == instance and chain["score"]["metric"] == "exact_match"
+    assert chain["completion"]["tokens"] and {"token", "logprob", "top"} <= set(chain["completion"]["tokens"][0])
+    copy = tmp_path / "warehouse.duckdb"  # the report command refreshes the summaries: not on the shared file
+    shutil.copy(small_run["path"], copy)
+    out = invoke(small_run, "report", "--version", "s1", "--db", str(copy))
+    assert out.exit_code == 0, out.stderr
+    assert "Report for suite s1: " in out.stdout and (tmp_path / "reports" / "s1.html").stat().st_size > 10_000
+    missing = invoke(small_run, "report", "--version", "v1", "--db", str(copy))
+    assert missing.exit_code == 1 and "no scores for suite version 'v1'" in missing.stderr

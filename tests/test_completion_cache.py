@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from holistic_dagster.catalog import Catalog
-from holistic_dagster.pipeline import Stage, build_dataset, build_prompts, compute_scores, run_completions
 from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.stages import StageContext
+from holistic_dagster.stages.completions import run_completions
+from holistic_dagster.stages.dataset import build_dataset
+from holistic_dagster.stages.prompts import build_prompts
+from holistic_dagster.stages.scores import compute_scores
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
+from tests.helpers import edit_file, kill_when
+
+# 100 instances per mode, one request at a time, evaluated up to four times (and in a killed subprocess)
+pytestmark = pytest.mark.slow
 
 MODEL = "demo-gpt2-untrained"
 SCENARIO = "synthetic_reasoning"
@@ -27,11 +33,10 @@ def setup(tmp_path):
     """A catalog whose suite samples 100 instances per mode, and a registry serving the model one request
     at a time, so that a run lasts long enough to be killed part-way."""
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
-    suite = tmp_path / "assets" / "suites" / "v1.yaml"
-    suite.write_text(
-        suite.read_text().replace(
-            "synthetic_reasoning: {max_eval_instances: 30", "synthetic_reasoning: {max_eval_instances: 100"
-        )
+    edit_file(
+        tmp_path / "assets" / "suites" / "v1.yaml",
+        "synthetic_reasoning: {max_eval_instances: 30",
+        "synthetic_reasoning: {max_eval_instances: 100",
     )
     models = write(
         tmp_path / "models.yaml",
@@ -40,11 +45,11 @@ def setup(tmp_path):
     return Catalog(tmp_path / "assets"), models
 
 
-def _stage(path, catalog, models) -> Stage:
-    return Stage(Warehouse(path), catalog, models)
+def _stage(path, catalog, models) -> StageContext:
+    return StageContext(Warehouse(path), catalog, models)
 
 
-def _prepare(stage: Stage) -> int:
+def _prepare(stage: StageContext) -> int:
     build_dataset(stage, "v1", SCENARIO)
     return build_prompts(stage, "v1", SCENARIO, MODEL)["num_distinct_requests"]
 
@@ -68,21 +73,19 @@ def test_a_killed_run_resumes_without_repeating_finished_requests(setup, tmp_pat
     total = _prepare(stage)
     script = (
         "import sys; from pathlib import Path; from holistic_dagster.catalog import Catalog; "
-        "from holistic_dagster.pipeline import Stage, run_completions; "
+        "from holistic_dagster.stages import StageContext; "
+        "from holistic_dagster.stages.completions import run_completions; "
         "from holistic_dagster.warehouse import Warehouse; "
-        "run_completions(Stage(Warehouse(sys.argv[1]), Catalog(Path(sys.argv[2])), Path(sys.argv[3])), "
+        "run_completions(StageContext(Warehouse(sys.argv[1]), Catalog(Path(sys.argv[2])), Path(sys.argv[3])), "
         f"'v1', '{SCENARIO}', '{MODEL}')"
     )
     proc = subprocess.Popen([sys.executable, "-c", script, str(path), str(catalog.root), str(models)], env=os.environ)
-    cached = 0
-    deadline = time.monotonic() + 120
-    while cached < 48 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-        cached = int(stage.warehouse.df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
-    assert proc.poll() is None, "the run finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    cached = int(stage.warehouse.df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
+
+    def num_cached() -> int:
+        return int(stage.warehouse.df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
+
+    kill_when(proc, lambda: num_cached() >= 48, timeout_s=120, interval_s=0.05, what="48 cached completions")
+    cached = num_cached()
     assert 0 < cached < total
     assert stage.warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 0  # nothing partial
 

@@ -10,10 +10,15 @@ import pytest
 from holistic_dagster import quality
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.errors import CapabilityError
-from holistic_dagster.pipeline import Stage, build_dataset, build_prompts, compute_scores, run_completions
 from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.stages import StageContext
+from holistic_dagster.stages.completions import run_completions
+from holistic_dagster.stages.dataset import build_dataset
+from holistic_dagster.stages.prompts import build_prompts
+from holistic_dagster.stages.scores import compute_scores
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write, write_qa_scenario
+from tests.helpers import edit_file
 from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
 
 
@@ -41,7 +46,7 @@ scenarios:
     return tmp_path
 
 
-def _stage(world, base_url: str) -> Stage:
+def _stage(world, base_url: str) -> StageContext:
     models = write(
         world / "models.yaml",
         f"""
@@ -54,7 +59,7 @@ models:
     timeout_s: 5
 """,
     )
-    return Stage(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), models)
+    return StageContext(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), models)
 
 
 def test_a_model_without_prompt_logprobs_is_stopped_before_any_request(world):
@@ -69,12 +74,10 @@ def test_a_model_without_prompt_logprobs_is_stopped_before_any_request(world):
 
 
 def test_the_suites_fallback_method_is_used_and_recorded(world, tuned_client):
-    suite = world / "assets" / "suites" / "v1.yaml"
-    suite.write_text(
-        suite.read_text().replace(
-            "openbookqa: {max_eval_instances: 2}",
-            "openbookqa: {max_eval_instances: 2, fallback_method: multiple_choice_joint}",
-        )
+    edit_file(
+        world / "assets" / "suites" / "v1.yaml",
+        "openbookqa: {max_eval_instances: 2}",
+        "openbookqa: {max_eval_instances: 2, fallback_method: multiple_choice_joint}",
     )
     with OpenAIProtocolTestServer(tuned_client) as server:
         stage = _stage(world, server.base_url)

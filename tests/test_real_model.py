@@ -16,9 +16,13 @@ from holistic_dagster.clients.gguf_models import resolve_gguf
 from holistic_dagster.errors import CapabilityError
 from holistic_dagster.hashing import sha256_file
 from holistic_dagster.metrics.scoring import metrics_per_instance
-from holistic_dagster.pipeline import Stage, build_dataset, build_prompts, compute_scores, run_completions
 from holistic_dagster.records import Request
 from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.stages import StageContext
+from holistic_dagster.stages.completions import run_completions
+from holistic_dagster.stages.dataset import build_dataset
+from holistic_dagster.stages.prompts import build_prompts
+from holistic_dagster.stages.scores import compute_scores
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 from tests.servers.tgi_protocol_server import TGIProtocolEmulator
@@ -93,7 +97,7 @@ def _registry(world: Path, **entries: str) -> Path:
     return write(world / "models.yaml", "models:\n" + body)
 
 
-def _evaluate(stage: Stage, model: str, scenarios: list[str]) -> None:
+def _evaluate(stage: StageContext, model: str, scenarios: list[str]) -> None:
     for scenario in scenarios:
         build_dataset(stage, "t1", scenario)
         build_prompts(stage, "t1", scenario, model)
@@ -101,7 +105,7 @@ def _evaluate(stage: Stage, model: str, scenarios: list[str]) -> None:
         compute_scores(stage, "t1", scenario, model)
 
 
-def _rows(stage: Stage, columns: str, table: str, where: str = "TRUE") -> list[tuple]:
+def _rows(stage: StageContext, columns: str, table: str, where: str = "TRUE") -> list[tuple]:
     frame = stage.warehouse.df(f"SELECT {columns} FROM {table} WHERE {where} ORDER BY ALL")
     return [tuple(r) for r in frame.itertuples(index=False)]
 
@@ -113,7 +117,7 @@ def test_served_through_transformers_serve_it_gives_the_local_texts_and_scores(w
             local=f"backend: transformers;path: {GGUF}",
             served=f"backend: openai;path: {smollm2_client.path};base_url: {base_url};api_key_env: null;timeout_s: 120",
         )
-        stage = Stage(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), models)
+        stage = StageContext(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), models)
         generation = ["synthetic_reasoning", "boolq", "mmlu", "bbq"]
         _evaluate(stage, "local", generation)
         _evaluate(stage, "served", generation)
@@ -192,7 +196,7 @@ def test_scores_do_not_depend_on_the_batch_size_and_reruns_are_bit_identical(wor
     runs = {}
     for label, batch in (("b16", 16), ("b1", 1), ("b16-again", 16)):
         models = _registry(world, smollm2=f"backend: transformers;path: {GGUF};batch_size: {batch}")
-        stage = Stage(Warehouse(world / f"{label}.duckdb"), Catalog(world / "assets"), models)
+        stage = StageContext(Warehouse(world / f"{label}.duckdb"), Catalog(world / "assets"), models)
         _evaluate(stage, "smollm2", scenarios)
         runs[label] = stage
     columns = "scenario, request_id, text, tokens, logprobs, logprob"

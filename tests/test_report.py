@@ -38,3 +38,25 @@ def test_report_command(suite_run, tmp_path):
     assert f"Report for suite {SUITE}: " in out.stdout and f"reports/{SUITE}.html" in out.stdout
     missing = run("report", "--version", "v1", "--db", str(suite_run["path"]))
     assert missing.returncode == 1 and "no scores for suite version 'v1'" in missing.stderr
+
+
+def test_the_report_of_a_small_suite_is_one_offline_page(small_run):
+    """The fast tier's report test: the report asset of suite s1 (one model, robustness perturbations)."""
+    (materialization,) = [
+        m
+        for r in small_run["runs"]
+        for m in r.result.asset_materializations_for_node("report")
+        if m.asset_key == AssetKey(["report"])
+    ]
+    path = materialization.metadata["path"].value
+    assert path == str(small_run["path"].parent / "reports" / "s1.html")
+    html = open(path, encoding="utf-8").read()
+    for family in ("accuracy", "calibration", "robustness", "efficiency"):  # the families s1 fills
+        assert f'<h2 id="{family}">{family}</h2>' in html
+    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', html)
+    assert {"reliability diagram for demo-gpt2-untrained", "boolq under perturbation", "efficiency vs accuracy"} <= set(
+        images
+    )
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing to fetch: opens offline
+    assert "mean win rate" in html and "95% bootstrap CI" in html
+    assert "nothing to compare" in html  # one model, no `previous` revision: no regressions to show

@@ -71,3 +71,24 @@ def test_trace_command_prints_the_chain(suite_run):
     chain = json.loads(run(*args, "--json").stdout)
     assert chain["completion"]["tokens"] and {"token", "logprob", "top"} <= set(chain["completion"]["tokens"][0])
     assert chain["prompt"]["adapter_method"] == "generation" and 0 < chain["prompt"]["num_train_instances"] <= 3
+
+
+def test_trace_follows_a_score_of_a_small_suite_to_its_prompt_source_and_run(small_run):
+    """The fast tier's trace test, on suite s1 (the tests above trace suite v2's scores: slow)."""
+    wh = small_run["wh"]
+    row = wh.df(
+        "SELECT model, instance_id, request_id FROM instance_scores WHERE version = 's1' AND family = 'accuracy' "
+        "AND metric = 'exact_match' ORDER BY ALL LIMIT 1"
+    ).iloc[0]
+    chain = trace_score(wh, row.model, "s1", "boolq", row.instance_id, "exact_match", "accuracy")
+    assert chain["score"]["family"] == "accuracy" and chain["score"]["value"] in (0.0, 1.0)
+    assert chain["completion"]["request_id"] == row.request_id and chain["completion"]["tokens"]
+    assert chain["instance"]["instance_id"] == row.instance_id and chain["evaluated_instance"] is None  # unperturbed
+    assert chain["instance"]["input"] in chain["prompt"]["prompt"]  # the exact prompt holds the instance
+    assert chain["prompt"]["adapter_method"] == "generation" and chain["prompt"]["kind"] == "generate"
+    assert chain["source_file"]["uri"] == chain["instance"]["source_uri"] and len(chain["source_file"]["sha256"]) == 64
+    assert chain["provenance"]["dagster_run_id"] in {r.result.run_id for r in small_run["runs"]}
+    with pytest.raises(HolisticError, match=r"exists in families accuracy, robustness .*pass --family"):
+        trace_score(wh, row.model, "s1", "boolq", row.instance_id, "exact_match")
+    with pytest.raises(HolisticError, match=r"no score 'bleu' .*this instance has: accuracy/"):
+        trace_score(wh, row.model, "s1", "boolq", row.instance_id, "bleu")

@@ -35,6 +35,14 @@ def server(tuned_client):
         yield s
 
 
+@pytest.fixture(scope="module")
+def untrained_server(untrained_client):
+    """The same server in front of the untrained demo model, for what does not depend on the model's answers
+    (faults, keys): these tests need no training run."""
+    with OpenAIProtocolTestServer(untrained_client, api_key="sk-test-not-a-real-key") as s:
+        yield s
+
+
 def _client(server, monkeypatch, **overrides) -> OpenAICompatibleClient:
     monkeypatch.setenv("TEST_SERVER_KEY", server.api_key)
     spec = {
@@ -76,7 +84,8 @@ def test_prompt_logprobs_over_http_equal_local_scoring(server, tuned_client, mon
         assert got.error == "" and got.logprob == pytest.approx(want.logprob, abs=1e-4)
 
 
-def test_faults_are_retried_with_backoff_and_failures_become_error_rows(server, monkeypatch):
+def test_faults_are_retried_with_backoff_and_failures_become_error_rows(untrained_server, monkeypatch):
+    server = untrained_server
     client = _client(server, monkeypatch)
     prompts = {m: f"{m} Rule: A\nAnswer:" for m in ("FAULT429", "FAULT500", "SLOW", "MALFORMED", "ALWAYS500")}
     started = time.monotonic()
@@ -96,7 +105,8 @@ def test_faults_are_retried_with_backoff_and_failures_become_error_rows(server, 
     assert elapsed >= 1.0  # the SLOW request waited out its 1 s timeout before its retry
 
 
-def test_a_wrong_key_is_a_permanent_error_and_the_key_is_never_described(server, monkeypatch):
+def test_a_wrong_key_is_a_permanent_error_and_the_key_is_never_described(untrained_server, monkeypatch):
+    server = untrained_server
     client = _client(server, monkeypatch)
     assert server.api_key not in json.dumps(client.describe())
     monkeypatch.setenv("TEST_SERVER_KEY", "sk-wrong")
@@ -118,6 +128,7 @@ def transformers_serve(tuned_client):
         yield base_url
 
 
+@pytest.mark.slow  # starts the real `transformers serve`
 def test_against_transformers_serve(transformers_serve, tuned_client):
     spec = ModelSpec(
         name="served",

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 from holistic_dagster.settings import REPO_ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers import free_port, wait_until
 
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:
@@ -47,26 +39,31 @@ def dagster_dev(env: dict[str, str], log: Path):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+    def loaded_location() -> str | None:
+        data = graphql(
+            port,
+            "{ workspaceOrError { ... on Workspace { locationEntries { name locationOrLoadError { __typename } } } } }",
+        )
+        entries = data["workspaceOrError"]["locationEntries"]
+        if entries and (entries[0]["locationOrLoadError"] or {}).get("__typename") == "RepositoryLocation":
+            return entries[0]["name"]
+        return None
+
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                data = graphql(
-                    port,
-                    "{ workspaceOrError { ... on Workspace { locationEntries { name "
-                    "locationOrLoadError { __typename } } } } }",
-                )
-                entries = data["workspaceOrError"]["locationEntries"]
-                if entries and (entries[0]["locationOrLoadError"] or {}).get("__typename") == "RepositoryLocation":
-                    break
-            except (OSError, AssertionError):
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"dagster dev did not come up:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield port, entries[0]["name"]
+        location = wait_until(
+            loaded_location,
+            timeout_s=120,
+            interval_s=1,
+            what="dagster dev to come up with its code location loaded",
+            diagnostics=lambda: log.read_text()[-3000:],
+            alive=lambda: proc.poll() is None,
+            ignoring=(OSError, AssertionError),
+        )
+        yield port, location
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # (already gone: keep the error that says why)
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -75,10 +72,8 @@ def dagster_dev(env: dict[str, str], log: Path):
 
 
 def wait_for_run(port: int, run_id: str, timeout_s: float = 180) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def finished() -> str | None:
         status = graphql(port, '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id)["runOrError"]["status"]
-        if status in ("SUCCESS", "FAILURE", "CANCELED"):
-            return status
-        time.sleep(1)
-    raise AssertionError(f"run {run_id} did not finish in {timeout_s} s")
+        return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+    return wait_until(finished, timeout_s=timeout_s, interval_s=1, what=f"run {run_id} to finish")

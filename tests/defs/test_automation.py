@@ -24,6 +24,10 @@ from holistic_dagster.defs.runner import QUIET_LOGS, evaluate_suite
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
+from tests.helpers import replaced
+
+# materializes a suite and the runs the sensor requests, in process, with the trained demo model
+pytestmark = pytest.mark.slow
 
 TICK = datetime(2026, 11, 30, 3, 0, tzinfo=timezone.utc)
 ONE_MODEL = 'models:\n  base: {backend: transformers, path: "demo:llama-tuned"}\n'
@@ -53,7 +57,11 @@ def world(tmp_path, monkeypatch):
 
 def tick(world, cursor):
     sensor = world["defs"].get_sensor_def("model_registry")
-    result = sensor(build_sensor_context(instance=world["instance"], cursor=cursor, definitions=world["defs"]))
+    resources = {"holistic": world["defs"].resources["holistic"]}
+    context = build_sensor_context(
+        instance=world["instance"], cursor=cursor, definitions=world["defs"], resources=resources
+    )
+    result = sensor(context)
     if isinstance(result, SensorResult):
         for request in result.dynamic_partitions_requests or []:
             world["instance"].add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
@@ -118,7 +126,7 @@ def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
     # a new revision of an existing model is evaluated again; a new suite version for every model
     write(
         world["root"] / "resources" / "models.yaml",
-        ONE_MODEL.replace("}", ', revision: "r2"}')
+        replaced(ONE_MODEL, "}", ', revision: "r2"}')
         + '  newcomer: {backend: transformers, path: "demo:gpt2-untrained"}\n',
     )
     revised = tick(world, second.cursor)
@@ -139,13 +147,16 @@ def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
 def test_the_schedule_reruns_partitions_whose_scenario_changed(world):
     schedule = world["defs"].get_schedule_def("rerun_stale")
     assert schedule.cron_schedule == "0 3 * * *"
-    fresh = schedule(build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK))
+    resources = {"holistic": world["defs"].resources["holistic"]}
+    fresh = schedule(
+        build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK, resources=resources)
+    )
     assert isinstance(fresh, SkipReason), [r.tags for r in fresh]
     spec = world["root"] / "assets" / "scenarios" / "synthetic_reasoning.yaml"
     spec.write_text(spec.read_text() + "# edited\n")
     changed = build_definitions(Catalog(world["root"] / "assets"), world["defs"].resources["holistic"])
     (run,) = changed.get_schedule_def("rerun_stale")(
-        build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK)
+        build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK, resources=resources)
     )
     assert run.partition_key.keys_by_dimension == {"model": "base", "version": "a1"}
     assert run.tags["holistic/reason"] == "stale: synthetic_reasoning definition changed"

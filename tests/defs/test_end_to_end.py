@@ -286,3 +286,31 @@ def test_every_leaderboard_cell_has_n_and_a_ci_or_says_why_not(suite_run):
     rates = wh.df("SELECT * FROM win_rates WHERE version = ?", [SUITE])
     assert set(rates["family"]) == set(FAMILIES) and len(rates) == len(FAMILIES) * len(MODELS)
     assert rates["mean_win_rate"].between(0, 1).all()
+
+
+def test_a_small_suite_through_dagster_fills_every_stage_and_passes_every_check(small_run):
+    """The fast tier's end-to-end test (the tests above need the whole of suite v2, so they are slow): suite s1
+    through the datasets, evaluate_model and leaderboard jobs, every asset check evaluated and passed, every
+    family on the leaderboard (filled, or saying why not), every score joined back to its source file."""
+    wh = small_run["wh"]
+    assert [r.label for r in small_run["runs"]] == ["datasets for s1", "evaluate demo-gpt2-untrained", "leaderboard"]
+    evaluations = [e for r in small_run["runs"] for e in r.result.get_asset_check_evaluations()]
+    stages = ("dataset", "prompts", "completions", "scores", "leaderboard", "regressions")  # one model
+    assert len(evaluations) == sum(len(quality.STAGE_CHECKS[s]) for s in stages)
+    assert [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed] == []
+    tests = wh.df("SELECT perturbation, count(*) AS n FROM instances WHERE split = 'test' GROUP BY 1")
+    assert dict(zip(tests["perturbation"], tests["n"])) == {"": 4, "typos": 4, "lowercase": 4}
+    n_prompts = _one(wh, "SELECT count(DISTINCT request_id) FROM prompts WHERE version = 's1'")
+    assert n_prompts == _one(wh, "SELECT count(*) FROM completions WHERE version = 's1'") > 4
+    board = wh.df("SELECT * FROM leaderboard WHERE version = 's1'")
+    assert set(board["family"]) == set(FAMILIES)
+    filled = {"accuracy", "calibration", "robustness", "efficiency"}
+    assert board[board["family"].isin(filled)]["value"].notna().all()
+    assert board[~board["family"].isin(filled)]["note"].str.startswith("not applicable").all()
+    cells = board[board["metric"] == "exact_match"].set_index(["family", "perturbation"])["value"]
+    assert cells[("robustness", "worst")] <= cells[("accuracy", "")]
+    n_scores = _one(wh, "SELECT count(*) FROM instance_scores WHERE version = 's1'")
+    assert _one(wh, "SELECT count(*) FROM lineage WHERE version = 's1'") == n_scores > 0
+    assert _one(wh, "SELECT count(*) FROM lineage WHERE length(source_sha256) <> 64 OR prompt IS NULL") == 0
+    uris = set(wh.df("SELECT DISTINCT source_uri FROM lineage")["source_uri"])
+    assert uris and all(u.endswith("boolq/dev.jsonl") for u in uris)

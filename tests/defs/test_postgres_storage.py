@@ -8,14 +8,16 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
 
 from holistic_dagster.settings import prepare_dagster_home
-from tests.defs.dagster_dev import dagster_dev, free_port, graphql, wait_for_run
+from tests.defs.dagster_dev import dagster_dev, graphql, wait_for_run
+from tests.helpers import free_port, wait_until
+
+pytestmark = pytest.mark.slow  # a PostgreSQL cluster and `dagster dev`, started twice
 
 PG_BIN = next(
     (Path(d) for d in ("/usr/local/bin", "/usr/lib/postgresql/15/bin") if (Path(d) / "initdb").exists()), None
@@ -74,14 +76,19 @@ def test_runs_partitions_and_sensor_cursor_survive_a_restart(postgres, tmp_path,
     env = {**postgres, "DAGSTER_HOME": str(home), "HOLISTIC_WAREHOUSE": str(suite_run["path"])}
     log = tmp_path / "dagster_dev.log"
     with dagster_dev(env, log) as (port, location):
-        deadline = time.monotonic() + 120  # the daemon's first sensor tick records the registry
-        while True:
-            state = graphql(port, SENSOR % location)["sensorOrError"]["sensorState"]
-            if state["typeSpecificData"]["lastCursor"]:
-                break
-            assert time.monotonic() < deadline, f"no sensor tick with a cursor: {state}\n{log.read_text()[-2000:]}"
-            time.sleep(2)
-        cursor = state["typeSpecificData"]["lastCursor"]
+        states = []
+
+        def sensor_cursor() -> str | None:
+            states.append(graphql(port, SENSOR % location)["sensorOrError"]["sensorState"])
+            return states[-1]["typeSpecificData"]["lastCursor"]
+
+        cursor = wait_until(  # the daemon's first sensor tick records the registry
+            sensor_cursor,
+            timeout_s=120,
+            interval_s=2,
+            what="a sensor tick with a cursor",
+            diagnostics=lambda: f"sensor state: {states[-1]}\n{log.read_text()[-2000:]}",
+        )
         launched = graphql(
             port,
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {

@@ -10,6 +10,8 @@ import pytest
 from tests.defs.dagster_dev import dagster_dev as start_dagster_dev
 from tests.defs.dagster_dev import graphql, wait_for_run
 
+pytestmark = pytest.mark.slow  # `dagster dev` (webserver and daemon) and a headless browser
+
 
 @pytest.fixture(scope="module")
 def dagster_dev(suite_run, dagster_home, tmp_path_factory):

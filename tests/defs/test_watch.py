@@ -7,8 +7,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from holistic_dagster.automation import model_identity
 from holistic_dagster.catalog import ModelSpec
-from holistic_dagster.defs.watch import model_identity
 from tests.servers import LoopbackServer
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from holistic_dagster.metrics.calibration import (
     CALIBRATION_METRICS,
+    NO_LOGPROBS,
     calibration_metrics,
     equal_mass_bin_edges,
     equal_mass_bins,
@@ -28,9 +29,9 @@ from holistic_dagster.metrics.calibration import (
     selective_accuracy,
     selective_coverage_accuracy_area,
 )
-from holistic_dagster.metrics.scoring import NO_LOGPROBS, metrics_per_instance, score_instances
+from holistic_dagster.metrics.scoring import metrics_per_instance, score_instances
 from holistic_dagster.records import Completion, Request
-from holistic_dagster.summary import calibration_pairs
+from holistic_dagster.stages.summaries import calibration_pairs
 from tests.adaptation.test_adaptation import mc, qa
 
 FAMILIES = ("accuracy", "calibration", "efficiency")

@@ -88,10 +88,10 @@ def test_offensive_language_loads_lazily_and_quietly():
     assert result.returncode == 0, result.stderr
 
 
-def test_transformers_classifier_reads_a_local_checkpoint(tmp_path, tuned_client):
+def test_transformers_classifier_reads_a_local_checkpoint(tmp_path, untrained_client):
     from transformers import GPT2Config, GPT2ForSequenceClassification
 
-    tokenizer = tuned_client.tokenizer
+    tokenizer = untrained_client.tokenizer  # (only the tokenizer: the untrained model needs no training run)
     torch.manual_seed(0)
     config = GPT2Config(
         vocab_size=len(tokenizer), n_embd=32, n_layer=1, n_head=2, n_positions=256, num_labels=2,

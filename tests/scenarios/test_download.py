@@ -15,6 +15,7 @@ from holistic_dagster.catalog import Catalog
 from holistic_dagster.errors import DataUnavailableError
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.settings import REPO_ROOT
+from tests.helpers import edit_file
 
 
 @pytest.fixture
@@ -47,8 +48,11 @@ def upstream(tmp_path, shared_data):
 def scratch_catalog(tmp_path, upstream):
     url, _ = upstream
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
-    spec = tmp_path / "assets" / "scenarios" / "mmlu.yaml"
-    spec.write_text(spec.read_text().replace("https://people.eecs.berkeley.edu/~hendrycks/data.tar", f"{url}/data.tar"))
+    edit_file(
+        tmp_path / "assets" / "scenarios" / "mmlu.yaml",
+        "https://people.eecs.berkeley.edu/~hendrycks/data.tar",
+        f"{url}/data.tar",
+    )
     return Catalog(tmp_path / "assets")
 
 

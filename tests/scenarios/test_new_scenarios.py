@@ -192,14 +192,18 @@ def test_summarization_through_the_pipeline(tmp_path, monkeypatch, shared_data):
     """CNN/DM-format files -> dataset -> prompts -> completions (the real transformers path) -> ROUGE-2, BLEU,
     bias and toxicity, with the other families reported not applicable."""
     from holistic_dagster.catalog import Catalog
-    from holistic_dagster.pipeline import Stage, build_dataset, build_prompts, compute_scores, run_completions
+    from holistic_dagster.stages import StageContext
+    from holistic_dagster.stages.completions import run_completions
+    from holistic_dagster.stages.dataset import build_dataset
+    from holistic_dagster.stages.prompts import build_prompts
+    from holistic_dagster.stages.scores import compute_scores
     from holistic_dagster.warehouse import Warehouse
 
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
     write(tmp_path / "assets" / "suites" / "sum1.yaml", "version: sum1\nscenarios:\n  cnndm: {max_eval_instances: 3}\n")
     write_stories(tmp_path / "data" / "cnndm")
     monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
-    stage = Stage(Warehouse(tmp_path / "wh.duckdb"), Catalog(tmp_path / "assets"))
+    stage = StageContext(Warehouse(tmp_path / "wh.duckdb"), Catalog(tmp_path / "assets"))
     assert build_dataset(stage, "sum1", "cnndm")["num_test"] == 3
     build_prompts(stage, "sum1", "cnndm", "demo-gpt2-untrained")
     run_completions(stage, "sum1", "cnndm", "demo-gpt2-untrained")

@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 
 import uvicorn
+
+from tests.helpers import free_port, wait_until
 
 
 class LoopbackServer:
     """Runs an ASGI app with uvicorn in a thread on a free loopback port, as a context manager."""
 
     def __init__(self, app):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
         self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{type(self).__name__} did not start")
-            time.sleep(0.05)
+        wait_until(
+            lambda: self.server.started,
+            timeout_s=30,
+            interval_s=0.05,
+            what=f"{type(self).__name__} to start on port {self.port}",
+            alive=self.thread.is_alive,
+        )
         return self
 
     def __exit__(self, *exc):

@@ -1,0 +1,96 @@
+"""Helpers the tests share: a free loopback port, waiting for a condition with a deadline, and fixture edits
+that fail loudly when the text they edit is not there (a silent no-op would test the unedited fixture)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    *,
+    timeout_s: float,
+    interval_s: float = 0.1,
+    what: str,
+    diagnostics: Callable[[], str] | None = None,
+    alive: Callable[[], bool] | None = None,
+    ignoring: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Calls `predicate` every `interval_s` seconds until it returns a truthy value, and returns that value.
+
+    Raises AssertionError naming `what` (the awaited condition) when `timeout_s` passes first, or as soon as
+    `alive()` returns False (the process that was to bring the condition about has ended); `diagnostics()`
+    (e.g. a log's tail) is appended to the message. Exceptions of the types in `ignoring` raised by the
+    predicate count as "not yet" (e.g. connection refused while a server starts); the last one is reported."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = predicate()
+        except ignoring as e:
+            result, last_error = None, e
+        if result:
+            return result
+        if alive is not None and not alive():
+            problem = f"the process ended after {time.monotonic() - started:.1f} s"
+        elif time.monotonic() > deadline:
+            problem = f"not within {timeout_s} s"
+        else:
+            time.sleep(interval_s)
+            continue
+        message = f"waited for {what}: {problem}"
+        if last_error is not None:
+            message += f" (last error: {type(last_error).__name__}: {last_error})"
+        if diagnostics is not None:
+            message += f"\n{diagnostics()}"
+        raise AssertionError(message)
+
+
+def replaced(text: str, old: str, new: str, count: int = 1, *, where: str = "text") -> str:
+    """`text` with `old` replaced by `new`; AssertionError unless `old` occurs exactly `count` times."""
+    found = text.count(old)
+    if found != count:
+        raise AssertionError(f"{where}: expected {count} occurrence(s) of {old!r} to replace, found {found}")
+    return text.replace(old, new)
+
+
+def edit_file(path: Path, old: str, new: str, count: int = 1) -> Path:
+    """Replaces `old` by `new` in the file at `path`, in place; AssertionError naming the file and the text
+    unless `old` occurs there exactly `count` times."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(replaced(text, old, new, count, where=str(path)), encoding="utf-8")
+    return path
+
+
+def kill_when(
+    proc: subprocess.Popen, condition: Callable[[], T], *, timeout_s: float, interval_s: float, what: str
+) -> T:
+    """SIGKILLs `proc` (no chance to clean up: as a crash or an OOM kill would) as soon as `condition()` holds,
+    and returns its value; AssertionError if the process ends first or the condition does not come within
+    `timeout_s`. The process is killed and reaped in every case."""
+    try:
+        value = wait_until(
+            condition, timeout_s=timeout_s, interval_s=interval_s, what=what, alive=lambda: proc.poll() is None
+        )
+        assert proc.poll() is None, f"the process ended before it could be killed ({what})"
+        return value
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()

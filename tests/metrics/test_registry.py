@@ -1,0 +1,154 @@
+"""The metric registry: one declaration per metric, read by scoring, statistics, checks and the catalog."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from holistic_dagster import metrics
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.errors import CatalogError
+from holistic_dagster.metrics import (
+    FAMILIES,
+    METRICS,
+    declare,
+    is_headline,
+    lower_is_better,
+    metric,
+    per_instance_metrics,
+    reference_metric,
+    scorer,
+    scorers,
+)
+from holistic_dagster.metrics.scoring import applicable_scorers, metrics_per_instance, score_instances
+from holistic_dagster.records import Completion, InstanceScore, ScenarioMetric
+from tests.adaptation.test_adaptation import qa
+from tests.helpers import edit_file
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """Registrations made in a test are dropped afterwards."""
+    scorers()  # load the real declarations first
+    monkeypatch.setattr(metrics, "METRICS", dict(metrics.METRICS))
+    monkeypatch.setattr(metrics, "SCORERS", dict(metrics.SCORERS))
+
+
+def test_every_metric_a_scorer_writes_is_declared_once_with_a_family():
+    for s in scorers().values():
+        assert s.family in FAMILIES
+        for name in s.metrics:
+            assert metric(name).family == s.family, (s.name, name)
+    assert all(m.family in FAMILIES for m in METRICS.values())
+    assert all(m.ci != "none" or m.no_ci for m in METRICS.values())  # a cell without a CI says why
+
+
+@pytest.mark.parametrize(
+    "family, name, perturbation, expected",
+    [
+        ("accuracy", "exact_match", "", True),  # the scenario's main metric
+        ("accuracy", "f1_score", "", False),
+        ("robustness", "exact_match", "worst", True),
+        ("robustness", "exact_match", "typos", False),  # per perturbation: detail, not headline
+        ("calibration", "ece_10_bin", "", True),
+        ("calibration", "ece_1_bin", "", False),
+        ("calibration", "max_prob", "", False),
+        ("toxicity", "toxic_fraction", "", True),
+        ("toxicity", "expected_max_toxicity", "", False),
+        ("efficiency", "runtime_s", "", True),
+        ("efficiency", "tokens_per_second", "", False),
+        ("bias", "bbq_bias_ambiguous", "", True),
+        ("bias", "demographic_representation_race", "", True),
+    ],
+)
+def test_headline_rule(family, name, perturbation, expected):
+    assert is_headline(family, name, perturbation, main_metric="exact_match") is expected
+
+
+def test_directions_and_bounds():
+    assert [lower_is_better(m) for m in ("ece_10_bin", "toxic_fraction", "runtime_s", "exact_match")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert metric("bbq_bias_ambiguous").absolute and metric("bbq_bias_ambiguous").in_bounds(-0.5)
+    assert not metric("exact_match").in_bounds(-0.5) and not metric("max_prob").in_bounds(1.5)
+    assert metric("runtime_s").in_bounds(1e6)
+    assert per_instance_metrics("efficiency") == ["runtime_s", "num_prompt_tokens", "num_output_tokens"]
+    assert per_instance_metrics("calibration") == ["max_prob"]
+    assert per_instance_metrics("toxicity") == ["toxicity"]
+    # two metrics listed + exact_match (calibration needs it) + max_prob + 3 efficiency + toxicity
+    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES) == 3 + 1 + 3 + 1
+
+
+def test_which_scorers_run():
+    names = lambda *a: sorted(s.name for s in applicable_scorers(*a))  # noqa: E731
+    assert names("generation", ("bias", "toxicity", "efficiency")) == ["bias", "efficiency", "toxicity"]
+    assert names("multiple_choice_joint", ("accuracy", "bias", "toxicity")) == []  # generation-only scorers
+    assert names("multiple_choice_joint", ("accuracy", "bias"), ("bbq_bias",)) == ["bbq_bias"]  # opt-in
+
+
+def test_a_new_metric_is_one_function_and_its_declaration(scratch_registry):
+    @reference_metric("first_word_match", "the prediction's first word equals the gold answer")
+    def first_word_match(gold: str, pred: str) -> float:
+        return float(pred.split()[:1] == [gold])
+
+    declare("answer_length", "efficiency", "mean characters per answer", lower_is_better=True,
+            bounds=(0.0, math.inf), ci="none", no_ci="a mean over all answers")  # fmt: skip
+
+    @scorer("answer_length", "efficiency", ["answer_length"])
+    def answer_length(given):
+        lengths = [len(p.text) for p in given.predictions]
+        return [], [ScenarioMetric("answer_length", "efficiency", sum(lengths) / len(lengths), len(lengths))]
+
+    instances = [qa("q1", "Capital of France?", "Paris"), qa("q2", "Capital of Italy?", "Rome")]
+    requests = [_generate(i.instance_id) for i in instances]
+    completions = {"r-q1": Completion("r-q1", "Paris is it", logprob=-0.1), "r-q2": Completion("r-q2", "Milan")}
+    rows, aggregates = score_instances(
+        "generation", ["first_word_match"], instances, requests, completions, ("accuracy", "efficiency")
+    )
+    values = {(a.metric, a.family): a.value for a in aggregates}
+    assert values[("first_word_match", "accuracy")] == 0.5
+    assert values[("answer_length", "efficiency")] == (11 + 5) / 2
+    assert [r.value for r in rows if r.metric == "first_word_match"] == [1.0, 0.0]
+
+
+def test_a_scorer_that_writes_an_undeclared_metric_fails(scratch_registry):
+    declare("declared", "efficiency", "x", bounds=(0.0, math.inf), ci="none", no_ci="x")
+
+    @scorer("sloppy", "efficiency", ["declared"])
+    def sloppy(given):
+        return [InstanceScore("q1", "undeclared", "efficiency", 1.0, "r-q1")], []
+
+    with pytest.raises(ValueError, match="undeclared"):
+        score_instances("generation", [], [qa("q1", "q", "a")], [_generate("q1")], {"r-q1": Completion("r-q1", "a")},
+                        ("efficiency",))  # fmt: skip
+    with pytest.raises(ValueError, match="registered twice"):
+        declare("declared", "efficiency", "again", ci="none", no_ci="x")
+    with pytest.raises(ValueError, match="declare its metrics first"):
+        scorer("orphan", "bias", ["never_declared"])(lambda given: ([], []))
+
+
+def test_metric_names_in_scenario_yaml_are_checked_when_the_catalog_loads(tmp_path):
+    import shutil
+
+    from holistic_dagster.settings import REPO_ROOT
+
+    root = tmp_path / "assets"
+    shutil.copytree(REPO_ROOT / "assets", root)
+    boolq = root / "scenarios" / "boolq.yaml"
+    edit_file(boolq, "metrics: [quasi_exact_match,", "metrics: [quasi_exact_matsh,")
+    with pytest.raises(CatalogError, match=r"boolq\.yaml: metrics: unknown accuracy metric 'quasi_exact_matsh'"):
+        Catalog(root).scenario("boolq")
+    bbq = root / "scenarios" / "bbq.yaml"
+    edit_file(bbq, "extra_metrics: [bbq_bias]", "extra_metrics: [bbq_bais]")
+    with pytest.raises(CatalogError, match=r"bbq\.yaml: extra_metrics: unknown \['bbq_bais'\] \(known: bbq_bias\)"):
+        Catalog(root).scenario("bbq")
+
+
+def _generate(instance_id: str):
+    from holistic_dagster.records import Request
+
+    return Request(f"r-{instance_id}", instance_id, "generate", f"Q {instance_id}\nA:", max_tokens=5)

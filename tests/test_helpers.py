@@ -1,0 +1,52 @@
+"""The shared test helpers fail loudly: a fixture edit whose text is not there, a wait that times out or whose
+process died, each says what it was waiting for or editing."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.helpers import edit_file, free_port, replaced, wait_until
+
+
+def test_edit_file_replaces_exactly_count_occurrences_or_names_the_file_and_the_text(tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text("a: {n: 40}\nb: {n: 40}\n")
+    edit_file(path, "a: {n: 40}", "a: {n: 100}")
+    assert path.read_text() == "a: {n: 100}\nb: {n: 40}\n"
+    with pytest.raises(AssertionError, match=r"suite.yaml: expected 1 occurrence\(s\) of 'c: \{n: 40\}'.*found 0"):
+        edit_file(path, "c: {n: 40}", "c: {n: 1}")
+    with pytest.raises(AssertionError, match=r"expected 1 occurrence\(s\) of 'n: ' to replace, found 2"):
+        edit_file(path, "n: ", "m: ")
+    edit_file(path, "n: ", "m: ", count=2)
+    assert path.read_text() == "a: {m: 100}\nb: {m: 40}\n"
+    assert replaced("x}", "}", ", y}") == "x, y}"
+    with pytest.raises(AssertionError, match=r"text: expected 1 occurrence\(s\) of '\]'"):
+        replaced("x}", "]", "")
+
+
+def test_wait_until_returns_the_value_or_says_what_it_waited_for():
+    calls = []
+    assert wait_until(lambda: calls.append(1) or len(calls) >= 3 and "ready", timeout_s=5, interval_s=0, what="x") == (
+        "ready"
+    )
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"(?s)waited for the moon: not within 0.2 s\nlog tail"):
+        wait_until(lambda: None, timeout_s=0.2, interval_s=0.01, what="the moon", diagnostics=lambda: "log tail")
+    assert time.monotonic() - started >= 0.2
+    with pytest.raises(AssertionError, match=r"waited for a server: the process ended after .*ConnectionError: no"):
+
+        def refused():
+            raise ConnectionError("no")
+
+        wait_until(refused, timeout_s=60, what="a server", alive=lambda: False, ignoring=(OSError,))
+    with pytest.raises(ZeroDivisionError):  # other exceptions are not swallowed
+        wait_until(lambda: 1 / 0, timeout_s=60, what="y", ignoring=(OSError,))
+
+
+def test_free_port_is_free_on_loopback():
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # nothing holds it
