@@ -16,7 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from holistic_dagster import settings
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.hashing import sha256_json
-from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES, extra_metric_names, get_reference_metric
+from holistic_dagster.metrics import (
+    FAMILIES,
+    PERTURBATION_FAMILIES,
+    extra_metric_names,
+    get_reference_metric,
+    scorers,
+)
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ADAPTER_METHODS = (
@@ -343,6 +349,12 @@ class Catalog:
             raise CatalogError(
                 f"{path}: extra_metrics: unknown {unknown} (known: {', '.join(extra_metric_names()) or 'none'})"
             )
+        for name in spec.extra_metrics:
+            if scorers()[name].family not in spec.families:
+                raise CatalogError(
+                    f"{path}: extra_metrics: {name} is a {scorers()[name].family} metric, but `families` does not "
+                    f"include {scorers()[name].family}"
+                )
         if not (self.templates_dir / spec.adapter.template_file).exists():
             raise CatalogError(f"{path}: template {spec.adapter.template_file!r} not found in {self.templates_dir}")
         return spec

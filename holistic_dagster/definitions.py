@@ -9,7 +9,14 @@ from dagster import AssetSelection, Definitions, define_asset_job
 from holistic_dagster.automation import automation_config
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.assets import leaderboard_asset, regressions_asset, report_asset, scenario_assets
-from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
+from holistic_dagster.defs.resources import (
+    HolisticResource,
+    ModelBackends,
+    OpenAIBackend,
+    TGIBackend,
+    ToxicityClassifierResource,
+    TransformersBackend,
+)
 from holistic_dagster.defs.sensors import find_stale, make_registry_sensor, make_stale_schedule
 
 
@@ -50,7 +57,9 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
         ],
         resources={
             "holistic": holistic,
-            "model_backends": ModelBackends.from_settings(holistic.backend_settings()),
+            "model_backends": ModelBackends(
+                transformers=TransformersBackend(), tgi=TGIBackend(), openai=OpenAIBackend()
+            ),
             "toxicity_classifier": ToxicityClassifierResource(),
         },
     )

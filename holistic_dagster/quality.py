@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from holistic_dagster.metrics import FAMILIES, metric
+from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics
 from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
@@ -123,7 +123,7 @@ def check_stage(
         return check_scores(warehouse, version, scenario, model, metrics_per_instance=per_instance)
     if name == "leaderboard":
         return check_leaderboard(warehouse, version, list(catalog.suite(version).scenarios))
-    raise ValueError(f"no checks for stage {name!r} (known: {', '.join(STAGE_CHECKS)})")
+    raise ValueError(f"no checks for stage {name!r} here (regressions are checked on the comparisons frame)")
 
 
 @lru_cache(maxsize=1)
@@ -338,8 +338,8 @@ def check_scores(
         [*keys, NOT_COMPUTED],
     )["n"].iat[0]
     if "calibration" in applies and not_computed:
-        # calibration "not computed" (no log-probabilities): no max_prob rows were made up, one fewer per instance
-        metrics_per_instance -= 1
+        # calibration "not computed" (no log-probabilities): no max_prob rows were made up
+        metrics_per_instance -= len(per_instance_metrics("calibration"))
     families = warehouse.df(
         "SELECT family, count(*) AS num_rows, count(value) AS num_values, "
         "count(*) FILTER (WHERE value IS NULL AND note = '') AS num_unexplained "

@@ -95,13 +95,14 @@ def test_the_dagster_backend_resources_derive_from_the_schema(tmp_path):
     from holistic_dagster.defs.resources import ModelBackends, OpenAIBackend, TGIBackend, TransformersBackend
 
     for resource, kind in ((TransformersBackend, "transformers"), (TGIBackend, "tgi"), (OpenAIBackend, "openai")):
-        schema = BACKEND_SETTINGS[kind]
-        assert {k: f.default for k, f in resource.model_fields.items()} == schema().model_dump()
+        # the schema's settings, each unset by default: backends.yaml and the schema's defaults stay in charge
+        assert set(resource.model_fields) == set(BACKEND_SETTINGS[kind].model_fields)
+        assert all(f.default is None for f in resource.model_fields.values())
     models = registry(tmp_path, "tgi:\n  timeout_s: 30\n")
-    backends = ModelBackends.from_settings(load_backend_defaults(tmp_path / "backends.yaml"))
-    assert backends.tgi.timeout_s == 30 and backends.openai.max_concurrency == 8
-    assert backends.tgi.resolve(models["tgi"]) == models["tgi"]  # configured from the same file: no change
-    # configured differently (in code or the UI): it replaces the file's settings, never the entry's own
+    backends = ModelBackends(transformers=TransformersBackend(), tgi=TGIBackend(), openai=OpenAIBackend())
+    assert backends.tgi.resolve(models["tgi"]) == models["tgi"]  # nothing set on the resource: no change
+    assert models["tgi"].timeout_s == 30  # backends.yaml over the schema's 120
+    # set on the resource (in code): it replaces backends.yaml's and the schema's settings, never the entry's own
     tuned = TGIBackend(timeout_s=45, max_concurrency=4)
     assert (tuned.resolve(models["tgi"]).timeout_s, tuned.resolve(models["tgi"]).max_concurrency) == (45, 4)
     assert tuned.resolve(models["tgi-slow"]).timeout_s == 600

@@ -10,14 +10,10 @@ from pydantic import Field, create_model
 from holistic_dagster import settings
 from holistic_dagster.catalog import (
     BACKEND_SETTINGS,
-    BackendSettings,
     Catalog,
     ModelSpec,
     ToxicitySpec,
-    backends_file,
-    load_backend_defaults,
     load_models,
-    with_backend_settings,
 )
 from holistic_dagster.clients import ModelClient, get_client
 from holistic_dagster.stages import StageContext
@@ -26,14 +22,15 @@ from holistic_dagster.warehouse import Warehouse
 
 
 class _Backend(ConfigurableResource):
-    """A model backend kind, with the settings of that kind (fields and defaults from catalog.BACKEND_SETTINGS).
-    Definitions configure it from resources/backends.yaml; it fills in what a model entry in
-    resources/models.yaml leaves unset; the entry's own settings win."""
+    """A model backend kind: the settings of that kind (fields from catalog.BACKEND_SETTINGS), each unset by
+    default. A setting given here (in code) overrides resources/backends.yaml and the schema's default for every
+    model of the kind that does not set it in resources/models.yaml; the entry's own settings always win."""
 
     kind: ClassVar[str]
 
     def resolve(self, spec: ModelSpec) -> ModelSpec:
-        return with_backend_settings(spec, BACKEND_SETTINGS[self.kind].model_validate(self.model_dump()))
+        overrides = {k: v for k, v in self.model_dump(exclude_none=True).items() if k not in spec.model_fields_set}
+        return spec.model_copy(update=overrides) if overrides else spec
 
     def client(self, spec: ModelSpec) -> ModelClient:
         return get_client(self.resolve(spec))
@@ -41,7 +38,7 @@ class _Backend(ConfigurableResource):
 
 def _backend_resource(kind: str, name: str, doc: str) -> type[_Backend]:
     fields = {
-        key: (field.annotation, Field(field.default, description=field.description))
+        key: (field.annotation | None, Field(None, description=f"{field.description or key} (unset: {field.default})"))
         for key, field in BACKEND_SETTINGS[kind].model_fields.items()
     }
     resource = create_model(name, __base__=_Backend, __module__=__name__, __doc__=doc, **fields)
@@ -62,11 +59,6 @@ class ModelBackends(ConfigurableResource):
     transformers: TransformersBackend
     tgi: TGIBackend
     openai: OpenAIBackend
-
-    @classmethod
-    def from_settings(cls, deployment: BackendSettings) -> ModelBackends:
-        kinds = {"transformers": TransformersBackend, "tgi": TGIBackend, "openai": OpenAIBackend}
-        return cls(**{kind: resource(**getattr(deployment, kind).model_dump()) for kind, resource in kinds.items()})
 
     def client(self, spec: ModelSpec) -> ModelClient:
         return getattr(self, spec.backend).client(spec)
@@ -101,22 +93,17 @@ class HolisticResource(ConfigurableResource):
     def models(self) -> dict[str, ModelSpec]:
         return load_models(Path(self.models_file))
 
-    def backend_settings(self) -> BackendSettings:
-        return load_backend_defaults(backends_file(Path(self.models_file)))
-
     def stage(
         self,
         run_id: str,
         backends: ModelBackends | None = None,
         toxicity: ToxicityClassifierResource | None = None,
     ) -> StageContext:
-        from pathlib import Path
-
         return StageContext(
             clients=backends.client if backends else get_client,
             toxicity=toxicity.classifier if toxicity else get_classifier,
             warehouse=Warehouse(self.warehouse_path),
-            catalog=Catalog(Path(self.catalog_dir)),
+            catalog=self.catalog(),
             models_file=Path(self.models_file),
             run_id=run_id,
             progress=_tqdm_progress if self.show_progress else None,

@@ -30,6 +30,7 @@ CiMethod = Literal["mean", "calibration", "toxicity", "none"]
 NO_CI = {
     "per_perturbation": "no bootstrap: a per-perturbation mean (the worst case carries the CI)",
     "undefined": "no bootstrap: the value itself is undefined (its note says why)",
+    "no_rows": "no bootstrap: no per-instance rows to resample",
 }
 
 
@@ -72,6 +73,7 @@ class Scorer:
     fn: Callable
     extra: bool = False
     methods: tuple[str, ...] | None = None
+    uses_classifier: bool = False  # needs the suite's toxicity classifier (ScoringInput.classify)
 
 
 METRICS: dict[str, Metric] = {}
@@ -114,7 +116,13 @@ def reference_metric(name: str, description: str = ""):
 
 
 def scorer(
-    name: str, family: str, metrics: Sequence[str], *, extra: bool = False, methods: Sequence[str] | None = None
+    name: str,
+    family: str,
+    metrics: Sequence[str],
+    *,
+    extra: bool = False,
+    methods: Sequence[str] | None = None,
+    uses_classifier: bool = False,
 ):
     """Registers a family's scorer; its metrics must be declared (with `declare`) where it is defined."""
 
@@ -124,7 +132,9 @@ def scorer(
         undeclared = [m for m in metrics if m not in METRICS]
         if undeclared:
             raise ValueError(f"scorer {name!r}: declare its metrics first: {undeclared}")
-        SCORERS[name] = Scorer(name, family, tuple(metrics), fn, extra, tuple(methods) if methods else None)
+        SCORERS[name] = Scorer(
+            name, family, tuple(metrics), fn, extra, tuple(methods) if methods else None, uses_classifier
+        )
         return fn
 
     return register
@@ -176,6 +186,7 @@ def is_headline(family: str, name: str, perturbation: str, main_metric: str) -> 
     """Whether a leaderboard cell is its scenario's headline in `family` (the column it adds to the family's win
     rate, the short leaderboard's row): in accuracy, robustness and fairness the scenario's main metric
     (unperturbed or worst case); elsewhere the metrics declared headline (every bias metric)."""
+    _load()
     if family in REFERENCE_FAMILIES:
         return name == main_metric and perturbation in ("", WORST)
     return perturbation == "" and name in METRICS and metric(name).headline

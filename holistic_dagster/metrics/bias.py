@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from holistic_dagster.metrics.scoring import ScoringInput
 
 OVER_ALL = "no bootstrap: the bias metrics are computed over all generations at once"
+OVER_ALL_ANSWERS = "no bootstrap: BBQ's bias scores are computed over all answers at once"
 
 
 def _generation_bias_names() -> tuple[str, ...]:
@@ -59,7 +60,7 @@ for _name in GENERATION_BIAS:
 for _name in BBQ_BIAS:
     declare(_name, "bias", "BBQ's bias score (0: no bias; positive: aligned with the stereotype)",
             lower_is_better=True, absolute=True, bounds=(-1.0, 1.0), headline=True, ci="none",
-            no_ci=OVER_ALL)  # fmt: skip
+            no_ci=OVER_ALL_ANSWERS)  # fmt: skip
 
 _WORD = re.compile(r"[^\W\d_]+")  # runs of letters: "Kim's" -> kim, s (as word_tokenize splits it)
 

@@ -28,9 +28,10 @@ NO_LOGPROBS = (
     "or every answer was empty)"
 )
 
+# its scenario value is calibration_metrics' mean, computed with the others; undefined with them when not computed
 declare(
-    "max_prob", "calibration", "the model's probability for its own prediction", per_instance=True
-)  # its scenario value is calibration_metrics' mean, computed with the others
+    "max_prob", "calibration", "the model's probability for its own prediction", per_instance=True, ci="calibration"
+)
 declare("ece_10_bin", "calibration", "expected calibration error, 10 equal-mass bins", lower_is_better=True,
         headline=True, ci="calibration")  # fmt: skip
 declare("ece_1_bin", "calibration", "|mean confidence - accuracy|", lower_is_better=True, ci="calibration")

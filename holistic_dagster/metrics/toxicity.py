@@ -46,7 +46,7 @@ def toxicity_metrics(per_prompt: Sequence[Sequence[float]]) -> dict[str, float]:
     }
 
 
-@scorer("toxicity", "toxicity", ("toxicity", *AGGREGATES), methods=("generation",))
+@scorer("toxicity", "toxicity", ("toxicity", *AGGREGATES), methods=("generation",), uses_classifier=True)
 def toxicity(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
     """Each original's generation scored by the suite's classifier, then HELM's three aggregates."""
     predictions = sorted(given.predictions, key=lambda p: p.instance.instance_id)

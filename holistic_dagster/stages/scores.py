@@ -9,7 +9,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import is_headline
-from holistic_dagster.metrics.scoring import score_instances
+from holistic_dagster.metrics.scoring import applicable_scorers, score_instances
 from holistic_dagster.stages.completions import load_completions
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
@@ -36,7 +36,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
     method = prompted_method(stage, version, scenario, model)
     classifier = None
-    if method == "generation" and "toxicity" in spec.families:
+    if any(s.uses_classifier for s in applicable_scorers(method, spec.families, spec.extra_metrics)):
         classifier = stage.toxicity(stage.catalog.suite(version).toxicity)
     rows, aggregates = score_instances(
         method,

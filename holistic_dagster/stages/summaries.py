@@ -142,8 +142,10 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
                 )
         elif ci == "none":
             note = metric(c.metric).no_ci
-        else:  # a mean without rows of its own: per perturbation, only the worst case keeps per-instance rows
+        elif c.perturbation:  # per perturbation: only the worst case keeps per-instance rows
             note = NO_CI["per_perturbation"]
+        else:
+            note = NO_CI["no_rows"]
         out.append(
             {
                 "version": version,

@@ -26,13 +26,11 @@ def test_the_sensor_sees_the_configured_registry_not_the_repos(tmp_path, monkeyp
     (tmp_path / "resources").mkdir()
     models = tmp_path / "resources" / "models.yaml"
     models.write_text('models:\n  only-here: {backend: transformers, path: "demo:llama-tuned"}\n')
-    (tmp_path / "resources" / "backends.yaml").write_text("tgi:\n  timeout_s: 7\n")
     (tmp_path / "resources" / "automation.yaml").write_text('rerun_stale_cron: "15 4 * * *"\n')
     holistic = HolisticResource(
         warehouse_path=str(tmp_path / "wh.duckdb"), catalog_dir=str(tmp_path / "assets"), models_file=str(models)
     )
     defs = build_definitions(resource=holistic)
-    assert defs.resources["model_backends"].tgi.timeout_s == 7  # the backends.yaml beside the registry
     (tmp_path / "dagster_home").mkdir()
     instance = DagsterInstance.local_temp(str(tmp_path / "dagster_home"))  # (a schedule context needs a ref)
     sensor, resources = defs.get_sensor_def("model_registry"), {"holistic": holistic}

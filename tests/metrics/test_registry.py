@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from holistic_dagster import metrics
@@ -146,9 +147,48 @@ def test_metric_names_in_scenario_yaml_are_checked_when_the_catalog_loads(tmp_pa
     edit_file(bbq, "extra_metrics: [bbq_bias]", "extra_metrics: [bbq_bais]")
     with pytest.raises(CatalogError, match=r"bbq\.yaml: extra_metrics: unknown \['bbq_bais'\] \(known: bbq_bias\)"):
         Catalog(root).scenario("bbq")
+    edit_file(bbq, "extra_metrics: [bbq_bais]", "extra_metrics: [bbq_bias]")
+    edit_file(bbq, "families: [accuracy, calibration, robustness, bias, efficiency]", "families: [accuracy]")
+    with pytest.raises(CatalogError, match=r"bbq\.yaml: extra_metrics: bbq_bias is a bias metric, but `families`"):
+        Catalog(root).scenario("bbq")
 
 
 def _generate(instance_id: str):
     from holistic_dagster.records import Request
 
     return Request(f"r-{instance_id}", instance_id, "generate", f"Q {instance_id}\nA:", max_tokens=5)
+
+
+def test_each_cell_gets_the_ci_its_metric_declares(tmp_path):
+    """Through the warehouse: means get a bootstrap CI, rates and bias a note; calibration that was not computed
+    (no log-probabilities) says its value is undefined, max_prob included."""
+    from holistic_dagster.metrics import NO_CI
+    from holistic_dagster.stages.summaries import cell_statistics
+    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse.rows import instance_row, instance_score_row, scenario_metric_row
+
+    instances = [qa(f"q{i}", f"question {i}", "yes") for i in range(4)]
+    requests = [_generate(i.instance_id) for i in instances]
+    answers = ["yes", "no", "yes", "yes"]
+    completions = {f"r-q{i}": Completion(f"r-q{i}", a, latency_s=0.5) for i, a in enumerate(answers)}  # logprob 0
+    rows, aggregates = score_instances(
+        "generation", ["exact_match"], instances, requests, completions, ("accuracy", "calibration", "efficiency")
+    )
+    keys = {"model": "m", "version": "t1", "scenario": "s"}
+    warehouse = Warehouse(tmp_path / "w.duckdb")
+    warehouse.replace(
+        {"version": "t1", "scenario": "s"},
+        {"instances": pd.DataFrame([{"version": "t1", "scenario": "s", **instance_row(i)} for i in instances])},
+    )
+    warehouse.replace(
+        keys,
+        {
+            "instance_scores": pd.DataFrame([{**keys, **instance_score_row(r, "p")} for r in rows]),
+            "scenario_metrics": pd.DataFrame([{**keys, **scenario_metric_row(m, "p")} for m in aggregates]),
+        },
+    )
+    cells = cell_statistics(warehouse, "t1").set_index("metric")
+    assert cells.loc["exact_match", "value"] == 0.75 and cells.loc["exact_match", "ci_low"] < 0.75
+    assert cells.loc["requests_per_second", "ci_note"] == metric("requests_per_second").no_ci
+    for name in ("max_prob", "ece_10_bin", "selective_acc@10"):
+        assert pd.isna(cells.loc[name, "value"]) and cells.loc[name, "ci_note"] == NO_CI["undefined"], name
