@@ -68,6 +68,7 @@ def test_killed_materialization_resumes_without_repeating_requests(tuned_client,
         monkeypatch.setenv("DAGSTER_HOME", str(home))
         killed = tmp_path / "killed.duckdb"
         monkeypatch.setenv("KILL_RESUME_KEY", "first-run")  # each run sends its own key: the server tells them apart
+        server.hold_after(32)  # the first run gets 32 answers, then waits: it is killed with exactly 32 committed
         proc = subprocess.Popen([sys.executable, "-c", RUN, str(killed), str(catalog), str(models)], env=os.environ)
 
         def num_cached() -> int:
@@ -76,10 +77,11 @@ def test_killed_materialization_resumes_without_repeating_requests(tuned_client,
             return int(Warehouse(killed).df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
 
         kill_when(proc, lambda: num_cached() >= 32, timeout_s=180, interval_s=0.1, what="32 cached completions")
+        server.release()
         cache = Warehouse(killed).df("SELECT request_id FROM completion_cache")
         prompts = Warehouse(killed).df("SELECT DISTINCT request_id, prompt FROM prompts")
         finished = set(prompts[prompts["request_id"].isin(cache["request_id"])]["prompt"])
-        assert 32 <= len(finished) < 120
+        assert len(finished) == 32
 
         monkeypatch.setenv("KILL_RESUME_KEY", "second-run")
         resource = HolisticResource(warehouse_path=str(killed), catalog_dir=str(catalog), models_file=str(models))

@@ -12,6 +12,7 @@ It counts requests per prompt and the most requests it ever had in flight.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 
@@ -43,7 +44,24 @@ class OpenAIProtocolTestServer(LoopbackServer):
         self.max_in_flight = 0
         self.auth_failures = 0
         self._lock = asyncio.Lock()
+        self._answer_limit: int | None = None  # see hold_after
+        self._answered = 0
+        self._gate = threading.Event()
         super().__init__(Starlette(routes=[Route("/v1/completions", self.completions, methods=["POST"])]))
+
+    def hold_after(self, n: int) -> None:
+        """Answer the next `n` requests, then hold every further one (received and counted in `hits`, never
+        answered) until release(): how a test kills a client at a known point, whatever the timing."""
+        self._answer_limit, self._answered = n, 0
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._answer_limit = None
+        self._gate.set()
+
+    def __exit__(self, *exc):
+        self.release()  # held requests must not keep the server from stopping
+        return super().__exit__(*exc)
 
     @property
     def base_url(self) -> str:
@@ -75,6 +93,11 @@ class OpenAIProtocolTestServer(LoopbackServer):
                     await asyncio.sleep(3)
                 if action == "malformed":
                     return Response('{"id": "x", "choices": [', media_type="application/json")
+            if self._answer_limit is not None:  # (one event loop: the check and the count cannot interleave)
+                if self._answered >= self._answer_limit:
+                    await asyncio.to_thread(self._gate.wait)
+                else:
+                    self._answered += 1
             async with self._lock:  # one model call at a time
                 if body.get("echo"):
                     return JSONResponse(await asyncio.to_thread(self._echo, prompt))
