@@ -97,6 +97,10 @@ def test_leaderboard_and_compare_in_process(small_run):
     for family in ("accuracy", "calibration", "robustness", "fairness", "bias", "toxicity", "efficiency"):
         assert f"{family} (suite s1)" in out.stdout
     assert "quasi_exact_match [worst]" in out.stdout and "not applicable" in out.stdout
+    # a family that applies to no scenario of the suite (s1 chooses no fairness perturbation): its table says
+    # so instead of crashing (it was a pandas TypeError, exit 1)
+    fairness = out.stdout.split("fairness (suite s1)")[1].split("robustness (suite s1)")[0]
+    assert "not applicable: the suite version chooses no perturbations: boolq" in fairness
     missing = invoke(small_run, "leaderboard", "--version", "v7", "--db", db)
     assert missing.exit_code == 1 and "no results for suite version 'v7'" in missing.stderr
     same = invoke(small_run, "compare", "demo-gpt2-untrained", "demo-gpt2-untrained", "--version", "s1", "--db", db)

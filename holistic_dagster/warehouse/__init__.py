@@ -48,18 +48,24 @@ class ReadOnlyError(HolisticError):
     pass
 
 
+# a query connection reaches nothing but its own file: no other files (COPY TO, read_csv, glob, EXPORT), no
+# other databases (ATTACH), no extensions (INSTALL, LOAD), no persistent secrets; and it cannot undo that (SET)
+SANDBOX = {"enable_external_access": False, "lock_configuration": True}
+
+
 class Warehouse:
     def __init__(self, path: Path | str, lock_timeout_s: float = 600):
         self.path = Path(path)
         self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
 
     @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(self, read_only: bool = False, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """sandboxed (read-only): the engine reaches nothing but this file (SANDBOX)."""
         if read_only and not self.path.exists():
             raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            con = duckdb.connect(str(self.path), read_only=read_only)
+            con = duckdb.connect(str(self.path), read_only=read_only or sandboxed, config=SANDBOX if sandboxed else {})
             try:
                 if not read_only and self.path not in _SCHEMA_READY:
                     self._ensure_schema(con)
@@ -123,12 +129,23 @@ class Warehouse:
             return con.execute(sql, params or []).df()
 
     def query(self, sql: str) -> tuple[list[str], list[tuple]]:
-        """A user's SQL on a read-only connection; statements that write are refused."""
-        with self.connect(read_only=True) as con:
+        """A user's SQL on a read-only, sandboxed connection: statements that write, and any that reach another
+        file, another database, an extension or a setting, are refused by the engine."""
+        with self.connect(sandboxed=True) as con:
             try:
                 cursor = con.execute(sql)
-            except (duckdb.InvalidInputException, duckdb.PermissionException) as e:
-                if "read-only" in str(e).lower() or "read only" in str(e).lower():
+            except duckdb.PermissionException as e:  # file system, extensions: enable_external_access
+                raise ReadOnlyError(
+                    "holistic query reads the warehouse only: other files and databases (read_csv, ATTACH, COPY "
+                    f"TO, EXPORT), extensions and secrets are out of its reach. ({e})"
+                ) from None
+            except duckdb.InvalidInputException as e:
+                message = str(e).lower()
+                if "configuration" in message:  # SET / PRAGMA: lock_configuration
+                    raise ReadOnlyError(
+                        f"holistic query reads the warehouse only: its settings cannot be changed (SET, PRAGMA). ({e})"
+                    ) from None
+                if "read-only" in message or "read only" in message:
                     raise ReadOnlyError(
                         "holistic query opens the warehouse read-only: statements that write "
                         f"(INSERT, UPDATE, DELETE, CREATE, DROP, ...) are refused. ({e})"

@@ -48,6 +48,38 @@ def test_query_is_read_only_and_says_so(tmp_path):
     assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 2
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "COPY (SELECT * FROM source_files) TO '{dir}/copied.csv'",  # writes another file
+        "ATTACH '{dir}/other.duckdb' AS other (READ_WRITE)",  # writes another warehouse, past its lock
+        "EXPORT DATABASE '{dir}/exported'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET enable_external_access = true",  # undoing the sandbox
+        "SET threads = 1",
+        "PRAGMA enable_profiling",
+        "CREATE SECRET leak (TYPE s3, KEY_ID 'a', SECRET 'b')",  # persisted under ~/.duckdb
+        "SELECT * FROM read_csv('{dir}/other.csv')",  # other files are not the warehouse's to show
+        "SELECT * FROM glob('/etc/*')",
+    ],
+)
+def test_query_reaches_nothing_but_the_warehouse(tmp_path, statement):
+    """The engine refuses (DuckDB's enable_external_access = false, lock_configuration = true), whatever the
+    spelling: no keyword list."""
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    other = Warehouse(tmp_path / "other.duckdb")
+    other.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 1)})
+    (tmp_path / "other.csv").write_text("secret\n42\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ReadOnlyError, match="holistic query reads the warehouse only"):
+        wh.query(statement.format(dir=tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    assert other.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 1
+    assert wh.query("SELECT count(*) FROM source_files")[1] == [(2,)]  # reading the warehouse still works
+
+
 def test_reading_a_missing_warehouse_says_what_to_do(tmp_path):
     with pytest.raises(HolisticError, match="no warehouse at .*run `holistic demo`"):
         Warehouse(tmp_path / "absent.duckdb").df("SELECT 1")
