@@ -211,9 +211,14 @@ def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
                 records = read_nested_json(path, spec.nested_json.keys, spec.nested_json.leaf)
             else:
                 records = read_jsonl(path)
+            before = len(instances)
             for where, record in records:
                 instances.append(
                     record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
+                )
+            if len(instances) == before:  # an empty (e.g. truncated) download must not become an empty dataset
+                raise DataFormatError(
+                    path, None, f"no records: the file is empty (scenario {spec.name!r}, split {split!r})"
                 )
     return [i for i in instances if i is not None]
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from holistic_dagster.adaptation import TokenBudget, build_requests
 from holistic_dagster.catalog import AdapterSpec
-from holistic_dagster.errors import CapabilityError, HolisticError
+from holistic_dagster.errors import CapabilityError, CatalogError, HolisticError
 from holistic_dagster.records import Request
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
@@ -20,6 +20,11 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     client = stage.client(model)
     adapter = adapter_for(client, scenario, spec.adapter, pin.fallback_method)
+    if adapter.method == "generation" and adapter.max_tokens >= client.max_context:  # before anything is replaced
+        raise CatalogError(
+            f"scenario {scenario!r}: max_tokens {adapter.max_tokens} leaves no room for a prompt in {model!r}'s "
+            f"context window of {client.max_context} tokens: lower `max_tokens` in its adapter"
+        )
     budget = TokenBudget(
         client.max_context, client.count_tokens, client.truncate_left, getattr(client, "chat_prompt", None)
     )

@@ -1,0 +1,56 @@
+"""Hostile input never costs data: a stage that fails on it leaves the previous partition as it was."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.errors import CatalogError, DataFormatError
+from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.stages import StageContext
+from holistic_dagster.stages.dataset import build_dataset
+from holistic_dagster.stages.prompts import build_prompts
+from holistic_dagster.warehouse import Warehouse
+from tests.conftest import write
+from tests.helpers import edit_file
+
+SUITE = "version: h1\nscenarios:\n  boolq: {max_eval_instances: 4, seed: 1}\n"
+
+
+@pytest.fixture
+def world(tmp_path, shared_data, monkeypatch):
+    """A catalog with suite h1 (4 BoolQ questions) and a data folder of our own, and its dataset built once."""
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write(tmp_path / "assets" / "suites" / "h1.yaml", SUITE)
+    shutil.copytree(shared_data / "boolq", tmp_path / "data" / "boolq")
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
+    stage = StageContext(Warehouse(tmp_path / "w.duckdb"), Catalog(tmp_path / "assets"))
+    build_dataset(stage, "h1", "boolq")
+    return tmp_path, stage
+
+
+def _count(stage: StageContext, table: str) -> int:
+    return int(stage.warehouse.df(f"SELECT count(*) AS n FROM {table}")["n"].iat[0])
+
+
+def test_an_empty_data_file_fails_naming_it_and_keeps_the_dataset(world):
+    tmp_path, stage = world
+    before = stage.warehouse.df("SELECT * FROM instances ORDER BY instance_id")
+    (tmp_path / "data" / "boolq" / "dev.jsonl").write_text("")  # e.g. a truncated download
+    with pytest.raises(DataFormatError, match=r"boolq/dev\.jsonl: no records: the file is empty"):
+        build_dataset(stage, "h1", "boolq")
+    assert stage.warehouse.df("SELECT * FROM instances ORDER BY instance_id").equals(before)
+    assert len(before) > 0 and _count(stage, "source_files") == 1
+
+
+def test_an_absurd_max_tokens_fails_before_the_prompts_are_replaced(world):
+    tmp_path, stage = world
+    build_prompts(stage, "h1", "boolq", "demo-gpt2-untrained")
+    before = stage.warehouse.df("SELECT request_id, prompt FROM prompts ORDER BY ALL")
+    edit_file(tmp_path / "assets" / "scenarios" / "boolq.yaml", "max_tokens: 5", "max_tokens: 100000000")
+    with pytest.raises(CatalogError, match="max_tokens 100000000 leaves no room for a prompt in 'demo-gpt2-untrained'"):
+        build_prompts(stage, "h1", "boolq", "demo-gpt2-untrained")
+    assert stage.warehouse.df("SELECT request_id, prompt FROM prompts ORDER BY ALL").equals(before)
+    assert before["prompt"].str.len().min() > 20  # real prompts, not cut to a character
