@@ -54,3 +54,17 @@ def test_an_absurd_max_tokens_fails_before_the_prompts_are_replaced(world):
         build_prompts(stage, "h1", "boolq", "demo-gpt2-untrained")
     assert stage.warehouse.df("SELECT request_id, prompt FROM prompts ORDER BY ALL").equals(before)
     assert before["prompt"].str.len().min() > 20  # real prompts, not cut to a character
+
+
+def test_bytes_that_are_not_utf8_name_the_file_and_line(world):
+    tmp_path, stage = world
+    data = tmp_path / "data" / "boolq" / "dev.jsonl"
+    lines = data.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"the", b"th\xe9", 1)  # Latin-1 "é" in the third record
+    data.write_bytes(b"\n".join(lines))
+    before = _count(stage, "instances")
+    with pytest.raises(
+        DataFormatError, match=r"boolq/dev\.jsonl, record line 3: not UTF-8: byte 0xe9 at byte \d+ of the line"
+    ):
+        build_dataset(stage, "h1", "boolq")
+    assert _count(stage, "instances") == before

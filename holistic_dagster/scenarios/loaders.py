@@ -27,6 +27,21 @@ def _open_text(path: Path):
     return path.open(encoding="utf-8", newline="")
 
 
+def not_utf8(path: Path) -> DataFormatError:
+    """The error for a file that is not UTF-8, naming the first line and column that is not."""
+    raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    for n, line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return DataFormatError(
+                path,
+                f"line {n}",
+                f"not UTF-8: byte 0x{line[e.start]:02x} at byte {e.start + 1} of the line (convert the file to UTF-8)",
+            )
+    return DataFormatError(path, None, "not UTF-8 (convert the file to UTF-8)")
+
+
 def read_csv(path: Path, spec: CsvSpec) -> Iterator[tuple[str, dict[str, str]]]:
     """Yields ("row N", record). Quoted fields may hold commas and newlines."""
     with _open_text(path) as f:
@@ -101,7 +116,10 @@ def read_stories(paths: list[Path]) -> Iterator[tuple[Path, str, dict[str, Any]]
     line `@highlight`. Records {id, article, highlights} with highlights joined by newlines, as the upstream
     Hugging Face builder does."""
     for path in paths:
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
         article, *highlights = text.split("@highlight")
         paragraphs = [p.strip() for p in article.strip().split("\n\n") if p.strip()]
         yield (
@@ -212,10 +230,15 @@ def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
             else:
                 records = read_jsonl(path)
             before = len(instances)
-            for where, record in records:
-                instances.append(
-                    record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
-                )
+            try:
+                for where, record in records:
+                    instances.append(
+                        record_to_instance(
+                            spec, record, path=path, where=where, split=split, subset=subset, source=source
+                        )
+                    )
+            except UnicodeDecodeError:
+                raise not_utf8(path) from None
             if len(instances) == before:  # an empty (e.g. truncated) download must not become an empty dataset
                 raise DataFormatError(
                     path, None, f"no records: the file is empty (scenario {spec.name!r}, split {split!r})"
