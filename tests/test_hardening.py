@@ -68,3 +68,29 @@ def test_bytes_that_are_not_utf8_name_the_file_and_line(world):
     ):
         build_dataset(stage, "h1", "boolq")
     assert _count(stage, "instances") == before
+
+
+def test_a_blocking_check_failure_says_what_the_check_found(tmp_path):
+    """The CLI shows RunFailed's message: it carries the check's own finding, not only Dagster's count."""
+    from dagster import DagsterInstance
+
+    from holistic_dagster.definitions import build_definitions
+    from holistic_dagster.defs.resources import HolisticResource
+    from holistic_dagster.defs.runner import RunFailed, evaluate_suite
+    from tests.helpers import free_port
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write(tmp_path / "assets" / "suites" / "h1.yaml", SUITE)
+    nobody = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every request fails
+    models = write(
+        tmp_path / "models.yaml",
+        f"models:\n  gone: {{backend: openai, path: x, base_url: '{nobody}', max_attempts: 1, timeout_s: 5}}\n",
+    )
+    catalog = Catalog(tmp_path / "assets")
+    resource = HolisticResource(
+        warehouse_path=str(tmp_path / "w.duckdb"), catalog_dir=str(catalog.root), models_file=str(models)
+    )
+    with pytest.raises(RunFailed, match=r"check completions_valid on boolq/completions: 4 of 4 requests failed"):
+        evaluate_suite(
+            build_definitions(catalog, resource), DagsterInstance.ephemeral(), "h1", ["gone"], catalog=catalog
+        )

@@ -23,6 +23,12 @@ class RunFailed(HolisticError):
             for e in result.all_events
             if e.is_step_failure and e.step_failure_data and e.step_failure_data.error
         ]
+        # a blocking check's own finding (counts, reason), not just Dagster's "1 blocking asset check failed"
+        failures += [
+            f"check {c.check_name} on {c.asset_key.to_user_string()}: {c.description or 'failed'}"
+            for c in result.get_asset_check_evaluations()
+            if not c.passed and c.blocking
+        ]
         self.result = result
         super().__init__(
             f"{label} failed (Dagster run {result.run_id}):\n" + "\n".join(failures or ["see the Dagster UI"])
