@@ -310,6 +310,18 @@ class Catalog:
     def scenario_names(self) -> list[str]:
         return sorted(p.stem for p in (self.root / "scenarios").glob("*.yaml"))
 
+    def loadable_scenarios(self) -> tuple[list[str], dict[str, str]]:
+        """(the scenarios whose files load, {name: why not} for the others): one broken scenario file must not
+        block the suites that do not use it (a suite that does fails naming the file when it loads)."""
+        names, broken = [], {}
+        for name in self.scenario_names():
+            try:
+                self.scenario(name)
+                names.append(name)
+            except CatalogError as e:
+                broken[name] = str(e)
+        return names, broken
+
     def suite_versions(self) -> list[str]:
         return sorted(p.stem for p in (self.root / "suites").glob("*.yaml"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from dagster import AssetSelection, Definitions, define_asset_job
@@ -24,7 +25,9 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
     # one configured catalog and registry for assets, sensors and schedules: the holistic resource's
     holistic = resource or HolisticResource()
     catalog = catalog or holistic.catalog()
-    scenarios = catalog.scenario_names()
+    scenarios, broken = catalog.loadable_scenarios()
+    for name, problem in broken.items():
+        logging.getLogger("holistic_dagster").warning("scenario %s left out of the definitions: %s", name, problem)
     assets = [a for s in scenarios for a in scenario_assets(catalog, s)]
     datasets = AssetSelection.assets(*[[s, "dataset"] for s in scenarios])
     per_model = AssetSelection.assets(

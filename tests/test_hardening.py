@@ -94,3 +94,28 @@ def test_a_blocking_check_failure_says_what_the_check_found(tmp_path):
         evaluate_suite(
             build_definitions(catalog, resource), DagsterInstance.ephemeral(), "h1", ["gone"], catalog=catalog
         )
+
+
+def test_a_broken_scenario_file_blocks_only_the_suites_that_use_it(tmp_path, caplog):
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+    from holistic_dagster.definitions import build_definitions
+    from holistic_dagster.defs.resources import HolisticResource
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    edit_file(tmp_path / "assets" / "scenarios" / "hellaswag.yaml", "metrics: [exact_match]", "metric: [exact_match]")
+    write(tmp_path / "assets" / "suites" / "h1.yaml", SUITE)  # BoolQ only
+    write(tmp_path / "assets" / "suites" / "h2.yaml", "version: h2\nscenarios:\n  hellaswag: {max_eval_instances: 2}\n")
+    catalog = Catalog(tmp_path / "assets")
+    resource = HolisticResource(warehouse_path=str(tmp_path / "w.duckdb"), catalog_dir=str(catalog.root))
+    defs = build_definitions(catalog, resource)  # raised at import time, for every suite, before
+    groups = {key.path[0] for key in defs.resolve_all_asset_keys()}
+    assert "boolq" in groups and "hellaswag" not in groups
+    assert "scenario hellaswag left out of the definitions" in caplog.text and "hellaswag.yaml: metric:" in caplog.text
+    # the suite that uses it fails in one line naming the file and the key, no traceback
+    args = ["evaluate", "--model", "demo-gpt2-untrained", "--version", "h2", "--db", str(tmp_path / "w.duckdb")]
+    out = CliRunner().invoke(app, args, env={"HOLISTIC_CATALOG": str(catalog.root)})
+    message = out.stderr.replace("\n", "")  # (rich wraps long lines)
+    assert out.exit_code == 1 and "hellaswag.yaml: metric: Extra inputs are not permitted" in message
+    assert "Traceback" not in out.stderr + out.stdout
