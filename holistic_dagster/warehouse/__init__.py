@@ -61,11 +61,12 @@ class Warehouse:
     @contextmanager
     def connect(self, read_only: bool = False, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """sandboxed (read-only): the engine reaches nothing but this file (SANDBOX)."""
+        read_only = read_only or sandboxed
         if read_only and not self.path.exists():
             raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            con = duckdb.connect(str(self.path), read_only=read_only or sandboxed, config=SANDBOX if sandboxed else {})
+            con = duckdb.connect(str(self.path), read_only=read_only, config=SANDBOX if sandboxed else {})
             try:
                 if not read_only and self.path not in _SCHEMA_READY:
                     self._ensure_schema(con)

@@ -128,3 +128,13 @@ def test_a_version_1_warehouse_is_migrated_in_place(tmp_path):
     assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == "2"
     tables = set(wh.df("SELECT table_name FROM information_schema.tables")["table_name"])
     assert not {t for t in tables if t.endswith("_v1")}  # the old copies are gone
+
+
+def test_query_in_a_process_that_never_wrote_the_warehouse(tmp_path, monkeypatch):
+    """As `holistic query` runs: a new process, nothing written by it, the schema not yet checked there."""
+    import holistic_dagster.warehouse as warehouse_module
+
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    monkeypatch.setattr(warehouse_module, "_SCHEMA_READY", set())
+    assert wh.query("SELECT count(*) FROM source_files")[1] == [(2,)]
