@@ -71,14 +71,26 @@ def test_a_killed_run_resumes_without_repeating_finished_requests(setup, tmp_pat
     path = tmp_path / "killed.duckdb"
     stage = _stage(path, catalog, models)
     total = _prepare(stage)
-    script = (
-        "import sys; from pathlib import Path; from holistic_dagster.catalog import Catalog; "
-        "from holistic_dagster.stages import StageContext; "
-        "from holistic_dagster.stages.completions import run_completions; "
-        "from holistic_dagster.warehouse import Warehouse; "
-        "run_completions(StageContext(Warehouse(sys.argv[1]), Catalog(Path(sys.argv[2])), Path(sys.argv[3])), "
-        f"'v1', '{SCENARIO}', '{MODEL}')"
-    )
+    # the run holds (sleeps) once 48 completions are saved, so it is killed part-way whatever the timing
+    script = f"""
+import sys, time
+from pathlib import Path
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.stages import StageContext
+from holistic_dagster.stages.completions import run_completions
+from holistic_dagster.warehouse import Warehouse
+
+def progress(description, total):
+    done = [0]
+    def advance(n):
+        done[0] += n
+        if done[0] >= 48:
+            time.sleep(3600)
+    return advance
+
+stage = StageContext(Warehouse(sys.argv[1]), Catalog(Path(sys.argv[2])), Path(sys.argv[3]), progress=progress)
+run_completions(stage, 'v1', '{SCENARIO}', '{MODEL}')
+"""
     proc = subprocess.Popen([sys.executable, "-c", script, str(path), str(catalog.root), str(models)], env=os.environ)
 
     def num_cached() -> int:

@@ -140,8 +140,15 @@ def scorer(
     return register
 
 
+_loaded = False
+
+
 def _load() -> None:
-    """Imports the modules that declare metrics (they register themselves on import)."""
+    """Imports the modules that declare metrics (they register themselves on import); once, as lookups run per
+    score row."""
+    global _loaded
+    if _loaded:
+        return
     from holistic_dagster.metrics import (  # noqa: F401
         accuracy,
         bias,
@@ -150,6 +157,8 @@ def _load() -> None:
         summarization,
         toxicity,
     )
+
+    _loaded = True
 
 
 def metric(name: str) -> Metric:
