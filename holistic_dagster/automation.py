@@ -6,7 +6,6 @@ evaluated partitions are stale. holistic_dagster/defs/sensors.py turns these dec
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import yaml
 from holistic_dagster import settings
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.hashing import sha256_json
+from holistic_dagster.redaction import read_secret, redact
 
 REASON_TAG = "holistic/reason"  # the run tag saying why automation requested a run
 
@@ -41,7 +41,11 @@ def served_revision(spec: ModelSpec, timeout_s: float = 5.0) -> str:
         info.raise_for_status()
         body = info.json()
         return f"{body.get('model_id')}@{body.get('model_sha')}"
-    headers = {"Authorization": f"Bearer {os.environ[spec.api_key_env]}"} if spec.api_key_env else {}
+    headers = {}
+    if spec.api_key_env:
+        if not (key := read_secret(spec.api_key_env)):
+            raise KeyError(spec.api_key_env)  # (as os.environ[...] did: the variable is not set)
+        headers["Authorization"] = f"Bearer {key}"
     listing = requests.get(f"{base}/models", headers=headers, timeout=timeout_s)
     listing.raise_for_status()
     for entry in listing.json().get("data", []):
@@ -59,7 +63,8 @@ def model_identity(spec: ModelSpec, previous: str | None) -> tuple[str, str]:
     try:
         fields["served"] = served_revision(spec)
     except (requests.RequestException, LookupError, KeyError, ValueError) as e:
-        return previous or sha256_json(fields)[:16], f"could not read the served revision ({type(e).__name__}: {e})"
+        note = redact(f"could not read the served revision ({type(e).__name__}: {e})")  # logged by the sensor
+        return previous or sha256_json(fields)[:16], note
     return sha256_json(fields)[:16], ""
 
 

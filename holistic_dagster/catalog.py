@@ -23,6 +23,7 @@ from holistic_dagster.metrics import (
     get_reference_metric,
     scorers,
 )
+from holistic_dagster.redaction import register_secret_env
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ADAPTER_METHODS = (
@@ -472,6 +473,7 @@ def load_models(path: Path | None = None, backends: Path | None = None) -> dict[
     for name, body in entries.items():
         spec = _validate(ModelSpec, {"name": name, **(body or {})}, path)
         models[name] = with_backend_settings(spec, getattr(deployment, spec.backend))
+        register_secret_env(models[name].api_key_env)  # its value is redacted from error text
     return models
 
 

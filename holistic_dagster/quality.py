@@ -18,6 +18,7 @@ from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics
 from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
+from holistic_dagster.redaction import redact
 from holistic_dagster.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -288,7 +289,8 @@ def check_completions(
         (frame[~frame["failed"]], [gx.expectations.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0)]),
     )
     if len(failures):  # say how many and why
-        reasons = failures["error"].str.slice(0, 160).value_counts().head(5)
+        # quoted into Dagster's event log: redacted (again, for rows stored before redaction) before it is cut
+        reasons = failures["error"].map(redact).str.slice(0, 160).value_counts().head(5)
         valid = CheckOutcome(
             valid.name,
             valid.passed,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone
 from holistic_dagster.records import Completion, Request
+from holistic_dagster.redaction import redact
 
 CHARS_PER_TOKEN = 4  # used only when no local tokenizer is configured
 
@@ -78,7 +79,10 @@ async def send_concurrently(
             try:
                 completion = await with_retries(lambda: send(request), policy, rng)
             except (TransientError, PermanentError) as e:
-                completion = Completion(request_id=request.request_id, text="", error=f"{type(e).__name__}: {e}")
+                # the server's error body may quote the request, key included: stored and logged without it
+                completion = Completion(
+                    request_id=request.request_id, text="", error=redact(f"{type(e).__name__}: {e}")
+                )
         if on_done:
             on_done([completion])
         return completion

@@ -1,12 +1,12 @@
 """OpenAI and OpenAI-compatible servers (vLLM, SGLang, `transformers serve`, ...) through the `openai` client.
 
 The API key is read from the environment variable the registry names (`api_key_env`); it is never logged,
-stored or put in metadata. Retries, backoff and concurrency come from clients.http.
+stored or put in metadata, and error text that quotes it is redacted (holistic_dagster.redaction). Retries,
+backoff and concurrency come from clients.http.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +18,7 @@ from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, PermanentError, TransientError
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request
+from holistic_dagster.redaction import read_secret
 
 TOP_N = 5  # alternatives asked for per generated token
 
@@ -25,7 +26,7 @@ TOP_N = 5  # alternatives asked for per generated token
 def _api_key(spec: ModelSpec) -> str:
     if not spec.api_key_env:
         return "EMPTY"  # local OpenAI-compatible servers accept any key
-    value = os.environ.get(spec.api_key_env)
+    value = read_secret(spec.api_key_env)  # redacted from every error text from now on
     if not value:
         raise CatalogError(
             f"model {spec.name!r}: environment variable {spec.api_key_env} (its API key) is not set; set it, or "

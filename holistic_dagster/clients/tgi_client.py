@@ -30,6 +30,7 @@ from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, PermanentError, TransientError
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
+from holistic_dagster.redaction import redact
 
 TOP_N = 5
 
@@ -107,7 +108,9 @@ class TGIClient(HttpClientBase):
             with urllib.request.urlopen(spec.base_url.rstrip("/") + "/info", timeout=spec.timeout_s) as response:
                 return json.loads(response.read())
         except (OSError, ValueError) as e:
-            raise HolisticError(f"model {spec.name!r}: cannot read {spec.base_url}/info from the TGI server: {e}")
+            raise HolisticError(
+                redact(f"model {spec.name!r}: cannot read {spec.base_url}/info from the TGI server: {e}")
+            ) from None
 
     def describe(self) -> dict[str, Any]:
         info = self.info

@@ -26,6 +26,7 @@ from holistic_dagster import quality
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
+from holistic_dagster.redaction import errors_redacted
 from holistic_dagster.report.markdown import comparison_table, family_table
 from holistic_dagster.stages import summaries
 from holistic_dagster.stages.completions import run_completions
@@ -87,7 +88,9 @@ def _model_stage(
     """A model x version stage: compute it, then report its quality checks on what was stored."""
     model, version = _keys(context)
     stage = holistic.stage(context.run.run_id, backends, toxicity)
-    yield MaterializeResult(metadata=compute(stage, version, scenario, model))
+    with errors_redacted():  # Dagster stores a failed step's error, causes included, in its event log
+        metadata = compute(stage, version, scenario, model)
+    yield MaterializeResult(metadata=metadata)
     yield from _results(quality.check_stage(stage_name, stage, version, scenario, model), stage_name)
 
 

@@ -5,7 +5,6 @@ variable the suite names and sent in the X-Goog-Api-Key header (never in the URL
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections.abc import Sequence
 
@@ -14,6 +13,7 @@ import requests
 from holistic_dagster.catalog import ToxicitySpec
 from holistic_dagster.clients.http import PermanentError, RetryPolicy, TransientError, with_retries
 from holistic_dagster.errors import CatalogError, HolisticError
+from holistic_dagster.redaction import read_secret, redact
 
 ANALYZE_PATH = "/v1alpha1/comments:analyze"
 
@@ -23,7 +23,7 @@ class PerspectiveClassifier:
 
     def __init__(self, spec: ToxicitySpec):
         self.spec = spec
-        self.key = os.environ.get(spec.api_key_env, "")
+        self.key = read_secret(spec.api_key_env)  # redacted from every error text from now on
         if not self.key:
             raise CatalogError(
                 f"toxicity classifier perspective: environment variable {spec.api_key_env} is not set "
@@ -44,11 +44,11 @@ class PerspectiveClassifier:
             retry_after = response.headers.get("Retry-After")
             raise TransientError(f"HTTP {response.status_code}", float(retry_after) if retry_after else None)
         if response.status_code != 200:
-            raise PermanentError(f"HTTP {response.status_code}: {response.text[:200]}")
+            raise PermanentError(f"HTTP {response.status_code}: {redact(response.text)[:200]}")
         try:
             return float(response.json()["attributeScores"]["TOXICITY"]["summaryScore"]["value"])
         except (ValueError, KeyError, TypeError):
-            raise PermanentError(f"malformed response: {response.text[:200]}") from None
+            raise PermanentError(f"malformed response: {redact(response.text)[:200]}") from None
 
     def score(self, texts: Sequence[str]) -> list[float]:
         async def main() -> list[float]:
@@ -69,4 +69,4 @@ class PerspectiveClassifier:
         try:
             return asyncio.run(main())
         except (TransientError, PermanentError) as e:
-            raise HolisticError(f"Perspective API ({self.spec.base_url}): {e}") from None
+            raise HolisticError(redact(f"Perspective API ({self.spec.base_url}): {e}")) from None

@@ -5,7 +5,8 @@ answers with a real local transformers model, so its text and log-probabilities 
 contain a fault marker get scripted faults, one per attempt, to exercise retries:
   FAULT429 -> 429 with Retry-After: 0.3, then OK        FAULT500 -> 500, 500, then OK
   SLOW     -> sleeps 3 s (past the client timeout), then OK   MALFORMED -> a body that is not JSON
-  ALWAYS500 -> 500 on every attempt
+  ALWAYS500 -> 500 on every attempt      ECHOKEY -> 400 on every attempt, the error body quoting the request's
+                                          key and Authorization header (as servers that echo a request do)
 It counts requests per prompt and the most requests it ever had in flight.
 """
 
@@ -31,6 +32,7 @@ SCRIPTS = {
     "SLOW": ["slow", "ok"],
     "MALFORMED": ["malformed"] * 10,
     "ALWAYS500": ["500"] * 100,
+    "ECHOKEY": ["echo_key"] * 100,
 }
 
 
@@ -91,6 +93,10 @@ class OpenAIProtocolTestServer(LoopbackServer):
                     return JSONResponse({"error": {"message": "boom", "type": "server_error"}}, 500)
                 if action == "slow":
                     await asyncio.sleep(3)
+                if action == "echo_key":
+                    header = http.headers.get("authorization", "")
+                    message = f"bad request from key {header.removeprefix('Bearer ')} (Authorization: {header})"
+                    return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, 400)
                 if action == "malformed":
                     return Response('{"id": "x", "choices": [', media_type="application/json")
             if self._answer_limit is not None:  # (one event loop: the check and the count cannot interleave)
