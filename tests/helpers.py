@@ -7,7 +7,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -94,3 +95,31 @@ def kill_when(
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+
+
+@contextmanager
+def filesystem_of_its_own(path: Path, size: str = "4m") -> Iterator[Path]:
+    """A real, small filesystem (tmpfs) mounted at `path`, to fill up or to remount read-only; unmounted after.
+    Needs root, as CI's containers and these machines run; elsewhere the test is skipped, saying why."""
+    import pytest
+
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs at {path} here: {mounted.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def remount_read_only(path: Path) -> None:
+    subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+
+
+def fill_up(folder: Path, leave_bytes: int) -> None:
+    """Fills the filesystem under `folder` until about `leave_bytes` are free."""
+    import os
+
+    free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    (folder / "filler").write_bytes(b"\0" * max(0, free - leave_bytes))

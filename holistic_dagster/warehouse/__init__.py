@@ -8,6 +8,7 @@ failed stage leaves earlier results intact and no partial rows.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Iterator, Mapping
@@ -48,6 +49,10 @@ class ReadOnlyError(HolisticError):
     pass
 
 
+class WarehouseWriteError(HolisticError):
+    """A write that did not happen (full disk, read-only folder): the earlier rows are unchanged."""
+
+
 # a query connection reaches nothing but its own file: no other files (COPY TO, read_csv, glob, EXPORT), no
 # other databases (ATTACH), no extensions (INSTALL, LOAD), no persistent secrets; and it cannot undo that (SET)
 SANDBOX = {"enable_external_access": False, "lock_configuration": True}
@@ -64,8 +69,12 @@ class Warehouse:
         read_only = read_only or sandboxed
         if read_only and not self.path.exists():
             raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:
+        if not read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise WarehouseWriteError(f"cannot write the warehouse {self.path}: {e}") from e
+        with self._locked(read_only):
             con = duckdb.connect(str(self.path), read_only=read_only, config=SANDBOX if sandboxed else {})
             try:
                 if not read_only and self.path not in _SCHEMA_READY:
@@ -74,6 +83,45 @@ class Warehouse:
                 yield con
             finally:
                 con.close()
+
+    @contextmanager
+    def _locked(self, read_only: bool) -> Iterator[None]:
+        try:
+            self._lock.acquire()
+        except OSError as e:
+            # a folder this process cannot write (read-only mount, another user's files) cannot take the lock
+            # file; nothing can be written there through this class either, so reading needs no lock
+            if read_only:
+                yield
+                return
+            raise WarehouseWriteError(
+                f"cannot write the warehouse {self.path}: its lock file cannot be created ({e}); "
+                "point --db or HOLISTIC_WAREHOUSE at a folder you can write"
+            ) from e
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def _writing(self, con: duckdb.DuckDBPyConnection, transaction: bool) -> Iterator[None]:
+        """A write that fails (e.g. "No space left on device" at COMMIT) is rolled back and reported as itself,
+        with the file's name: not as the "cannot rollback" that follows when DuckDB has already ended it."""
+        if transaction:
+            con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            if transaction:
+                con.execute("COMMIT")
+        except BaseException as e:
+            if transaction:
+                with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already ended the transaction
+                    con.execute("ROLLBACK")
+            if isinstance(e, (duckdb.IOException, duckdb.TransactionException, OSError)):
+                raise WarehouseWriteError(
+                    f"could not write the warehouse {self.path} (earlier results are unchanged): {e}"
+                ) from e
+            raise
 
     @staticmethod
     def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -93,33 +141,27 @@ class Warehouse:
 
     def replace(self, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
         """In one transaction: delete each table's rows for `keys`, insert the new rows."""
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                for table, frame in frames.items():
-                    assert table in TABLES, table
-                    columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
-                    where = [k for k in keys if k in columns]
-                    if where:
-                        con.execute(
-                            f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
-                            [keys[k] for k in where],
-                        )
-                    if len(frame):
-                        con.register("incoming", frame)
-                        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
-                        con.unregister("incoming")
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        with self.connect() as con, self._writing(con, transaction=True):
+            for table, frame in frames.items():
+                assert table in TABLES, table
+                columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+                where = [k for k in keys if k in columns]
+                if where:
+                    con.execute(
+                        f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
+                        [keys[k] for k in where],
+                    )
+                if len(frame):
+                    con.register("incoming", frame)
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                    con.unregister("incoming")
 
     def upsert(self, table: str, frame: pd.DataFrame) -> None:
         """Insert rows, replacing those with the same primary key (one transaction)."""
         assert table in TABLES, table
         if frame.empty:
             return
-        with self.connect() as con:
+        with self.connect() as con, self._writing(con, transaction=False):
             con.register("incoming", frame)
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM incoming")
             con.unregister("incoming")

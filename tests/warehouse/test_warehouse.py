@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse import ReadOnlyError, Warehouse
+from holistic_dagster.warehouse import ReadOnlyError, Warehouse, WarehouseWriteError
+from tests.helpers import filesystem_of_its_own, fill_up, remount_read_only
 
 
 def _files(version: str, n: int) -> pd.DataFrame:
@@ -138,3 +139,40 @@ def test_query_in_a_process_that_never_wrote_the_warehouse(tmp_path, monkeypatch
     wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
     monkeypatch.setattr(warehouse_module, "_SCHEMA_READY", set())
     assert wh.query("SELECT count(*) FROM source_files")[1] == [(2,)]
+
+
+def test_a_full_disk_is_reported_as_such_and_costs_no_rows(tmp_path):
+    """Reproduces issue 11: a full disk showed "cannot rollback - no transaction is active", not the cause."""
+    with filesystem_of_its_own(tmp_path / "disk", size="8m") as disk:
+        wh = Warehouse(disk / "w.duckdb")
+        wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 3)})
+        fill_up(disk, leave_bytes=64 * 1024)
+        big = _files("v2", 5_000).assign(sha256=lambda f: [f"{i:064x}" for i in range(len(f))])
+        with pytest.raises(WarehouseWriteError, match="No space left on device") as failed:
+            wh.replace({"version": "v2", "scenario": "s"}, {"source_files": big})
+        assert str(disk / "w.duckdb") in str(failed.value) and "cannot rollback" not in str(failed.value)
+        counts = wh.df("SELECT version, count(*) AS n FROM source_files GROUP BY version")
+        assert counts.to_dict("records") == [{"version": "v1", "n": 3}]  # the earlier rows, no partial ones
+        (disk / "filler").unlink()
+        wh.replace({"version": "v2", "scenario": "s"}, {"source_files": big})  # space again: the write goes in
+        assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 3 + 5_000
+
+
+def test_a_read_only_folder_can_still_be_read(tmp_path):
+    """Reproduces issue 11: the lock file was opened for writing, so reads failed in a read-only folder."""
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+
+    with filesystem_of_its_own(tmp_path / "ro") as folder:
+        wh = Warehouse(folder / "w.duckdb")
+        wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 3)})
+        remount_read_only(folder)
+        assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 3
+        assert Warehouse(folder / "w.duckdb").query("SELECT count(*) FROM source_files") == (["count_star()"], [(3,)])
+        shown = CliRunner().invoke(
+            app, ["query", "SELECT count(*) AS n FROM source_files", "--csv", "--db", str(wh.path)]
+        )
+        assert shown.exit_code == 0 and shown.output.splitlines() == ["n", "3"], shown.output
+        with pytest.raises(WarehouseWriteError, match="lock file cannot be created.*Read-only file system"):
+            wh.replace({"version": "v2", "scenario": "s"}, {"source_files": _files("v2", 1)})
