@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import sys
@@ -22,11 +23,12 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Holistic evaluation of language models on Dagster (HELM-style metric families).",
+    pretty_exceptions_enable=False,  # main() prints one line; the traceback only with --debug
 )
 console = Console()
 if not console.is_terminal:  # piped or logged: room for the long metric names rather than 80 columns
     console = Console(width=160)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 
 DbOption = Annotated[
     Optional[Path],
@@ -46,6 +48,31 @@ def _dagster_home() -> Path:
     )
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+_debug = False
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool, typer.Option("--debug", envvar="HOLISTIC_DEBUG", help="show the traceback of an unexpected error")
+    ] = False,
+) -> None:
+    global _debug
+    _debug = debug
+
+
+def main() -> None:
+    """The console entry point: an unexpected error is one line naming it (its traceback with --debug)."""
+    try:
+        app()
+    except Exception as e:
+        if _debug:
+            raise
+        err.print(f"[bold red]error:[/] {escape(type(e).__name__)}: {escape(str(e).strip())}")
+        err.print("[dim](run with --debug, e.g. `holistic --debug demo`, to see where it happened)[/]")
+        sys.exit(1)
 
 
 def _fail(message: str) -> None:
@@ -291,6 +318,7 @@ def trace(
 
     from rich.panel import Panel
 
+    from holistic_dagster.redaction import redact  # rows stored before errors were redacted
     from holistic_dagster.trace import trace_score
     from holistic_dagster.warehouse import Warehouse
 
@@ -325,7 +353,7 @@ def trace(
         Panel(
             f"text: {escape(repr(co['text']))}\nsum logprob {co['logprob']:.3f}, finish {co['finish_reason'] or '-'}, "
             f"{co['latency_s']:.3f} s, request {co['request_id']}"
-            + (f"\n[red]error: {escape(co['error'])}[/]" if co["error"] else ""),
+            + (f"\n[red]error: {escape(redact(co['error']))}[/]" if co["error"] else ""),
             title="completion",
         )
     )  # fmt: skip
@@ -413,13 +441,59 @@ def query(
 
 @app.command()
 def ui(port: Annotated[int, typer.Option(help="webserver port")] = 3000) -> None:
-    """Start the Dagster UI and daemon (dagster dev) on this repository's workspace."""
+    """Start the Dagster UI and daemon (dagster dev) on this repository's workspace; Ctrl-C (or SIGTERM)
+    stops it and everything it started."""
     home = _dagster_home()
     dagster = Path(sys.executable).with_name("dagster")
     args = [str(dagster), "dev", "-w", str(settings.REPO_ROOT / "workspace.yaml"), "-p", str(port)]
     console.print(f"DAGSTER_HOME={home}\n{' '.join(args)}")
-    os.execv(args[0], args)
+    raise typer.Exit(_supervise(args))
+
+
+def _supervise(args: list[str], grace_s: float = 30) -> int:
+    """Runs `args` in a session of its own until it exits or we are told to stop (SIGINT, SIGTERM, SIGHUP).
+    `dagster dev` shuts its webserver, daemon and code servers down on Ctrl-C, but a SIGTERM sent to it alone
+    left them running as orphans: so every stop signal reaches it as Ctrl-C, and whatever it started that is
+    still alive `grace_s` after it exits is terminated, then killed."""
+    import signal
+    import subprocess
+
+    import psutil
+
+    proc = subprocess.Popen(args, start_new_session=True)
+    started: dict[int, psutil.Process] = {}  # every descendant seen, kept past its parent's exit
+
+    def note_descendants() -> None:
+        try:
+            started.update({p.pid: p for p in psutil.Process(proc.pid).children(recursive=True)})
+        except psutil.NoSuchProcess:
+            pass
+
+    def stop(signum, _frame) -> None:
+        note_descendants()
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
+    while True:  # notes the process tree as it grows (code servers start late), until dagster dev exits
+        note_descendants()
+        try:
+            code = proc.wait(timeout=2)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    alive = [p for p in started.values() if p.is_running()]  # is_running also checks the start time: no reused pid
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=10)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    return code
 
 
 if __name__ == "__main__":
-    app()
+    main()

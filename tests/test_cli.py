@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import SUITE
 
@@ -129,3 +132,42 @@ def test_trace_and_report_in_process(small_run, tmp_path):
     assert "Report for suite s1: " in out.stdout and (tmp_path / "reports" / "s1.html").stat().st_size > 10_000
     missing = invoke(small_run, "report", "--version", "v1", "--db", str(copy))
     assert missing.exit_code == 1 and "no scores for suite version 'v1'" in missing.stderr
+
+
+@pytest.mark.slow  # the real `dagster dev`
+def test_ui_stopped_with_sigterm_stops_everything_it_started(tmp_path):
+    """Reproduces issue 11: `holistic ui` stopped with SIGTERM left dagster dev's webserver, daemon and code
+    server running as orphans."""
+    import psutil
+
+    from tests.defs.dagster_dev import start_serving, stop_session, wait_for_location
+    from tests.helpers import free_port
+
+    port, log = free_port(), tmp_path / "ui.log"
+    env = {"DAGSTER_HOME": str(tmp_path / "dagster"), "HOLISTIC_WAREHOUSE": str(tmp_path / "w.duckdb")}
+    proc = start_serving([HOLISTIC, "ui", "--port", str(port)], env, log)
+    try:
+        wait_for_location(port, proc, log)
+        started = psutil.Process(proc.pid).children(recursive=True)
+        commands = [" ".join(p.cmdline()) for p in started]
+        assert any("dagster-webserver" in c or "dagster_webserver" in c for c in commands), commands
+        assert any("dagster-daemon" in c or "dagster_daemon" in c or "daemon" in c for c in commands), commands
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) is not None
+        left = [" ".join(p.cmdline()) for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert left == [], f"still running after `holistic ui` stopped: {left}\n{log.read_text()[-2000:]}"
+    finally:
+        stop_session(proc)
+
+
+def test_an_unexpected_error_is_one_line_and_its_traceback_only_with_debug(tmp_path):
+    garbage = tmp_path / "not-a-warehouse.duckdb"
+    garbage.write_text("these bytes are not a DuckDB database\n")
+    shown = run("leaderboard", "--db", str(garbage))
+    assert shown.returncode == 1 and "Traceback" not in shown.stderr, shown.stderr
+    first, hint = shown.stderr.strip().splitlines()
+    assert first.startswith("error: IOException:") and str(garbage) in first and "not a valid DuckDB" in first
+    assert "--debug" in hint
+    debugged = run("--debug", "leaderboard", "--db", str(garbage))
+    assert debugged.returncode == 1 and "Traceback (most recent call last)" in debugged.stderr
+    assert "warehouse/__init__.py" in debugged.stderr  # where it happened

@@ -25,20 +25,17 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     return payload["data"]
 
 
-@contextmanager
-def dagster_dev(env: dict[str, str], log: Path):
-    """Yields (port, code location name) once the code location has loaded; stops the process group after."""
-    port = free_port()
-    dagster = str(Path(sys.executable).with_name("dagster"))
+def start_serving(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Starts a command that serves the Dagster UI (in a session of its own, output to `log`)."""
     with log.open("a") as out:
-        proc = subprocess.Popen(
-            [dagster, "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-            cwd=REPO_ROOT,
-            env={**os.environ, **env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
+        return subprocess.Popen(
+            command, cwd=REPO_ROOT, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,
-        )
+        )  # fmt: skip
+
+
+def wait_for_location(port: int, proc: subprocess.Popen, log: Path) -> str:
+    """The code location's name, once the UI on `port` has loaded it."""
 
     def loaded_location() -> str | None:
         data = graphql(
@@ -50,25 +47,38 @@ def dagster_dev(env: dict[str, str], log: Path):
             return entries[0]["name"]
         return None
 
+    return wait_until(
+        loaded_location,
+        timeout_s=120,
+        interval_s=1,
+        what="dagster dev to come up with its code location loaded",
+        diagnostics=lambda: log.read_text()[-3000:],
+        alive=lambda: proc.poll() is None,
+        ignoring=(OSError, AssertionError),
+    )
+
+
+def stop_session(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):  # (already gone: keep the error that says why)
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
-        location = wait_until(
-            loaded_location,
-            timeout_s=120,
-            interval_s=1,
-            what="dagster dev to come up with its code location loaded",
-            diagnostics=lambda: log.read_text()[-3000:],
-            alive=lambda: proc.poll() is None,
-            ignoring=(OSError, AssertionError),
-        )
-        yield port, location
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextmanager
+def dagster_dev(env: dict[str, str], log: Path):
+    """Yields (port, code location name) once the code location has loaded; stops the process group after."""
+    port = free_port()
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    command = [dagster, "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
+    proc = start_serving(command, env, log)
+    try:
+        yield port, wait_for_location(port, proc, log)
     finally:
-        with contextlib.suppress(ProcessLookupError):  # (already gone: keep the error that says why)
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_session(proc)
 
 
 def wait_for_run(port: int, run_id: str, timeout_s: float = 180) -> str:
