@@ -5,7 +5,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+    Definitions,
+    define_asset_job,
+)
 
 from holistic_dagster.automation import automation_config
 from holistic_dagster.catalog import Catalog
@@ -18,7 +24,16 @@ from holistic_dagster.defs.resources import (
     ToxicityClassifierResource,
     TransformersBackend,
 )
-from holistic_dagster.defs.sensors import find_stale, make_registry_sensor, make_stale_schedule
+from holistic_dagster.defs.sensors import abandoned_runs, find_stale, make_registry_sensor, make_stale_schedule
+
+# declarative automation (scores after completions, summaries after scores: defs/assets.py) runs only while a
+# sensor evaluates the conditions; Dagster's default one is stopped until someone starts it in the UI
+AUTOMATION = AutomationConditionSensorDefinition(
+    "automation_conditions",
+    target=AssetSelection.all(),
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Evaluates the assets' automation conditions: scores, leaderboard, regressions and report follow.",
+)
 
 
 def build_definitions(catalog: Catalog | None = None, resource: HolisticResource | None = None) -> Definitions:
@@ -54,7 +69,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
                 description="The per-version leaderboard (with CIs and win rates), regression tests and HTML report.",
             ),
         ],
-        sensors=[make_registry_sensor(datasets_job, evaluate_job)],
+        sensors=[make_registry_sensor(datasets_job, evaluate_job), AUTOMATION, abandoned_runs],
         schedules=[
             make_stale_schedule(evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), cron)
         ],

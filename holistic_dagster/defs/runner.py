@@ -3,10 +3,12 @@ then shows: datasets for the version, each model's evaluation, then the leaderbo
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dagster import AssetKey, DagsterInstance, Definitions, MultiPartitionKey
+import psutil
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, MultiPartitionKey, RunsFilter
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
 from holistic_dagster.catalog import Catalog
@@ -14,6 +16,40 @@ from holistic_dagster.defs.partitions import model_partitions, version_partition
 from holistic_dagster.errors import HolisticError
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+# which process executes an in-process run: a run whose process has died unfinished is marked failed
+HOST_TAG, PID_TAG, PROCESS_START_TAG = "holistic/host", "holistic/pid", "holistic/process_started"
+
+
+def process_tags() -> dict[str, str]:
+    me = psutil.Process()
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(me.pid), PROCESS_START_TAG: f"{me.create_time():.2f}"}
+
+
+def _alive(pid: int, started: float) -> bool:
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 0.05  # the same process, not a reused pid
+    except psutil.Error:
+        return False
+
+
+def fail_abandoned_runs(instance: DagsterInstance) -> list[str]:
+    """Marks failed the runs this host executed in process (the CLI, evaluate_suite) whose process ended
+    without finishing them (SIGKILL, OOM, a closed laptop): they would show STARTED forever and hold back
+    declarative automation, and Dagster's run monitoring cannot see a process its run launcher did not start.
+    Returns their run ids."""
+    host, failed = socket.gethostname(), []
+    unfinished = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+    for run in instance.get_runs(RunsFilter(statuses=unfinished, tags={HOST_TAG: host})):
+        pid, started = int(run.tags[PID_TAG]), float(run.tags[PROCESS_START_TAG])
+        if not _alive(pid, started):
+            instance.report_run_failed(
+                run, f"the process that ran it (pid {pid} on {host}) ended without finishing it (killed or crashed)"
+            )
+            if instance.event_log_storage.supports_global_concurrency_limits:  # its pool slots, held till now
+                instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            failed.append(run.run_id)
+    return failed
 
 
 class RunFailed(HolisticError):
@@ -66,6 +102,8 @@ def evaluate_suite(
     """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job` on the suite version's scenarios;
     raises RunFailed on the first failure."""
     scenarios = list((catalog or Catalog()).suite(version).scenarios)
+    if abandoned := fail_abandoned_runs(instance):
+        announce(f"marked {len(abandoned)} run(s) failed whose process was killed: {', '.join(abandoned)}")
     register_partitions(instance, models, [version])
     datasets = [AssetKey([s, "dataset"]) for s in scenarios]
     per_model = [AssetKey([s, stage]) for s in scenarios for stage in ("prompts", "completions", "scores")]
@@ -79,7 +117,12 @@ def evaluate_suite(
     for job, key, label, selection in steps:
         announce(label)
         result = defs.resolve_job_def(job).execute_in_process(
-            partition_key=key, instance=instance, run_config=QUIET_LOGS, raise_on_error=False, asset_selection=selection
+            partition_key=key,
+            instance=instance,
+            run_config=QUIET_LOGS,
+            raise_on_error=False,
+            asset_selection=selection,
+            tags=process_tags(),
         )
         if not result.success:
             raise RunFailed(label, result)

@@ -103,6 +103,16 @@ def make_registry_sensor(datasets_job, evaluate_job):
     return model_registry
 
 
+@sensor(name="abandoned_runs", default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=60)
+def abandoned_runs(context: SensorEvaluationContext):
+    """Marks failed the in-process runs (`holistic demo` / `evaluate`) whose process was killed before it
+    finished them: otherwise they show STARTED forever and hold back declarative automation."""
+    from holistic_dagster.defs.runner import fail_abandoned_runs
+
+    failed = fail_abandoned_runs(context.instance)
+    return SkipReason(f"marked failed: {', '.join(failed)}" if failed else "no abandoned runs")
+
+
 def make_stale_schedule(evaluate_job, stale_partitions, cron_schedule: str):
     @schedule(
         name="rerun_stale",

@@ -24,13 +24,15 @@ from holistic_dagster.defs.runner import QUIET_LOGS, evaluate_suite
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
-from tests.helpers import replaced
+from tests.defs.dagster_dev import dagster_dev, graphql
+from tests.helpers import replaced, wait_until
 
 # materializes a suite and the runs the sensor requests, in process, with the trained demo model
 pytestmark = pytest.mark.slow
 
 TICK = datetime(2026, 11, 30, 3, 0, tzinfo=timezone.utc)
 ONE_MODEL = 'models:\n  base: {backend: transformers, path: "demo:llama-tuned"}\n'
+NEWCOMER = '  newcomer: {backend: transformers, path: "demo:gpt2-untrained"}\n'
 SUITE = "version: {v}\nscenarios:\n  synthetic_reasoning: {{max_eval_instances: 8, seed: 5}}\n"
 
 
@@ -50,6 +52,7 @@ def world(tmp_path, monkeypatch):
     )
     defs = build_definitions(Catalog(tmp_path / "assets"), resource)
     (tmp_path / "dagster_home").mkdir()
+    (tmp_path / "dagster_home" / "dagster.yaml").symlink_to(REPO_ROOT / "dagster.yaml")
     instance = DagsterInstance.local_temp(str(tmp_path / "dagster_home"))  # (a schedule context needs a ref)
     evaluate_suite(defs, instance, "a1", ["base"], catalog=Catalog(tmp_path / "assets"))
     return {"root": tmp_path, "defs": defs, "instance": instance, "wh": Warehouse(tmp_path / "wh.duckdb")}
@@ -107,7 +110,7 @@ def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
 
     write(
         world["root"] / "resources" / "models.yaml",
-        ONE_MODEL + '  newcomer: {backend: transformers, path: "demo:gpt2-untrained"}\n',
+        ONE_MODEL + NEWCOMER,
     )
     second = tick(world, cursor)
     (run,) = second.run_requests
@@ -126,8 +129,7 @@ def test_a_new_model_line_gets_evaluated_and_onto_the_leaderboard(world):
     # a new revision of an existing model is evaluated again; a new suite version for every model
     write(
         world["root"] / "resources" / "models.yaml",
-        replaced(ONE_MODEL, "}", ', revision: "r2"}')
-        + '  newcomer: {backend: transformers, path: "demo:gpt2-untrained"}\n',
+        replaced(ONE_MODEL, "}", ', revision: "r2"}') + NEWCOMER,
     )
     revised = tick(world, second.cursor)
     assert [r.partition_key.keys_by_dimension["model"] for r in revised.run_requests] == ["base"]
@@ -160,3 +162,50 @@ def test_the_schedule_reruns_partitions_whose_scenario_changed(world):
     )
     assert run.partition_key.keys_by_dimension == {"model": "base", "version": "a1"}
     assert run.tags["holistic/reason"] == "stale: synthetic_reasoning definition changed"
+
+
+SENSOR_CURSOR = """{ sensorOrError(sensorSelector: {repositoryLocationName: "%s", repositoryName: "__repository__",
+  sensorName: "model_registry"}) { ... on Sensor { sensorState { typeSpecificData { ... on SensorData {
+  lastCursor } } } } } }"""
+
+
+def test_the_daemon_brings_a_new_model_onto_the_leaderboard_and_report_without_a_click(world):
+    """Reproduces issue 11: under `dagster dev` the registry sensor evaluated a new model, but the leaderboard,
+    regressions and report never followed (Dagster's automation sensor is stopped unless declared running)."""
+    root, wh = world["root"], world["wh"]
+    report = root / "reports" / "a1.html"
+    assert "newcomer" not in report.read_text()
+    env = {
+        "HOLISTIC_CATALOG": str(root / "assets"),
+        "HOLISTIC_RESOURCES": str(root / "resources"),
+        "HOLISTIC_WAREHOUSE": str(wh.path),
+        "DAGSTER_HOME": str(root / "dagster_home"),
+    }
+    log = root / "dagster_dev.log"
+    with dagster_dev(env, log) as (port, location):
+        wait_until(  # the registry sensor's first tick records the registry as it is
+            lambda: graphql(port, SENSOR_CURSOR % location)["sensorOrError"]["sensorState"]["typeSpecificData"][
+                "lastCursor"
+            ],
+            timeout_s=180,
+            interval_s=2,
+            what="the model_registry sensor's first tick",
+            diagnostics=lambda: log.read_text()[-3000:],
+        )
+        write(root / "resources" / "models.yaml", ONE_MODEL + NEWCOMER)
+
+        def summarized() -> bool:
+            rates = wh.df("SELECT DISTINCT model FROM win_rates WHERE version = 'a1'")
+            return set(rates["model"]) == {"base", "newcomer"} and "newcomer" in report.read_text()
+
+        wait_until(
+            summarized,
+            timeout_s=600,
+            interval_s=5,
+            what="the new model's evaluation and the leaderboard and report that follow it",
+            diagnostics=lambda: log.read_text()[-5000:],
+            ignoring=(OSError,),
+        )
+    runs = world["instance"].get_runs()
+    by_sensor = {r.tags.get("dagster/sensor_name") for r in runs if "leaderboard" in str(r.asset_selection)}
+    assert "automation_conditions" in by_sensor, [dict(r.tags) for r in runs]

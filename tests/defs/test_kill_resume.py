@@ -86,7 +86,11 @@ def test_killed_materialization_resumes_without_repeating_requests(tuned_client,
         monkeypatch.setenv("KILL_RESUME_KEY", "second-run")
         resource = HolisticResource(warehouse_path=str(killed), catalog_dir=str(catalog), models_file=str(models))
         defs = build_definitions(Catalog(catalog), resource)
+        killed_run = [r.run_id for r in DagsterInstance.get().get_runs() if r.status.value == "STARTED"]
+        assert len(killed_run) == 1  # the killed evaluation, left STARTED (issue 11: until it is marked failed)
         evaluate_suite(defs, DagsterInstance.get(), "v1", ["remote"], catalog=Catalog(catalog))
+        assert DagsterInstance.get().get_run_by_id(killed_run[0]).status.value == "FAILURE"
+        assert "STARTED" not in {r.status.value for r in DagsterInstance.get().get_runs()}
         assert len(server.hits) == 120
         # whatever the timing: the second run sent exactly the requests whose answers were not committed when the
         # first died (in flight, or answered since its last commit), each once, and no finished one
