@@ -453,37 +453,52 @@ def ui(port: Annotated[int, typer.Option(help="webserver port")] = 3000) -> None
 def _supervise(args: list[str], grace_s: float = 30) -> int:
     """Runs `args` in a session of its own until it exits or we are told to stop (SIGINT, SIGTERM, SIGHUP).
     `dagster dev` shuts its webserver, daemon and code servers down on Ctrl-C, but a SIGTERM sent to it alone
-    left them running as orphans: so every stop signal reaches it as Ctrl-C, and whatever it started that is
-    still alive `grace_s` after it exits is terminated, then killed."""
+    left them running as orphans: so every stop signal reaches it as Ctrl-C; if it is still running `grace_s`
+    later, it and everything it started are terminated, then killed; and whatever it started that outlives it
+    is terminated, then killed, too."""
     import signal
     import subprocess
 
     import psutil
 
-    proc = subprocess.Popen(args, start_new_session=True)
+    proc: subprocess.Popen | None = None
     started: dict[int, psutil.Process] = {}  # every descendant seen, kept past its parent's exit
+    stop_asked: list[float] = []
 
     def note_descendants() -> None:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             started.update({p.pid: p for p in psutil.Process(proc.pid).children(recursive=True)})
-        except psutil.NoSuchProcess:
-            pass
 
     def stop(signum, _frame) -> None:
-        note_descendants()
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGINT)
+        stop_asked.append(time.monotonic())
+        if proc is not None:
+            note_descendants()
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)
 
+    # handlers first: a child inherits an ignored SIGINT (a background job's), but not a handled one
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
+    proc = subprocess.Popen(args, start_new_session=True)
+    if stop_asked:  # stopped while starting it
+        stop(signal.SIGTERM, None)
     while True:  # notes the process tree as it grows (code servers start late), until dagster dev exits
         note_descendants()
         try:
-            code = proc.wait(timeout=2)
+            code = proc.wait(timeout=1)
             break
         except subprocess.TimeoutExpired:
-            continue
-    alive = [p for p in started.values() if p.is_running()]  # is_running also checks the start time: no reused pid
+            if stop_asked and time.monotonic() - stop_asked[0] > grace_s:  # Ctrl-C was not enough
+                _end([psutil.Process(proc.pid), *started.values()], grace_s=10)
+    _end(list(started.values()), grace_s)
+    return code
+
+
+def _end(processes: list, grace_s: float) -> None:
+    """Waits up to grace_s for the processes to exit, then terminates them, then kills what is left."""
+    import psutil
+
+    alive = [p for p in processes if p.is_running()]  # is_running also checks the start time: no reused pid
     _, alive = psutil.wait_procs(alive, timeout=grace_s)
     for p in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -492,7 +507,6 @@ def _supervise(args: list[str], grace_s: float = 30) -> int:
     for p in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-    return code
 
 
 if __name__ == "__main__":

@@ -137,7 +137,8 @@ def test_trace_and_report_in_process(small_run, tmp_path):
 @pytest.mark.slow  # the real `dagster dev`
 def test_ui_stopped_with_sigterm_stops_everything_it_started(tmp_path):
     """Reproduces issue 11: `holistic ui` stopped with SIGTERM left dagster dev's webserver, daemon and code
-    server running as orphans."""
+    server running as orphans. Started as a background job of a script is (SIGINT ignored, inherited: dagster dev
+    then ignores SIGINT and SIGTERM alike), which is how CI and nohup start it."""
     import psutil
 
     from tests.defs.dagster_dev import start_serving, stop_session, wait_for_location
@@ -145,7 +146,8 @@ def test_ui_stopped_with_sigterm_stops_everything_it_started(tmp_path):
 
     port, log = free_port(), tmp_path / "ui.log"
     env = {"DAGSTER_HOME": str(tmp_path / "dagster"), "HOLISTIC_WAREHOUSE": str(tmp_path / "w.duckdb")}
-    proc = start_serving([HOLISTIC, "ui", "--port", str(port)], env, log)
+    as_background_job = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
+    proc = start_serving([HOLISTIC, "ui", "--port", str(port)], env, log, preexec_fn=as_background_job)
     try:
         wait_for_location(port, proc, log)
         started = psutil.Process(proc.pid).children(recursive=True)

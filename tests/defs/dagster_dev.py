@@ -25,12 +25,12 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     return payload["data"]
 
 
-def start_serving(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+def start_serving(command: list[str], env: dict[str, str], log: Path, **popen) -> subprocess.Popen:
     """Starts a command that serves the Dagster UI (in a session of its own, output to `log`)."""
     with log.open("a") as out:
         return subprocess.Popen(
             command, cwd=REPO_ROOT, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, **popen,
         )  # fmt: skip
 
 
