@@ -87,6 +87,9 @@ VersionOption = Annotated[
     Optional[str], typer.Option(help="suite version (a file in assets/suites/; default: the newest)")
 ]
 DataDirOption = Annotated[Optional[Path], typer.Option(help="folder with upstream data files (sets HOLISTIC_DATA_DIR)")]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="run every step, also those whose inputs are unchanged since their last run")
+]
 
 
 @app.command()
@@ -98,10 +101,11 @@ def demo(
         typer.Option("--model", help=f"registered model (repeatable; default: {', '.join(DEMO_MODELS)})"),
     ] = None,
     data_dir: DataDirOption = None,
+    force: ForceOption = False,
 ) -> None:
     """The tour: evaluate a real model (SmolLM2-135M-Instruct) and a random-weight floor on the newest suite,
     print the leaderboard per family, and say where the report, the DuckDB file and the UI are."""
-    _evaluate(list(models or DEMO_MODELS), version, db, data_dir, tour=True)
+    _evaluate(list(models or DEMO_MODELS), version, db, data_dir, tour=True, force=force)
 
 
 @app.command()
@@ -110,25 +114,24 @@ def evaluate(
     version: VersionOption = None,
     db: DbOption = None,
     data_dir: DataDirOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Evaluate registered models on a suite version (datasets, then each model, then the leaderboard, the
-    regressions and the report) as Dagster runs, and print the leaderboard."""
-    _evaluate(models, version, db, data_dir, tour=False)
+    regressions and the report) as Dagster runs, and print the leaderboard. A step whose inputs are unchanged
+    since its last successful run is skipped (--force runs it)."""
+    _evaluate(models, version, db, data_dir, tour=False, force=force)
 
 
-def _evaluate(names: list[str], version: str | None, db: Path | None, data_dir: Path | None, tour: bool) -> None:
+def _evaluate(
+    names: list[str], version: str | None, db: Path | None, data_dir: Path | None, tour: bool, force: bool
+) -> None:
     if data_dir:
         os.environ["HOLISTIC_DATA_DIR"] = str(data_dir.resolve())
     path = _warehouse_path(db)
     home = _dagster_home()
     started = time.perf_counter()
     version = version or _default_version()
-    from dagster import DagsterInstance
-
     from holistic_dagster.catalog import Catalog, load_models
-    from holistic_dagster.definitions import build_definitions
-    from holistic_dagster.defs.resources import HolisticResource
-    from holistic_dagster.defs.runner import evaluate_suite
 
     try:
         registry = load_models()
@@ -139,8 +142,22 @@ def _evaluate(names: list[str], version: str | None, db: Path | None, data_dir: 
     for name in names:
         if name not in registry:
             _fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
+    label = "demo" if tour else "evaluate"
+    if not force and (unchanged := _all_unchanged(path, catalog, version, names, registry)):
+        # nothing to run: no Dagster, no model (a warm re-run costs a warehouse read)
+        console.print(f"[bold]holistic {label}[/]: suite [cyan]{version}[/], nothing changed")
+        for line in unchanged:
+            console.print(f"[bold]>[/] {line}")
+        _finish(path, version, home, started, tour)
+        return
+    from dagster import DagsterInstance
+
+    from holistic_dagster.definitions import build_definitions
+    from holistic_dagster.defs.resources import HolisticResource
+    from holistic_dagster.defs.runner import evaluate_suite
+
     defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), show_progress=True))
-    console.print(f"[bold]holistic {'demo' if tour else 'evaluate'}[/]: suite [cyan]{version}[/]")
+    console.print(f"[bold]holistic {label}[/]: suite [cyan]{version}[/]")
     for name in names:
         console.print(
             f"  [bold]{name}[/] ({registry[name].backend}): {escape(registry[name].description or registry[name].path)}"
@@ -156,11 +173,35 @@ def _evaluate(names: list[str], version: str | None, db: Path | None, data_dir: 
             DagsterInstance.get(),
             version,
             names,
-            lambda label: console.print(f"[bold]>[/] {label} ..."),
+            lambda line: console.print(f"[bold]>[/] {line}"),
             catalog=catalog,
+            skip_unchanged=not force,
         )
     except HolisticError as e:
         _fail(str(e))
+    _finish(path, version, home, started, tour)
+
+
+def _all_unchanged(path: Path, catalog, version: str, names: list[str], registry: dict) -> list[str]:
+    """One line per step when every step of the evaluation can be skipped (holistic_dagster.freshness), else []."""
+    from holistic_dagster import freshness
+    from holistic_dagster.warehouse import Warehouse
+
+    warehouse = Warehouse(path)
+    steps = {
+        f"datasets for {version}": freshness.datasets_step(warehouse, catalog, version),
+        **{f"evaluate {n}": freshness.evaluate_step(warehouse, catalog, version, registry[n]) for n in names},
+        "leaderboard": freshness.summaries_step(warehouse, catalog, version, registry),
+    }
+    lines = []
+    for label, step in steps.items():
+        if not freshness.mark_skippable(warehouse, catalog, step).skip_reason:
+            return []
+        lines.append(f"{label}: skipped, {step.skip_reason}")
+    return lines
+
+
+def _finish(path: Path, version: str, home: Path, started: float, tour: bool) -> None:
     _print_leaderboard(path, version, full=False)
     from holistic_dagster.stages.summaries import report_path
     from holistic_dagster.warehouse import Warehouse

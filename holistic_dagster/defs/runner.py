@@ -11,9 +11,11 @@ import psutil
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, MultiPartitionKey, RunsFilter
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
+from holistic_dagster import freshness
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse import Warehouse
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -81,7 +83,8 @@ def _root_cause(error) -> str:
 @dataclass
 class SuiteRun:
     label: str
-    result: ExecuteInProcessResult
+    result: ExecuteInProcessResult | None  # None: skipped
+    skipped: str = ""  # why (its inputs are unchanged since the run it names)
 
 
 def register_partitions(instance: DagsterInstance, models: Sequence[str], versions: Sequence[str]) -> None:
@@ -98,23 +101,36 @@ def evaluate_suite(
     models: Sequence[str],
     announce: Callable[[str], None] = lambda _: None,
     catalog: Catalog | None = None,
+    skip_unchanged: bool = False,
 ) -> list[SuiteRun]:
     """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job` on the suite version's scenarios;
-    raises RunFailed on the first failure."""
-    scenarios = list((catalog or Catalog()).suite(version).scenarios)
+    raises RunFailed on the first failure. skip_unchanged: a step whose inputs are those of its last successful
+    run, and whose outputs remain, is not run (holistic_dagster.freshness); each step's inputs are taken just
+    before it, after the steps it depends on."""
+    catalog = catalog or Catalog()
+    scenarios = list(catalog.suite(version).scenarios)
     if abandoned := fail_abandoned_runs(instance):
         announce(f"marked {len(abandoned)} run(s) failed whose process was killed: {', '.join(abandoned)}")
     register_partitions(instance, models, [version])
+    holistic = defs.resources["holistic"]
+    warehouse, registry = Warehouse(holistic.warehouse_path), holistic.models()
     datasets = [AssetKey([s, "dataset"]) for s in scenarios]
     per_model = [AssetKey([s, stage]) for s in scenarios for stage in ("prompts", "completions", "scores")]
-    steps = [("datasets", version, f"datasets for {version}", datasets)]
-    steps += [
-        ("evaluate_model", MultiPartitionKey({"model": m, "version": version}), f"evaluate {m}", per_model)
-        for m in models
-    ]
-    steps += [("leaderboard_job", version, "leaderboard", None)]
+    steps = [
+        ("datasets", version, f"datasets for {version}", datasets,
+         lambda: freshness.datasets_step(warehouse, catalog, version)),
+        *[("evaluate_model", MultiPartitionKey({"model": m, "version": version}), f"evaluate {m}", per_model,
+           lambda m=m: freshness.evaluate_step(warehouse, catalog, version, registry[m])) for m in models],
+        ("leaderboard_job", version, "leaderboard", None,
+         lambda: freshness.summaries_step(warehouse, catalog, version, registry)),
+    ]  # fmt: skip
     runs = []
-    for job, key, label, selection in steps:
+    for job, key, label, selection, inputs in steps:
+        step = inputs()
+        if skip_unchanged and freshness.mark_skippable(warehouse, catalog, step).skip_reason:
+            announce(f"{label}: skipped, {step.skip_reason}")
+            runs.append(SuiteRun(label, None, step.skip_reason))
+            continue
         announce(label)
         result = defs.resolve_job_def(job).execute_in_process(
             partition_key=key,
@@ -126,5 +142,7 @@ def evaluate_suite(
         )
         if not result.success:
             raise RunFailed(label, result)
+        # the files as the step left them: those a dataset read, a demo model's checkpoint once built
+        freshness.record(warehouse, step, result.run_id, inputs().files)
         runs.append(SuiteRun(label, result))
     return runs

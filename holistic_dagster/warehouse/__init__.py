@@ -37,6 +37,7 @@ TABLES = (
     "leaderboard_stats",
     "win_rates",
     "comparisons",
+    "step_inputs",
 )
 # version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
 _REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")

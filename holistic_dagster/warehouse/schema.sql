@@ -127,6 +127,14 @@ CREATE TABLE IF NOT EXISTS comparisons (
     PRIMARY KEY (version, model_a, model_b, scenario, family, metric, perturbation)
 );
 
+-- The inputs of each step's last successful run (holistic_dagster/freshness.py): an evaluation skips a step
+-- whose inputs are unchanged. files: JSON [[path, size, mtime_ns], ...] of the files it read.
+CREATE TABLE IF NOT EXISTS step_inputs (
+    step VARCHAR NOT NULL, partition VARCHAR NOT NULL, fingerprint VARCHAR NOT NULL, files JSON NOT NULL,
+    run_id VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (step, partition)
+);
+
 CREATE OR REPLACE VIEW scores AS
 SELECT s.model, s.version, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value, s.prediction,
        s.scorer, s.request_id,

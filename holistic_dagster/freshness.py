@@ -1,0 +1,184 @@
+"""Which steps of an evaluation can be skipped: a step is skipped when its inputs are what they were when it
+last succeeded and what it wrote is still in the warehouse. No Dagster here: `holistic evaluate` decides
+before it starts Dagster, so a re-run with nothing changed costs a warehouse read, not a pipeline.
+
+A step's inputs:
+- datasets (per suite version): this package's code, the suite file, each scenario's definition and template
+  (its code version), the data folders looked in, and the source files the last run read (size and
+  modification time; a changed file re-runs the step, and when its instances come out the same, nothing after);
+- a model's evaluation (per model and version): the code, the suite file, the scenario definitions, the model's
+  registry entry with its checkpoint files (size and time) for a local model, and the dataset rows;
+- the summaries (per version: leaderboard, regressions, report): the code, the suite file, the registry (a
+  `previous:` link changes the regressions), and the score rows of every model evaluated on the version.
+Inputs are fingerprinted as a hash of their content: rows through DuckDB's hash of each row, files by stat.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from holistic_dagster import settings
+from holistic_dagster.catalog import Catalog, ModelSpec
+from holistic_dagster.hashing import sha256_file, sha256_json
+from holistic_dagster.warehouse import Warehouse
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """This package's own files (code, schema, word lists): another release or a local edit re-runs every step."""
+    files = sorted(p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sha256_json([[str(p.relative_to(PACKAGE)), sha256_file(p)] for p in files])[:16]
+
+
+def files_state(paths: list[str]) -> list[list[Any]]:
+    """[path, size, mtime_ns] per file (None for a file that is gone)."""
+    state = []
+    for path in sorted(set(paths)):
+        try:
+            st = os.stat(path)
+            state.append([path, st.st_size, st.st_mtime_ns])
+        except OSError:
+            state.append([path, None, None])
+    return state
+
+
+@dataclass
+class Step:
+    """One step of an evaluation: `kind` datasets | evaluate | summaries, its partition, the fingerprint of its
+    inputs (with the files whose state is part of it), and whether it can be skipped."""
+
+    kind: str
+    partition: str
+    fingerprint: str
+    files: list[list[Any]] = field(default_factory=list)
+    skip_reason: str = ""  # non-empty: unchanged since the run it names
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.kind, self.partition
+
+
+def _rows(warehouse: Warehouse, table: str, where: str, params: list[Any]) -> list[Any]:
+    """Count and an order-free hash of a table's rows."""
+    frame = warehouse.df(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {table} t WHERE {where}", params)
+    return [int(frame["n"].iat[0]), None if pd.isna(frame["h"].iat[0]) else int(frame["h"].iat[0])]
+
+
+def _suite_inputs(catalog: Catalog, version: str) -> dict[str, Any]:
+    suite = catalog.suite(version)
+    return {
+        "code": code_fingerprint(),
+        "suite": (catalog.root / "suites" / f"{version}.yaml").read_text(),
+        "scenarios": {s: catalog.code_version(s) for s in suite.scenarios},
+    }
+
+
+def model_files(spec: ModelSpec) -> list[str]:
+    """The local files a model's weights come from (none for a server)."""
+    if spec.backend != "transformers":
+        return []
+    path = spec.path
+    if path.startswith("demo:"):
+        folder = settings.home_dir() / "demo_models" / path.removeprefix("demo:")
+    elif path.startswith("gguf:"):
+        from holistic_dagster.clients.gguf_models import resolve_gguf
+
+        try:
+            return [str(resolve_gguf(path))]
+        except Exception:  # not installed: the evaluation will say so
+            return []
+    else:
+        folder = Path(path)
+    return [str(p) for p in sorted(folder.glob("*")) if p.is_file()] if folder.is_dir() else [str(folder)]
+
+
+def datasets_step(warehouse: Warehouse, catalog: Catalog, version: str) -> Step:
+    files = warehouse.df(
+        "SELECT uri FROM source_files WHERE version = ? AND uri NOT LIKE 'generator:%'", [version]
+    )["uri"].tolist() if warehouse.path.exists() else []  # fmt: skip
+    inputs = {**_suite_inputs(catalog, version), "data_dirs": [str(d) for d in settings.data_dirs()]}
+    return Step("datasets", version, sha256_json(inputs)[:24], files_state(files))
+
+
+def evaluate_step(warehouse: Warehouse, catalog: Catalog, version: str, spec: ModelSpec) -> Step:
+    inputs = {
+        **_suite_inputs(catalog, version),
+        "model": spec.model_dump(mode="json"),
+        "instances": _rows(warehouse, "instances", "version = ?", [version]) if warehouse.path.exists() else None,
+    }
+    return Step("evaluate", f"{spec.name}|{version}", sha256_json(inputs)[:24], files_state(model_files(spec)))
+
+
+def summaries_step(warehouse: Warehouse, catalog: Catalog, version: str, registry: dict[str, ModelSpec]) -> Step:
+    scored = {
+        table: _rows(warehouse, table, "version = ?", [version]) if warehouse.path.exists() else None
+        for table in ("instance_scores", "scenario_metrics", "applicability")
+    }
+    inputs = {
+        **_suite_inputs(catalog, version),
+        "registry": {name: spec.model_dump(mode="json") for name, spec in sorted(registry.items())},
+        **scored,
+    }
+    return Step("summaries", version, sha256_json(inputs)[:24])
+
+
+def outputs_present(warehouse: Warehouse, catalog: Catalog, step: Step) -> bool:
+    """What the step wrote is still there (a deleted row or report re-runs it)."""
+    scenarios = list(catalog.suite(step.partition.split("|")[-1]).scenarios)
+    if step.kind == "datasets":
+        found = warehouse.df("SELECT DISTINCT scenario FROM instances WHERE version = ?", [step.partition])
+    elif step.kind == "evaluate":
+        model, version = step.partition.split("|")
+        found = warehouse.df(
+            "SELECT DISTINCT scenario FROM scenario_metrics WHERE model = ? AND version = ?", [model, version]
+        )
+    else:
+        from holistic_dagster.stages.summaries import report_path
+
+        if not report_path(warehouse, step.partition).exists():
+            return False
+        found = warehouse.df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [step.partition])
+    return set(scenarios) <= set(found["scenario"])
+
+
+def mark_skippable(warehouse: Warehouse, catalog: Catalog, step: Step) -> Step:
+    """Sets step.skip_reason when its inputs equal those of its last successful run and its outputs remain."""
+    if not warehouse.path.exists():
+        return step
+    try:
+        last = warehouse.df(
+            "SELECT fingerprint, files, run_id, recorded_at FROM step_inputs WHERE step = ? AND partition = ?",
+            list(step.key),
+        )
+    except duckdb.CatalogException:  # a warehouse written before steps were recorded
+        return step
+    if last.empty or last["fingerprint"].iat[0] != step.fingerprint:
+        return step
+    if json.loads(last["files"].iat[0]) != step.files or not outputs_present(warehouse, catalog, step):
+        return step
+    when = pd.Timestamp(last["recorded_at"].iat[0]).strftime("%Y-%m-%d %H:%M")
+    step.skip_reason = f"inputs unchanged since run {last['run_id'].iat[0][:8]} ({when})"
+    return step
+
+
+def record(warehouse: Warehouse, step: Step, run_id: str, files: list[list[Any]] | None = None) -> None:
+    """Remembers the inputs of a step that succeeded (files: their state after the run, where it read them)."""
+    row = {
+        "step": step.kind,
+        "partition": step.partition,
+        "fingerprint": step.fingerprint,
+        "files": json.dumps(step.files if files is None else files),
+        "run_id": run_id,
+        "recorded_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
+    }
+    warehouse.upsert("step_inputs", pd.DataFrame([row]))

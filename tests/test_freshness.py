@@ -1,0 +1,103 @@
+"""Re-running an evaluation whose inputs are unchanged runs nothing: each step (datasets, a model's evaluation,
+the summaries) is skipped when its inputs equal those of its last successful run and its outputs remain; a
+change re-runs exactly the steps it reaches. The CLI decides it before starting Dagster."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance
+
+from holistic_dagster.catalog import Catalog
+from holistic_dagster.definitions import build_definitions
+from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.defs.runner import evaluate_suite
+from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.warehouse import Warehouse
+from tests.conftest import SMALL_SUITE, write
+from tests.helpers import edit_file
+
+MODEL = "demo-gpt2-untrained"
+STEPS = ["datasets for s1", f"evaluate {MODEL}", "leaderboard"]
+
+
+def test_unchanged_steps_are_skipped_and_a_change_reruns_what_it_reaches(tmp_path, monkeypatch, shared_data):
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write(tmp_path / "assets" / "suites" / "s1.yaml", SMALL_SUITE)
+    shutil.copytree(shared_data / "boolq", tmp_path / "data" / "boolq")
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
+    path = tmp_path / "warehouse.duckdb"
+    instance = DagsterInstance.ephemeral()
+
+    def evaluate() -> dict[str, str]:
+        """{step: why it was skipped, or "" where it ran}"""
+        catalog = Catalog(tmp_path / "assets")
+        defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), catalog_dir=str(catalog.root)))
+        runs = evaluate_suite(defs, instance, "s1", [MODEL], catalog=catalog, skip_unchanged=True)
+        return {r.label: r.skipped for r in runs}
+
+    assert evaluate() == dict.fromkeys(STEPS, "")  # a new warehouse: everything runs
+    scores = Warehouse(path).df("SELECT * FROM instance_scores ORDER BY ALL")
+    runs_before = len(instance.get_runs())
+    again = evaluate()
+    assert all(again[s].startswith("inputs unchanged since run ") for s in STEPS), again
+    assert len(instance.get_runs()) == runs_before  # no Dagster run at all
+
+    # the data file touched but not changed: the dataset is rebuilt, comes out the same, and nothing after runs
+    data = tmp_path / "data" / "boolq" / "dev.jsonl"
+    os.utime(data, ns=(data.stat().st_atime_ns, data.stat().st_mtime_ns + 10**9))
+    touched = evaluate()
+    assert touched["datasets for s1"] == "" and touched[f"evaluate {MODEL}"] and touched["leaderboard"]
+
+    # the scenario's template changed: every step runs again (new prompts, new scores, new summaries)
+    edit_file(tmp_path / "assets" / "scenarios" / "boolq.yaml", 'input_prefix: "Passage: "', 'input_prefix: "Text: "')
+    changed = evaluate()
+    assert changed == dict.fromkeys(STEPS, ""), changed
+    prompts = Warehouse(path).df("SELECT prompt FROM prompts WHERE version = 's1'")["prompt"]
+    assert prompts.str.contains("Text: ").all()
+    assert evaluate()["leaderboard"]  # and then unchanged again
+
+    # an output deleted behind its back: that step runs again
+    wh = Warehouse(path)
+    wh.replace({"version": "s1"}, {"leaderboard_stats": wh.df("SELECT * FROM leaderboard_stats LIMIT 0")})
+    assert evaluate()["leaderboard"] == ""
+    assert Warehouse(path).df("SELECT count(*) AS n FROM instance_scores")["n"].iat[0] == len(scores)
+
+
+@pytest.mark.slow  # three `holistic evaluate` processes
+def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, shared_data):
+    """`holistic evaluate` after an evaluation recorded by evaluate_suite: its own plan agrees, and it answers
+    from the warehouse without a Dagster run (nor Dagster: it is not imported)."""
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write(tmp_path / "assets" / "suites" / "s1.yaml", SMALL_SUITE)
+    env = {
+        **os.environ,
+        "HOLISTIC_CATALOG": str(tmp_path / "assets"),
+        "HOLISTIC_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "COLUMNS": "200",
+    }
+    command = [str(Path(sys.executable).with_name("holistic")), "evaluate", "--model", MODEL, "--version", "s1"]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    probe = "import sys, runpy; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    check = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('dagster imported:', 'dagster' in sys.modules, file=sys.stderr))"
+    )
+    second = subprocess.run(
+        [sys.executable, "-c", f"{check}\n{probe}", *command], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert second.returncode == 0, second.stderr
+    assert "nothing changed" in second.stdout
+    for step in STEPS:
+        assert f"> {step}: skipped, inputs unchanged since run" in second.stdout, second.stdout
+    assert "dagster imported: False" in second.stderr
+    assert "accuracy (suite s1)" in second.stdout  # the leaderboard, as after any evaluation
+    forced = subprocess.run([*command, "--force"], env=env, capture_output=True, text=True, timeout=600)
+    assert forced.returncode == 0 and "skipped" not in forced.stdout, forced.stdout
