@@ -1,0 +1,192 @@
+"""Benchmark: the user's whole command, ours against lm-evaluation-harness and HELM, side by side in one run.
+
+The work is ../shared/peerbench's: the same 5.5M-parameter GPT-2-shaped random model and the same 639 MMLU test
+questions (5 subjects), each tool in its default MMLU setup (ours and HELM: multiple_choice_joint, one generated
+token per question; lm-eval: four log-likelihoods per question), 0-shot and 5-shot. Measured for each: the wall
+time of the whole command (process start to exit); ours cold (empty warehouse and Dagster home) and warm (the
+same command again, nothing changed), with where our time went (Dagster step durations); and the compute floor
+(one forward pass per full prompt, no prefix reuse: peerbench's floor.py). Ratios are ours / theirs.
+
+Set the peers up first (about 5 minutes, needs the package registries): bash ../shared/peerbench/setup_peers.sh
+
+usage: .venv/bin/python bench/end_to_end.py [--shots 5 0] [--passes 1] [--skip-peers] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PEERBENCH = REPO.parent / "shared" / "peerbench"
+BENCH = Path(os.environ.get("BENCH", "/tmp/bench"))
+SUBJECTS = ("abstract_algebra", "anatomy", "college_physics", "high_school_geography", "global_facts")
+SUITE = """version: {version}
+description: peerbench's MMLU work, {shots}-shot (bench/end_to_end.py)
+scenarios:
+  mmlu:
+    max_eval_instances: 1000  # per subject: all of its test questions (639 in all)
+    max_train_instances: {shots}
+    subsets: [{subjects}]
+"""
+
+
+def timed(command: list[str], env: dict[str, str] | None = None, log: Path | None = None) -> float:
+    started = time.perf_counter()
+    out = log.open("w") if log else subprocess.DEVNULL
+    try:
+        done = subprocess.run(command, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT)
+    finally:
+        if log:
+            out.close()
+    elapsed = time.perf_counter() - started
+    if done.returncode:
+        tail = log.read_text()[-3000:] if log else ""
+        raise SystemExit(f"{' '.join(command)} failed (exit {done.returncode})\n{tail}")
+    return elapsed
+
+
+def our_world(root: Path, shots: int) -> tuple[dict[str, str], str]:
+    """A catalog with one suite (the peer work), a registry with the peer model, an empty warehouse and Dagster
+    home: what a user who evaluates their own model on MMLU sets up."""
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(REPO / "assets", root / "assets")
+    for suite in (root / "assets" / "suites").glob("*.yaml"):
+        suite.unlink()
+    version = f"peer{shots}shot"
+    (root / "assets" / "suites" / f"{version}.yaml").write_text(
+        SUITE.format(version=version, shots=shots, subjects=", ".join(SUBJECTS))
+    )
+    (root / "resources").mkdir()
+    shutil.copy(REPO / "resources" / "backends.yaml", root / "resources" / "backends.yaml")
+    (root / "resources" / "models.yaml").write_text(
+        f"models:\n  peer: {{backend: transformers, path: '{BENCH / 'model'}', batch_size: 16}}\n"
+    )
+    (root / "dagster").mkdir()
+    env = {
+        "HOLISTIC_CATALOG": str(root / "assets"),
+        "HOLISTIC_RESOURCES": str(root / "resources"),
+        "HOLISTIC_WAREHOUSE": str(root / "warehouse.duckdb"),
+        "HOLISTIC_DATA_DIR": str(REPO.parent / "shared" / "data"),
+        "DAGSTER_HOME": str(root / "dagster"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    return env, version
+
+
+def step_seconds(dagster_home: Path, since: float) -> dict[str, float]:
+    """Seconds per step kind (dataset, prompts, completions, scores, summaries) of the runs started after
+    `since`, from the Dagster event log."""
+    from dagster import DagsterEventType, DagsterInstance, RunsFilter
+    from dagster._core.instance.ref import InstanceRef
+
+    instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
+    totals: dict[str, float] = {}
+    for run in instance.get_runs(RunsFilter()):
+        records = instance.all_logs(run.run_id)
+        if not records or records[0].timestamp < since:
+            continue
+        started: dict[str, float] = {}
+        for record in records:
+            event = record.dagster_event
+            if event is None or event.step_key is None:
+                continue
+            if event.event_type == DagsterEventType.STEP_START:
+                started[event.step_key] = record.timestamp
+            elif event.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
+                kind = event.step_key.split("__")[-1]
+                if kind not in ("dataset", "prompts", "completions", "scores"):
+                    kind = "summaries"
+                totals[kind] = totals.get(kind, 0.0) + record.timestamp - started.pop(event.step_key)
+    return totals
+
+
+def ours(shots: int, root: Path) -> dict:
+    env, version = our_world(root, shots)
+    command = [str(REPO / ".venv" / "bin" / "holistic"), "evaluate", "--model", "peer", "--version", version]
+    result = {}
+    for label in ("cold", "warm"):
+        since = time.time()
+        result[label] = timed(command, env, root / f"{label}.log")
+        steps = step_seconds(root / "dagster", since)
+        result[f"{label}_steps"] = {k: round(v, 2) for k, v in sorted(steps.items())}
+    import duckdb
+
+    with duckdb.connect(env["HOLISTIC_WAREHOUSE"], read_only=True) as con:
+        result["accuracy"], result["n"] = con.execute(
+            "SELECT value, count FROM leaderboard WHERE family = 'accuracy' AND metric = 'exact_match' "
+            "AND perturbation = '' AND model = 'peer'"
+        ).fetchone()
+    return result
+
+
+def peers(shots: int) -> dict:
+    group = "mmlu_local_5shot" if shots == 5 else "mmlu_local"
+    logs = BENCH / "e2e_logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    lm_eval = timed(
+        ["bash", str(PEERBENCH / "run_lmeval.sh"), f"e2e_lmeval_{shots}shot", group, "16"],
+        log=logs / f"lmeval_{shots}.log",
+    )
+    helm = timed(["bash", str(PEERBENCH / "run_helm.sh"), f"e2e_helm_{shots}shot", str(shots), "4"],
+                 log=logs / f"helm_{shots}.log")  # fmt: skip
+    floor_out = subprocess.run(
+        [str(BENCH / "venv-lmeval" / "bin" / "python"), str(PEERBENCH / "floor.py"), "--shots", str(shots)],
+        capture_output=True, text=True, check=True, env={**os.environ, "BENCH": str(BENCH)},
+    ).stdout  # fmt: skip
+    fields = dict(item.split("=") for item in floor_out.split())
+    return {"lm_eval": lm_eval, "helm": helm, "floor_forward": float(fields["forward_s"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shots", type=int, nargs="+", default=[5, 0])
+    parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--skip-peers", action="store_true", help="time ours only")
+    parser.add_argument("--json", type=Path, default=HERE / "results" / "end_to_end.json")
+    args = parser.parse_args()
+    if not args.skip_peers and not (BENCH / "venv-helm").is_dir():
+        raise SystemExit(f"no peers under {BENCH}: run `bash {PEERBENCH / 'setup_peers.sh'}` first")
+    if not (BENCH / "model").is_dir():
+        raise SystemExit(f"no peer model at {BENCH / 'model'}: run `bash {PEERBENCH / 'setup_peers.sh'}` first")
+    rows = []
+    for run in range(args.passes):
+        for shots in args.shots:
+            row = {"pass": run + 1, "shots": shots, **ours(shots, BENCH / "e2e_ours")}
+            if not args.skip_peers:
+                row.update(peers(shots))
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    print(
+        "| pass | shots | ours cold s | ours warm s | lm-eval s | HELM s | cold/lm-eval | cold/HELM | warm/cold "
+        "| floor s | our model s / floor |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        cells = [str(r["pass"]), str(r["shots"]), f"{r['cold']:.1f}", f"{r['warm']:.1f}"]
+        if "lm_eval" in r:
+            model_s = r["cold_steps"].get("completions", 0.0)
+            cells += [f"{r['lm_eval']:.1f}", f"{r['helm']:.1f}", f"{r['cold'] / r['lm_eval']:.2f}x",
+                      f"{r['cold'] / r['helm']:.2f}x", f"{r['warm'] / r['cold']:.2f}", f"{r['floor_forward']:.1f}",
+                      f"{model_s / r['floor_forward']:.2f}x"]  # fmt: skip
+        else:
+            cells += ["-", "-", "-", "-", f"{r['warm'] / r['cold']:.2f}", "-", "-"]
+        print("| " + " | ".join(cells) + " |")
+        print(f"  ours {r['shots']}-shot: accuracy {r['accuracy']:.4f} (n={r['n']}); cold steps {r['cold_steps']}; "
+              f"warm steps {r['warm_steps']}")  # fmt: skip
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(rows, indent=2))
+    print(f"written: {args.json}")
+
+
+if __name__ == "__main__":
+    main()
