@@ -6,6 +6,8 @@ the file and the problem.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -280,14 +282,25 @@ class ModelSpec(_Strict):
         return self
 
 
+_PARSED: dict[tuple[str, bytes], Any] = {}  # (path, its content's digest) -> the parsed YAML
+
+
 def _read_yaml(path: Path) -> Any:
+    """The file's YAML, parsed once per content: every stage and check reads the catalog again (a run parsed
+    the same files over a hundred times), and a file edited since is parsed anew."""
     try:
-        with path.open(encoding="utf-8") as f:
-            return yaml.safe_load(f)
+        content = path.read_bytes()
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found") from None
-    except yaml.YAMLError as e:
-        raise CatalogError(f"{path}: not valid YAML: {e}") from None
+    key = (str(path), hashlib.blake2b(content, digest_size=16).digest())
+    if key not in _PARSED:
+        try:
+            _PARSED[key] = yaml.safe_load(content.decode("utf-8"))
+        except yaml.YAMLError as e:
+            raise CatalogError(f"{path}: not valid YAML: {e}") from None
+        except UnicodeDecodeError as e:
+            raise CatalogError(f"{path}: not UTF-8 ({e})") from None
+    return copy.deepcopy(_PARSED[key])  # callers may change what they get
 
 
 def _validate(model: type[BaseModel], data: Any, path: Path) -> Any:
