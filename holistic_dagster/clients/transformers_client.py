@@ -219,11 +219,15 @@ class TransformersClient:
         encoded = [(self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:], 0) for r in group]
         encoded = [(ids or [self._fallback_token()], n) for ids, n in encoded]
         alone: list[int] = []
-        for cluster, prefix_len in _clusters_by_prefix([[i] for i in range(len(group))], encoded):
+        # a cluster too small to fill half a batch costs a prefix pass and a short batch: its prompts run with the
+        # rest, in full length-sorted batches (0-shot prompts share only an instruction line and a few words)
+        clusters = _clusters_by_prefix([[i] for i in range(len(group))], encoded, max(2, self.spec.batch_size // 2))
+        for cluster, prefix_len in clusters:
             members = [g[0] for g in cluster]
             if not prefix_len:
                 alone.extend(members)
                 continue
+            members.sort(key=lambda i: -len(encoded[i][0]))  # similar lengths in a batch: little padding
             cache, prefix_s = self._prefix_cache(encoded[members[0]][0][:prefix_len], len(members))
             for start in range(0, len(members), self.spec.batch_size):
                 chunk = members[start : start + self.spec.batch_size]
@@ -442,10 +446,11 @@ def _repeated(cache, n: int):
 MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it saves
 
 
-def _clusters_by_prefix(groups: list[list[int]], encoded) -> list[tuple[list[list[int]], int]]:
+def _clusters_by_prefix(groups: list[list[int]], encoded, min_members: int = 2) -> list[tuple[list[list[int]], int]]:
     """Groups (each: requests sharing one context) clustered by a common token prefix of their contexts, with
-    that prefix's length (0: no worthwhile prefix). Sorting the contexts puts those sharing a prefix side by
-    side; the prefix always leaves at least one token of every context to run."""
+    that prefix's length (0: no worthwhile prefix, or fewer than `min_members` groups share it). Sorting the
+    contexts puts those sharing a prefix side by side; the prefix always leaves at least one token of every
+    context to run."""
 
     def context(group: list[int]) -> list[int]:
         ids, n_cont = encoded[group[0]]
@@ -466,4 +471,4 @@ def _clusters_by_prefix(groups: list[list[int]], encoded) -> list[tuple[list[lis
                 clusters[-1] = (members + [group], shared)
                 continue
         clusters.append(([group], len(ctx) - 1))
-    return [(members, prefix_len if len(members) > 1 else 0) for members, prefix_len in clusters]
+    return [(members, prefix_len if len(members) >= min_members else 0) for members, prefix_len in clusters]
