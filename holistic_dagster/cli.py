@@ -145,7 +145,9 @@ def _evaluate(
     label = "demo" if tour else "evaluate"
     if not force and (unchanged := _all_unchanged(path, catalog, version, names, registry)):
         # nothing to run: no Dagster, no model (a warm re-run costs a warehouse read)
-        console.print(f"[bold]holistic {label}[/]: suite [cyan]{version}[/], nothing changed")
+        console.print(
+            f"[bold]holistic {label}[/]: suite [cyan]{version}[/], nothing changed (--force runs every step again)"
+        )
         for line in unchanged:
             console.print(f"[bold]>[/] {line}")
         _finish(path, version, home, started, tour)
