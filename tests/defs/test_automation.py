@@ -150,16 +150,16 @@ def test_the_schedule_reruns_partitions_whose_scenario_changed(world):
     schedule = world["defs"].get_schedule_def("rerun_stale")
     assert schedule.cron_schedule == "0 3 * * *"
     resources = {"holistic": world["defs"].resources["holistic"]}
-    fresh = schedule(
-        build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK, resources=resources)
-    )
+    # (with: a schedule context enters an instance of its own, and leaves it as Dagster's current state storage
+    # for every later definitions load in the process unless it is exited)
+    with build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK, resources=resources) as c:
+        fresh = schedule(c)
     assert isinstance(fresh, SkipReason), [r.tags for r in fresh]
     spec = world["root"] / "assets" / "scenarios" / "synthetic_reasoning.yaml"
     spec.write_text(spec.read_text() + "# edited\n")
     changed = build_definitions(Catalog(world["root"] / "assets"), world["defs"].resources["holistic"])
-    (run,) = changed.get_schedule_def("rerun_stale")(
-        build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK, resources=resources)
-    )
+    with build_schedule_context(instance=world["instance"], scheduled_execution_time=TICK, resources=resources) as c:
+        (run,) = changed.get_schedule_def("rerun_stale")(c)
     assert run.partition_key.keys_by_dimension == {"model": "base", "version": "a1"}
     assert run.tags["holistic/reason"] == "stale: synthetic_reasoning definition changed"
 

@@ -54,7 +54,9 @@ def test_the_sensor_sees_the_configured_registry_not_the_repos(tmp_path, monkeyp
 
     schedule = defs.get_schedule_def("rerun_stale")
     assert schedule.cron_schedule == "15 4 * * *"  # automation.yaml beside the registry
-    context = build_schedule_context(
+    # (with: a schedule context enters an instance of its own, and leaves it as Dagster's current state storage
+    # for every later definitions load in the process unless it is exited)
+    with build_schedule_context(
         instance=instance, scheduled_execution_time=datetime(2026, 1, 1, tzinfo=timezone.utc), resources=resources
-    )
-    assert isinstance(schedule(context), SkipReason)
+    ) as context:
+        assert isinstance(schedule(context), SkipReason)
