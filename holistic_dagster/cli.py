@@ -190,14 +190,10 @@ def _all_unchanged(path: Path, catalog, version: str, names: list[str], registry
     from holistic_dagster.warehouse import Warehouse
 
     warehouse = Warehouse(path)
-    steps = {
-        f"datasets for {version}": freshness.datasets_step(warehouse, catalog, version),
-        **{f"evaluate {n}": freshness.evaluate_step(warehouse, catalog, version, registry[n]) for n in names},
-        "leaderboard": freshness.summaries_step(warehouse, catalog, version, registry),
-    }
     lines = []
-    for label, step in steps.items():
-        if not freshness.mark_skippable(warehouse, catalog, step).skip_reason:
+    for label, inputs in freshness.suite_steps(warehouse, catalog, version, names, registry):
+        step = freshness.mark_skippable(warehouse, catalog, inputs())
+        if not step.skip_reason:
             return []
         lines.append(f"{label}: skipped, {step.skip_reason}")
     return lines

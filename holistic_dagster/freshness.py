@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,18 @@ def summaries_step(warehouse: Warehouse, catalog: Catalog, version: str, registr
         **scored,
     }
     return Step("summaries", version, sha256_json(inputs)[:24])
+
+
+def suite_steps(
+    warehouse: Warehouse, catalog: Catalog, version: str, models: Sequence[str], registry: Mapping[str, ModelSpec]
+) -> list[tuple[str, Callable[[], Step]]]:
+    """An evaluation's steps in order, each with its label and how to take its inputs (just before it runs,
+    after the steps it depends on): the one plan `holistic evaluate` checks and evaluate_suite runs."""
+    return [
+        (f"datasets for {version}", lambda: datasets_step(warehouse, catalog, version)),
+        *[(f"evaluate {m}", lambda m=m: evaluate_step(warehouse, catalog, version, registry[m])) for m in models],
+        ("leaderboard", lambda: summaries_step(warehouse, catalog, version, dict(registry))),
+    ]
 
 
 def outputs_present(warehouse: Warehouse, catalog: Catalog, step: Step) -> bool:

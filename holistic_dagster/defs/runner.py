@@ -116,16 +116,14 @@ def evaluate_suite(
     warehouse, registry = Warehouse(holistic.warehouse_path), holistic.models()
     datasets = [AssetKey([s, "dataset"]) for s in scenarios]
     per_model = [AssetKey([s, stage]) for s in scenarios for stage in ("prompts", "completions", "scores")]
-    steps = [
-        ("datasets", version, f"datasets for {version}", datasets,
-         lambda: freshness.datasets_step(warehouse, catalog, version)),
-        *[("evaluate_model", MultiPartitionKey({"model": m, "version": version}), f"evaluate {m}", per_model,
-           lambda m=m: freshness.evaluate_step(warehouse, catalog, version, registry[m])) for m in models],
-        ("leaderboard_job", version, "leaderboard", None,
-         lambda: freshness.summaries_step(warehouse, catalog, version, registry)),
-    ]  # fmt: skip
+    jobs = [
+        ("datasets", version, datasets),
+        *[("evaluate_model", MultiPartitionKey({"model": m, "version": version}), per_model) for m in models],
+        ("leaderboard_job", version, None),
+    ]
+    steps = freshness.suite_steps(warehouse, catalog, version, models, registry)
     runs = []
-    for job, key, label, selection, inputs in steps:
+    for (job, key, selection), (label, inputs) in zip(jobs, steps, strict=True):
         step = inputs()
         if skip_unchanged and freshness.mark_skippable(warehouse, catalog, step).skip_reason:
             announce(f"{label}: skipped, {step.skip_reason}")

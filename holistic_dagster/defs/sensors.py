@@ -24,6 +24,7 @@ from holistic_dagster import automation
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.defs.runner import fail_abandoned_runs
 
 
 def suite_assets(catalog: Catalog, version: str, stages: tuple[str, ...]) -> list[AssetKey]:
@@ -107,8 +108,6 @@ def make_registry_sensor(datasets_job, evaluate_job):
 def abandoned_runs(context: SensorEvaluationContext):
     """Marks failed the in-process runs (`holistic demo` / `evaluate`) whose process was killed before it
     finished them: otherwise they show STARTED forever and hold back declarative automation."""
-    from holistic_dagster.defs.runner import fail_abandoned_runs
-
     failed = fail_abandoned_runs(context.instance)
     return SkipReason(f"marked failed: {', '.join(failed)}" if failed else "no abandoned runs")
 
