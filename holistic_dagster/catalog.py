@@ -21,18 +21,20 @@ from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics import (
     FAMILIES,
     PERTURBATION_FAMILIES,
+    accuracy_metric,
     extra_metric_names,
-    get_reference_metric,
     scorers,
 )
 from holistic_dagster.redaction import register_secret_env
 
+CONTRAST_SET = "contrast_set"  # the robustness perturbation a scenario's `contrast` files give
 SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ADAPTER_METHODS = (
     "generation",
     "multiple_choice_joint",
     "multiple_choice_separate_original",
     "multiple_choice_separate_calibrated",
+    "ranking_binary",
 )
 
 
@@ -63,7 +65,9 @@ class AdapterSpec(_Strict):
         if self.template:
             return self.template
         # separate multiple choice shows the question alone and scores each choice as the continuation
-        return "multiple_choice_joint.j2" if self.method == "multiple_choice_joint" else "generation.j2"
+        return {"multiple_choice_joint": "multiple_choice_joint.j2", "ranking_binary": "ranking_binary.j2"}.get(
+            self.method, "generation.j2"
+        )
 
 
 class DownloadSpec(_Strict):
@@ -81,6 +85,22 @@ class SourceSpec(_Strict):
 class CsvSpec(_Strict):
     header: bool = True
     columns: tuple[str, ...] = ()  # names for a header-less file; required columns for one with a header
+    delimiter: str = Field(",", min_length=1, max_length=1)  # "\t" for TSV
+
+
+class TrecRunSpec(_Strict):
+    """A first-stage retrieval run with passage text (a JSON array of {query, hits: [{qid, docid, rank, score,
+    content}]}, as pyserini and rank_llm write it) joined with TREC qrels (`qid Q0 docid grade` lines)."""
+
+    qrels: str  # file pattern, beside the run
+    relevant_from: int = Field(1, ge=1)  # the lowest grade that counts as relevant (TREC DL: 2)
+
+
+class RaftSpec(_Strict):
+    """RAFT's prompt construction settings: a 2-line JSON file, line 1 {task: [fields in prompt order]},
+    line 2 {task: instructions}."""
+
+    settings: str
 
 
 class InstanceSpec(_Strict):
@@ -89,11 +109,22 @@ class InstanceSpec(_Strict):
     id: str | None = None  # expression; default: <subset>/<split>/<record number>
     input: str  # template
     target: str | None = None  # template: the one correct output (generation)
+    targets: str | None = None  # expression giving a list: every correct output (NQ's answers), duplicates dropped
     choices: str | None = None  # expression giving a list (multiple choice)
     answer_index: str | None = None  # expression giving the index of the correct choice
     metadata: dict[str, str] = {}  # name -> expression: fields a metric needs (e.g. BBQ's context condition)
     # skip records whose input is empty (upstream BOLD has 5 empty prompts) instead of failing on them
     skip_empty_input: bool = False
+    # expression: keep only the records for which it is true; `scenario.subset` and `scenario.split` name what is
+    # being read (RealToxicityPrompts' toxic / non-toxic subsets, CivilComments' demographics and split column)
+    keep: str | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> InstanceSpec:
+        given = [k for k in ("target", "targets", "choices") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of target, targets, choices (found {', '.join(given)})")
+        return self
 
 
 class NestedJsonSpec(_Strict):
@@ -114,10 +145,18 @@ class ScenarioSpec(_Strict):
     description: str
     source: SourceSpec | None = None
     generator: GeneratorSpec | None = None
-    # csv, jsonl; nested_json (see NestedJsonSpec); story: CNN/DailyMail .story files (split pattern is a glob)
-    format: Literal["csv", "jsonl", "nested_json", "story"] | None = None
+    # csv, jsonl; nested_json (see NestedJsonSpec); story: CNN/DailyMail .story files, text_files: one text per file
+    # (IMDB; for both the split pattern is a glob); trec_run (see TrecRunSpec); raft (CSV + RaftSpec)
+    format: Literal["csv", "jsonl", "nested_json", "story", "text_files", "trec_run", "raft"] | None = None
     csv: CsvSpec = CsvSpec()
     nested_json: NestedJsonSpec | None = None
+    trec_run: TrecRunSpec | None = None
+    raft: RaftSpec | None = None
+    # a file per split whose records are row by row minimally edited copies of the split's records, with their
+    # own (flipped) labels: HELM's contrast sets, evaluated as the robustness perturbation "contrast_set"
+    contrast: dict[Literal["test"], str] = {}
+    # what a user must fetch when the data cannot be downloaded from upstream (shown when it is missing)
+    data_note: str = ""
     subsets: tuple[str, ...] = ("",)
     splits: dict[Literal["train", "test"], str] = {}  # file pattern per split; {subset} is substituted
     train_holdout: int = Field(0, ge=0)  # no train file: hold out this many test records as the few-shot pool
@@ -156,6 +195,8 @@ class SuiteScenario(_Strict):
     seed: int = 0
     subsets: tuple[str, ...] | None = None
     method: Literal[ADAPTER_METHODS] | None = None  # type: ignore[valid-type]
+    # ranking: evaluate the first-stage top k candidates of each query (HELM's valid_topk)
+    max_candidates: int | None = Field(None, gt=0)
     # used instead on models that cannot give prompt log-probabilities (recorded in prompts.adapter_method)
     fallback_method: Literal["generation", "multiple_choice_joint"] | None = None
     perturbations: PerturbationsSpec | None = None  # overrides the suite's, for this scenario
@@ -363,11 +404,17 @@ class Catalog:
             raise CatalogError(f"{path}: a file-based scenario needs `format`, `instance` and `splits.test`")
         if spec.format == "nested_json" and spec.nested_json is None:
             raise CatalogError(f"{path}: format nested_json needs a `nested_json: {{keys: [...], leaf: ...}}` section")
+        if spec.format == "trec_run" and spec.trec_run is None:
+            raise CatalogError(f"{path}: format trec_run needs a `trec_run: {{qrels: <file>}}` section")
+        if spec.format == "raft" and spec.raft is None:
+            raise CatalogError(f"{path}: format raft needs a `raft: {{settings: <file>}}` section")
+        if (spec.format == "trec_run") != (spec.adapter.method == "ranking_binary"):
+            raise CatalogError(f"{path}: the ranking_binary method and the trec_run format go together")
         if spec.metrics and "accuracy" not in spec.families:
             raise CatalogError(f"{path}: accuracy metrics are listed but `families` does not include accuracy")
         for name in spec.metrics:
             try:
-                get_reference_metric(name)
+                accuracy_metric(name)
             except CatalogError as e:
                 raise CatalogError(f"{path}: metrics: {e}") from None
         unknown = [name for name in spec.extra_metrics if name not in extra_metric_names()]
@@ -413,6 +460,11 @@ class Catalog:
                         perturbation = get_perturbation(p)
                     except CatalogError as e:
                         raise CatalogError(f"{path}: {e}") from None
+                    if perturbation.from_data:
+                        raise CatalogError(
+                            f"{path}: perturbation {p!r} comes with a scenario's data (its `contrast` files), "
+                            "a suite cannot choose it"
+                        )
                     if perturbation.family != family:
                         raise CatalogError(f"{path}: perturbation {p!r} belongs to {perturbation.family}, not {family}")
         return suite
@@ -423,7 +475,10 @@ class Catalog:
         suite = self.suite(version)
         spec, pin = self.scenario(name), suite.scenarios[name]
         chosen = pin.perturbations or suite.perturbations
-        return {f: getattr(chosen, f) for f in PERTURBATION_FAMILIES if f in spec.families and getattr(chosen, f)}
+        out = {f: getattr(chosen, f) for f in PERTURBATION_FAMILIES if f in spec.families and getattr(chosen, f)}
+        if spec.contrast and "robustness" in spec.families:  # the data's own contrast set
+            out["robustness"] = (*out.get("robustness", ()), CONTRAST_SET)
+        return out
 
     def resolved_scenario(self, version: str, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
         """The scenario as the suite version pins it (sample size, seed, adapter overrides)."""

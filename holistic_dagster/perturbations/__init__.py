@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 
+from holistic_dagster.catalog import CONTRAST_SET
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Instance, Reference
 from holistic_dagster.wordlists import load
@@ -29,6 +30,7 @@ class Perturbation:
     description: str
     transform: Transform
     perturbs_references: bool = False
+    from_data: bool = False  # the perturbed instances come with the data (contrast sets): nothing to transform
 
 
 def _match_case(original: str, replacement: str) -> str:
@@ -192,6 +194,14 @@ def _registry() -> dict[str, Perturbation]:
             person_names("white_american", "black_american"),
             True,
         ),
+        Perturbation(
+            CONTRAST_SET,
+            "robustness",
+            "the data's contrast set: minimally edited inputs whose gold label flips (Gardner et al. 2020)",
+            lambda text, rng, memo: text,
+            True,
+            from_data=True,
+        ),
     ]
     return {p.name: p for p in items}
 
@@ -232,7 +242,7 @@ def perturb_instance(instance: Instance, perturbation: Perturbation, seed: int) 
 
 def perturb_instances(instances: Iterable[Instance], names: Sequence[str], seed: int) -> list[Instance]:
     """Perturbed copies of the evaluation (test) instances, for each named perturbation."""
-    perturbations = [get_perturbation(n) for n in names]
+    perturbations = [p for p in map(get_perturbation, names) if not p.from_data]  # those came with the data
     out = []
     for inst in instances:
         if inst.split != "test" or inst.perturbation:

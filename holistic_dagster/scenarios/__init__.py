@@ -39,8 +39,12 @@ def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Ins
             )
         seen[inst.instance_id] = inst
     by_subset: dict[str, dict[str, list[Instance]]] = defaultdict(lambda: defaultdict(list))
+    edited: dict[str, list[Instance]] = defaultdict(list)  # original id -> its copies that came with the data
     for inst in instances:
-        by_subset[inst.subset][inst.split].append(inst)
+        if inst.perturbation:
+            edited[inst.original_id].append(inst)
+        else:
+            by_subset[inst.subset][inst.split].append(inst)
     chosen: list[Instance] = []
     for subset in sorted(by_subset):
         rng = random.Random(f"{pin.seed}/{spec.name}/{subset}")
@@ -55,7 +59,22 @@ def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Ins
             test = [t for k, t in enumerate(test) if k in keep]
         chosen.extend(train)
         chosen.extend(test)
+        chosen.extend(e for t in test for e in edited.get(t.instance_id, ()))
+    if pin.max_candidates is not None:
+        chosen = [top_candidates(i, pin.max_candidates) for i in chosen]
     return chosen
+
+
+def top_candidates(inst: Instance, k: int) -> Instance:
+    """A ranking instance with its first k candidates (first-stage order; HELM's valid_topk): the references and
+    the per-candidate metadata lists."""
+    if len(inst.references) <= k:
+        return inst
+    metadata = {
+        key: value[:k] if isinstance(value, list) and len(value) == len(inst.references) else value
+        for key, value in inst.metadata.items()
+    }
+    return replace(inst, references=inst.references[:k], metadata=metadata)
 
 
 def _as_train(inst: Instance) -> Instance:

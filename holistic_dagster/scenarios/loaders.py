@@ -7,14 +7,15 @@ import csv
 import gzip
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from holistic_dagster.catalog import CsvSpec, ScenarioSpec
+from holistic_dagster.catalog import CONTRAST_SET, CsvSpec, ScenarioSpec
 from holistic_dagster.errors import DataFormatError
-from holistic_dagster.hashing import sha256_file
+from holistic_dagster.hashing import sha256_file, sha256_json
 from holistic_dagster.records import Instance, Reference, SourceFile
 from holistic_dagster.templating import expression, string_template
 
@@ -45,7 +46,7 @@ def not_utf8(path: Path) -> DataFormatError:
 def read_csv(path: Path, spec: CsvSpec) -> Iterator[tuple[str, dict[str, str]]]:
     """Yields ("row N", record). Quoted fields may hold commas and newlines."""
     with _open_text(path) as f:
-        reader = csv.reader(f)
+        reader = csv.reader(f, delimiter=spec.delimiter)
         if spec.header:
             try:
                 header = next(reader)
@@ -133,9 +134,110 @@ def read_stories(paths: list[Path]) -> Iterator[tuple[Path, str, dict[str, Any]]
         )
 
 
-def _evaluate(kind: str, source: str, record: dict[str, Any], path: Path, where: str, *, template: bool) -> Any:
-    # fields are variables; `record` holds them all, for names that are not identifiers ("Best Answer")
-    variables = {**record, "record": record}
+def read_text_files(root: Path, pattern: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One text per file (IMDB's aclImdb/<split>/<pos|neg>/<id>_<rating>.txt), files matching a glob in path
+    order: records {text, dir (the parent folder's name), name (the file name without suffix), file (the path
+    relative to the data folder)}, yielded as (that relative path, record)."""
+    paths = sorted(root.glob(pattern))
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
+        relative = path.relative_to(root).as_posix()
+        yield relative, {"text": text, "dir": path.parent.name, "name": path.stem, "file": relative}
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """TREC relevance judgments, `qid iteration docid grade` per line: {qid: {docid: grade}}."""
+    qrels: dict[str, dict[str, int]] = {}
+    with _open_text(path) as f:
+        for n, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 4 or not fields[3].lstrip("-").isdigit():
+                raise DataFormatError(
+                    path, f"line {n}", f"expected `qid iteration docid grade`, found {line.strip()!r}"
+                )
+            qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
+    return qrels
+
+
+def read_trec_run(path: Path, qrels: dict[str, dict[str, int]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A first-stage run with passage text, as pyserini / rank_llm write it: one JSON array of {query, hits:
+    [{qid, docid, rank, score, content}]}. Records {qid, query, hits} with hits in rank order, each with its
+    `relevance` from the qrels (0 where unjudged), yielded as ("query N", record)."""
+    try:
+        with _open_text(path) as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise DataFormatError(path, f"line {e.lineno}", f"not valid JSON: {e.msg} at column {e.colno}") from None
+    if not isinstance(data, list):
+        raise DataFormatError(path, None, f"expected a JSON array of queries, found {type(data).__name__}")
+    for n, entry in enumerate(data, start=1):
+        where = f"query {n}"
+        hits = entry.get("hits") if isinstance(entry, dict) else None
+        if not isinstance(hits, list) or not hits or not isinstance(entry.get("query"), str):
+            raise DataFormatError(path, where, "expected {query: str, hits: [non-empty list]}")
+        for k, hit in enumerate(hits, start=1):
+            missing = [
+                key for key in ("qid", "docid", "rank", "content") if not isinstance(hit, dict) or key not in hit
+            ]
+            if missing:
+                raise DataFormatError(path, f"{where}, hit {k}", f"missing {missing}")
+        qids = {str(hit["qid"]) for hit in hits}
+        if len(qids) != 1:
+            raise DataFormatError(path, where, f"hits of one query carry several qids {sorted(qids)}")
+        qid = qids.pop()
+        judged = qrels.get(qid, {})
+        ranked = sorted(hits, key=lambda hit: int(hit["rank"]))
+        yield (
+            where,
+            {
+                "qid": qid,
+                "query": entry["query"],
+                "hits": [
+                    {**hit, "docid": str(hit["docid"]), "relevance": judged.get(str(hit["docid"]), 0)} for hit in ranked
+                ],
+            },
+        )
+
+
+def read_raft_settings(path: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """RAFT's prompt construction settings: line 1 {task: [fields in prompt order]}, line 2 {task: instructions}."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        fields, instructions = (json.loads(line) for line in lines)
+    except ValueError as e:
+        raise DataFormatError(path, None, f"expected 2 lines of JSON (fields, instructions): {e}") from None
+    return fields, instructions
+
+
+def read_raft(path: Path, spec: ScenarioSpec, settings_path: Path, task: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A RAFT task's labelled CSV, each record with `fields` ([name, value] in the task's prompt order) and the
+    task's `instructions` from the prompt construction settings."""
+    if not settings_path.exists():
+        raise DataFormatError(settings_path, None, f"file not found (scenario {spec.name!r}, RAFT prompt settings)")
+    order, instructions = read_raft_settings(settings_path)
+    if task not in order or task not in instructions:
+        raise DataFormatError(settings_path, None, f"no field order or instructions for task {task!r}")
+    for where, record in read_csv(path, spec.csv):
+        missing = [name for name in order[task] if name not in record]
+        if missing:
+            raise DataFormatError(path, where, f"missing field(s) {missing} of task {task!r}")
+        yield (
+            where,
+            {**record, "fields": [[name, record[name]] for name in order[task]], "instructions": instructions[task]},
+        )
+
+
+def _evaluate(
+    kind: str, source: str, record: dict[str, Any], path: Path, where: str, *, template: bool, scope: dict | None = None
+) -> Any:
+    # fields are variables; `record` holds them all, for names that are not identifiers ("Best Answer");
+    # `scenario` says which subset and split is being read
+    variables = {**record, "record": record, **({"scenario": scope} if scope else {})}
     try:
         if template:
             return string_template(source).render(**variables)
@@ -156,6 +258,9 @@ def record_to_instance(
     """The record as an Instance (None: an empty input the scenario says to skip)."""
     m = spec.instance
     assert m is not None
+    scope = {"subset": subset, "split": split}
+    if m.keep is not None and not _evaluate("keep", m.keep, record, path, where, template=False, scope=scope):
+        return None
     text = _evaluate("input", m.input, record, path, where, template=True).strip()
     if not text:
         if m.skip_empty_input:
@@ -173,6 +278,18 @@ def record_to_instance(
                 path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
             )
         references = tuple(Reference(str(c).strip(), i == answer) for i, c in enumerate(choices))
+    elif m.targets is not None:
+        targets = _evaluate("targets", m.targets, record, path, where, template=False)
+        if (
+            isinstance(targets, str)
+            or not isinstance(targets, (list, tuple))
+            or not all(isinstance(t, str) for t in targets)
+        ):
+            raise DataFormatError(path, where, f"targets must be a list of strings, got {targets!r}")
+        distinct = list(dict.fromkeys(t.strip() for t in targets if t.strip()))
+        if not distinct:
+            raise DataFormatError(path, where, "targets (the correct answers) are empty")
+        references = tuple(Reference(t, True) for t in distinct)
     elif m.target is not None:
         target = _evaluate("target", m.target, record, path, where, template=True).strip()
         if not target:
@@ -180,10 +297,22 @@ def record_to_instance(
         references = (Reference(target, True),)
     else:  # open-ended generation (BOLD): nothing to compare with, only bias, toxicity and efficiency apply
         references = ()
-    metadata = {k: _evaluate(f"metadata.{k}", v, record, path, where, template=False) for k, v in m.metadata.items()}
-    number = where.removeprefix("line ").removeprefix("row ")
+    metadata = {
+        k: _evaluate(f"metadata.{k}", v, record, path, where, template=False, scope=scope)
+        for k, v in m.metadata.items()
+    }
+    if spec.format == "trec_run":  # the candidates, in first-stage order, are the references
+        hits = record["hits"]
+        relevant_from = spec.trec_run.relevant_from
+        references = tuple(Reference(str(h["content"]).strip(), h["relevance"] >= relevant_from) for h in hits)
+        metadata.update(
+            docids=[h["docid"] for h in hits],
+            relevance=[h["relevance"] for h in hits],
+            first_stage_rank=[int(h["rank"]) for h in hits],
+        )
+    number = where.removeprefix("line ").removeprefix("row ").removeprefix("query ")
     if m.id:
-        instance_id = str(_evaluate("id", m.id, record, path, where, template=False))
+        instance_id = str(_evaluate("id", m.id, record, path, where, template=False, scope=scope))
     else:
         instance_id = "/".join(p for p in (subset, split, number) if p)
     return Instance(
@@ -200,50 +329,94 @@ def record_to_instance(
 
 
 def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
-    """All instances of every subset and split, in file order."""
+    """All instances of every subset and split, in file order (a split's contrast set after its originals)."""
     instances: list[Instance] = []
     for subset in spec.subsets:
         for split, pattern in sorted(spec.splits.items(), key=lambda kv: kv[0] != "test"):
-            pattern = pattern.format(subset=subset)
-            if spec.format == "story":
-                paths = sorted(root.glob(pattern))
-                if not paths:
-                    raise DataFormatError(
-                        root / pattern, None, f"no files match (scenario {spec.name!r}, split {split!r})"
-                    )
-                for path, where, record in read_stories(paths):
-                    source = _source(spec, path)
-                    instances.append(
-                        record_to_instance(
-                            spec, record, path=path, where=where, split=split, subset=subset, source=source
-                        )
-                    )
-                continue
-            path = root / pattern
-            if not path.exists():
-                raise DataFormatError(path, None, f"file not found (scenario {spec.name!r}, split {split!r})")
-            source = _source(spec, path)
-            if spec.format == "csv":
-                records = read_csv(path, spec.csv)
-            elif spec.format == "nested_json":
-                records = read_nested_json(path, spec.nested_json.keys, spec.nested_json.leaf)
-            else:
-                records = read_jsonl(path)
-            before = len(instances)
-            try:
-                for where, record in records:
-                    instances.append(
-                        record_to_instance(
-                            spec, record, path=path, where=where, split=split, subset=subset, source=source
-                        )
-                    )
-            except UnicodeDecodeError:
-                raise not_utf8(path) from None
-            if len(instances) == before:  # an empty (e.g. truncated) download must not become an empty dataset
-                raise DataFormatError(
-                    path, None, f"no records: the file is empty (scenario {spec.name!r}, split {split!r})"
+            originals = _read_split(spec, root, pattern.format(subset=subset), split, subset)
+            instances += [i for i in originals if i is not None]
+            if split in spec.contrast:
+                pattern = spec.contrast[split].format(subset=subset)
+                contrast = _read_split(spec, root, pattern, split, subset)
+                instances += _contrast_set(root / pattern, originals, contrast)
+    return instances
+
+
+def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset: str) -> list[Instance | None]:
+    """The instances of one split's file(s), one entry per record (None: a record the scenario skips)."""
+    if spec.format in ("story", "text_files"):
+        paths = sorted(root.glob(pattern))
+        if not paths:
+            raise DataFormatError(root / pattern, None, f"no files match (scenario {spec.name!r}, split {split!r})")
+        if spec.format == "story":
+            return [
+                record_to_instance(
+                    spec, record, path=path, where=where, split=split, subset=subset, source=_source(spec, path)
                 )
-    return [i for i in instances if i is not None]
+                for path, where, record in read_stories(paths)
+            ]
+        # one source for the folder: its files' checksums, hashed together
+        source = SourceFile(
+            uri=str(root / pattern),
+            sha256=sha256_json([(p.relative_to(root).as_posix(), sha256_file(p)) for p in paths]),
+            revision=spec.source.revision,
+            num_bytes=sum(p.stat().st_size for p in paths),
+        )
+        return [
+            record_to_instance(spec, record, path=root / where, where=where, split=split, subset=subset, source=source)
+            for where, record in read_text_files(root, pattern)
+        ]
+    path = root / pattern
+    if not path.exists():
+        raise DataFormatError(path, None, f"file not found (scenario {spec.name!r}, split {split!r})")
+    source = _source(spec, path)
+    if spec.format == "csv":
+        records = read_csv(path, spec.csv)
+    elif spec.format == "nested_json":
+        records = read_nested_json(path, spec.nested_json.keys, spec.nested_json.leaf)
+    elif spec.format == "trec_run":
+        records = read_trec_run(path, read_qrels(_beside(path, spec.trec_run.qrels, spec, split)))
+    elif spec.format == "raft":
+        records = read_raft(path, spec, root / spec.raft.settings, subset)
+    else:
+        records = read_jsonl(path)
+    out: list[Instance | None] = []
+    try:
+        for where, record in records:
+            out.append(
+                record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
+            )
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    if not out:  # an empty (e.g. truncated) download must not become an empty dataset
+        raise DataFormatError(path, None, f"no records: the file is empty (scenario {spec.name!r}, split {split!r})")
+    return out
+
+
+def _beside(path: Path, name: str, spec: ScenarioSpec, split: str) -> Path:
+    found = path.parent / name
+    if not found.exists():
+        raise DataFormatError(found, None, f"file not found (scenario {spec.name!r}, split {split!r})")
+    return found
+
+
+def _contrast_set(path: Path, originals: list[Instance | None], contrast: list[Instance | None]) -> list[Instance]:
+    """Record k of the contrast file is the minimally edited copy of record k of the split's file (HELM's contrast
+    sets): an instance of the robustness perturbation `contrast_set`, linked to its original, with its own label."""
+    if len(contrast) != len(originals):
+        raise DataFormatError(
+            path, None, f"{len(contrast)} records, but the originals it edits have {len(originals)}: they must align"
+        )
+    return [
+        replace(
+            edited,
+            instance_id=f"{original.instance_id}~{CONTRAST_SET}",
+            perturbation=CONTRAST_SET,
+            original_id=original.instance_id,
+        )
+        for original, edited in zip(originals, contrast)
+        if original is not None and edited is not None
+    ]
 
 
 def _source(spec: ScenarioSpec, path: Path) -> SourceFile:

@@ -56,11 +56,16 @@ def _download(spec: ScenarioSpec, cache: Path) -> None:
             tmp_path = Path(tmp)
             target = tmp_path / "content"
             target.mkdir()
-            if "{subset}" in download.url or "{split}" in download.url:
-                # one upstream file per subset and split (BBQ, BOLD, HellaSwag): each goes where its pattern says
+            if any(f"{{{key}}}" in download.url for key in ("subset", "split", "file")):
+                # one upstream file per subset and split (BBQ, BOLD, HellaSwag, NQ-open): each goes where its
+                # pattern says ({file}: the file name the pattern gives)
                 for subset in spec.subsets:
                     for split, pattern in spec.splits.items():
-                        url = download.url.format(subset=subset, split={"test": "val"}.get(split, split))
+                        url = download.url.format(
+                            subset=subset,
+                            split={"test": "val"}.get(split, split),
+                            file=pattern.format(subset=subset).rsplit("/", 1)[-1],
+                        )
                         dest = target / download.archive_dir / pattern.format(subset=subset)
                         dest.parent.mkdir(parents=True, exist_ok=True)
                         _fetch(url, dest)

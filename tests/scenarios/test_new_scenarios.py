@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from holistic_dagster.catalog import InstanceSpec
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.scenarios.loaders import load_file_instances
@@ -177,20 +178,31 @@ def write_stories(root, n: int = 4) -> None:
         )
 
 
+def story_spec(catalog):
+    """CNN/DailyMail read from upstream's .story files, as the catalog entry says to configure it."""
+    return catalog.scenario("cnndm").model_copy(
+        update={
+            "format": "story",
+            "splits": {"test": "stories/*.story"},
+            "instance": InstanceSpec(id="id", input="{{ article }}", target="{{ highlights }}"),
+        }
+    )
+
+
 def test_cnndm_story_files(catalog, tmp_path):
     write_stories(tmp_path / "cnndm")
-    instances = load_file_instances(catalog.scenario("cnndm"), tmp_path / "cnndm")
+    instances = load_file_instances(story_spec(catalog), tmp_path / "cnndm")
     first = instances[0]
     assert first.instance_id == "0000abc" and first.record == "file"
     assert first.input == "The city council met on Monday.\n\nIt voted to build 2 new parks near the river."
     assert first.references[0].output == "Council votes for 2 parks\nParks to open next year"
     with pytest.raises(DataFormatError, match="no files match"):
-        load_file_instances(catalog.scenario("cnndm"), tmp_path / "elsewhere")
+        load_file_instances(story_spec(catalog), tmp_path / "elsewhere")
 
 
 def test_summarization_through_the_pipeline(tmp_path, monkeypatch, shared_data):
-    """CNN/DM-format files -> dataset -> prompts -> completions (the real transformers path) -> ROUGE-2, BLEU,
-    bias and toxicity, with the other families reported not applicable."""
+    """CNN/DailyMail (the real test.jsonl) -> dataset -> prompts -> completions (the real transformers path) ->
+    ROUGE-2, BLEU, the extractiveness statistics, bias and toxicity, with the other families not applicable."""
     from holistic_dagster.catalog import Catalog
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.completions import run_completions
@@ -201,8 +213,7 @@ def test_summarization_through_the_pipeline(tmp_path, monkeypatch, shared_data):
 
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
     write(tmp_path / "assets" / "suites" / "sum1.yaml", "version: sum1\nscenarios:\n  cnndm: {max_eval_instances: 3}\n")
-    write_stories(tmp_path / "data" / "cnndm")
-    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(shared_data))
     stage = StageContext(Warehouse(tmp_path / "wh.duckdb"), Catalog(tmp_path / "assets"))
     assert build_dataset(stage, "sum1", "cnndm")["num_test"] == 3
     build_prompts(stage, "sum1", "cnndm", "demo-gpt2-untrained")
@@ -211,10 +222,11 @@ def test_summarization_through_the_pipeline(tmp_path, monkeypatch, shared_data):
     board = stage.warehouse.df("SELECT family, metric, value, note, scorer FROM leaderboard WHERE version = 'sum1'")
     metrics = set(zip(board["family"], board["metric"]))
     assert {("accuracy", "rouge_2"), ("accuracy", "bleu"), ("toxicity", "toxic_fraction")} <= metrics
+    assert {("accuracy", f"summarization_{s}") for s in ("coverage", "density", "compression")} <= metrics
     assert ("bias", "demographic_representation_gender") in metrics
     missing = board[board["metric"] == ""].set_index("family")["note"].to_dict()
     assert set(missing) == {"calibration", "robustness", "fairness"}
     assert all(note.startswith("not applicable: ") for note in missing.values())
     assert set(board[board["family"] == "toxicity"]["scorer"]) == {"lexicon:v1"}
     scores = stage.warehouse.df("SELECT * FROM lineage WHERE version = 'sum1' AND metric = 'rouge_2'")
-    assert len(scores) == 3 and scores["source_uri"].str.endswith(".story").all()
+    assert len(scores) == 3 and scores["source_uri"].str.endswith("cnn_dailymail/test.jsonl").all()
