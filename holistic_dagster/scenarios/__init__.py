@@ -60,8 +60,8 @@ def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Ins
         chosen.extend(train)
         chosen.extend(test)
         chosen.extend(e for t in test for e in edited.get(t.instance_id, ()))
-    if pin.max_candidates is not None:
-        chosen = [top_candidates(i, pin.max_candidates) for i in chosen]
+    if pin.max_candidates is not None:  # evaluated queries only: examples may come from any candidate
+        chosen = [top_candidates(i, pin.max_candidates) if i.split == "test" else i for i in chosen]
     return chosen
 
 

@@ -33,6 +33,8 @@ def source_dir(spec: ScenarioSpec) -> Path:
     hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/`" + (
         f" (looked in {', '.join(looked)})" if looked else ""
     )
+    if spec.data_note:
+        hint += f". {spec.data_note}"
     if spec.source.download is None:
         raise DataUnavailableError(f"scenario {spec.name!r}: no local copy of its data; {hint}")
     if not settings.allow_download():
