@@ -25,6 +25,9 @@ from holistic_dagster.metrics import (
     extra_metric_names,
     scorers,
 )
+from holistic_dagster.metrics.language_modeling import FAMILIES as LM_FAMILIES
+from holistic_dagster.metrics.language_modeling import METHOD as LM_METHOD
+from holistic_dagster.metrics.language_modeling import METRIC_NAMES as LM_METRICS
 from holistic_dagster.redaction import register_secret_env
 
 CONTRAST_SET = "contrast_set"  # the robustness perturbation a scenario's `contrast` files give
@@ -35,6 +38,7 @@ ADAPTER_METHODS = (
     "multiple_choice_separate_original",
     "multiple_choice_separate_calibrated",
     "ranking_binary",
+    "language_modeling",  # the log-likelihood of the input text itself (metrics.language_modeling)
 )
 
 
@@ -146,8 +150,9 @@ class ScenarioSpec(_Strict):
     source: SourceSpec | None = None
     generator: GeneratorSpec | None = None
     # csv, jsonl; nested_json (see NestedJsonSpec); story: CNN/DailyMail .story files, text_files: one text per file
-    # (IMDB; for both the split pattern is a glob); trec_run (see TrecRunSpec); raft (CSV + RaftSpec)
-    format: Literal["csv", "jsonl", "nested_json", "story", "text_files", "trec_run", "raft"] | None = None
+    # (IMDB; for both the split pattern is a glob); trec_run (see TrecRunSpec); raft (CSV + RaftSpec); quac: QuAC's
+    # JSON of dialogues, one record per turn (see loaders.read_quac)
+    format: Literal["csv", "jsonl", "nested_json", "story", "text_files", "trec_run", "raft", "quac"] | None = None
     csv: CsvSpec = CsvSpec()
     nested_json: NestedJsonSpec | None = None
     trec_run: TrecRunSpec | None = None
@@ -388,8 +393,9 @@ class Catalog:
         return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
 
     def main_metrics(self, version: str) -> dict[str, str]:
-        """{scenario: its main accuracy metric} for the scenarios of a suite version."""
-        return {s: self.scenario(s).main_metric for s in self.suite(version).scenarios}
+        """{scenario: its main accuracy metric} for the scenarios of a suite version (as the suite pins them: a
+        language_modeling pin's is bits_per_byte)."""
+        return {s: self.resolved_scenario(version, s)[0].main_metric for s in self.suite(version).scenarios}
 
     def scenario(self, name: str) -> ScenarioSpec:
         path = self.root / "scenarios" / f"{name}.yaml"
@@ -473,7 +479,7 @@ class Catalog:
         """{family: perturbation names} for a scenario in a suite version: the families the scenario declares and
         the suite chooses perturbations for (a suite that chooses none leaves robustness and fairness out)."""
         suite = self.suite(version)
-        spec, pin = self.scenario(name), suite.scenarios[name]
+        spec, pin = self.resolved_scenario(version, name)  # its families as pinned (language_modeling: none)
         chosen = pin.perturbations or suite.perturbations
         out = {f: getattr(chosen, f) for f in PERTURBATION_FAMILIES if f in spec.families and getattr(chosen, f)}
         if spec.contrast and "robustness" in spec.families:  # the data's own contrast set
@@ -494,6 +500,12 @@ class Catalog:
         if pin.method is not None:
             adapter = adapter.model_copy(update={"method": pin.method})
         update: dict[str, Any] = {"adapter": adapter}
+        if adapter.method == LM_METHOD:
+            # the document's own log-likelihood: its metrics replace the listed (reference) ones, bits_per_byte
+            # first (the main metric); only accuracy and efficiency apply (as HELM's LanguageModelingMetric); the
+            # document is scored alone (no in-context examples)
+            adapter = adapter.model_copy(update={"max_train_instances": 0})
+            update.update(adapter=adapter, metrics=LM_METRICS, families=LM_FAMILIES, extra_metrics=())
         if pin.subsets is not None:
             unknown = set(pin.subsets) - set(spec.subsets)
             if unknown:

@@ -234,7 +234,7 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
     rates = warehouse.df("SELECT family, model, mean_win_rate FROM win_rates WHERE version = ?", [version])
     catalog = Catalog()
     # the short view: the cells that enter each family's win rate (metrics.is_headline)
-    main_metric = {s: _main_metric(catalog, s) for s in frame["scenario"].unique()}  # one catalog read each
+    main_metric = {s: _main_metric(catalog, s, version) for s in frame["scenario"].unique()}  # one read each
     for fam, part in frame.groupby("family", sort=True, observed=True):
         applies = part[part["metric"] != ""]
         if not full and len(applies):
@@ -278,9 +278,14 @@ def _default_version() -> str:
     return Catalog().newest_version()
 
 
-def _main_metric(catalog, scenario: str) -> str:
-    """The scenario's main accuracy metric ("" for one without, e.g. BOLD, or no longer in the catalog)."""
+def _main_metric(catalog, scenario: str, version: str) -> str:
+    """The scenario's main accuracy metric as the suite version pins it (a language_modeling pin's is
+    bits_per_byte); "" for one without (e.g. BOLD) or no longer in the catalog."""
     try:
+        return catalog.resolved_scenario(version, scenario)[0].main_metric
+    except HolisticError:
+        pass
+    try:  # no longer in the suite version: the scenario's own
         return catalog.scenario(scenario).main_metric
     except HolisticError:
         return ""

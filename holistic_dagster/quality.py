@@ -59,7 +59,11 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     ),
     "prompts": (
         CheckSpec("prompts_cover_instances", "Every evaluated instance has at least one prompt.", True),
-        CheckSpec("prompt_rows_unique", "(instance, request) pairs are unique; prompts are non-empty.", True),
+        CheckSpec(
+            "prompt_rows_unique",
+            "(instance, request) pairs are unique; prompts are non-empty (a language-modeling window: its text).",
+            True,
+        ),
     ),
     "completions": (
         CheckSpec("one_completion_per_request", "Exactly one completion for every distinct request.", True),
@@ -114,13 +118,15 @@ def check_stage(
     max_failure_rate, the scenario's rows per instance, the suite's scenarios)."""
     warehouse, catalog = stage.warehouse, stage.catalog
     if name == "dataset":
-        return check_dataset(warehouse, version, scenario)
+        # language modeling scores the input text itself: its instances need no references
+        lm = catalog.resolved_scenario(version, scenario)[0].adapter.method == "language_modeling"
+        return check_dataset(warehouse, version, scenario, needs_references=not lm)
     if name == "prompts":
         return check_prompts(warehouse, version, scenario, model)
     if name == "completions":
         return check_completions(warehouse, version, scenario, model, catalog.suite(version).max_failure_rate)
     if name == "scores":
-        spec = catalog.scenario(scenario)
+        spec, _ = catalog.resolved_scenario(version, scenario)  # as pinned: a language_modeling pin's metrics
         method = prompted_method(stage, version, scenario, model)
         per_instance = metrics_per_instance(spec.metrics, spec.families, method, spec.extra_metrics)
         return check_scores(warehouse, version, scenario, model, metrics_per_instance=per_instance)
@@ -178,7 +184,9 @@ def _outcome(
     return CheckOutcome(name, passed, spec.description, details)
 
 
-def check_dataset(warehouse: Warehouse, version: str, scenario: str) -> list[CheckOutcome]:
+def check_dataset(
+    warehouse: Warehouse, version: str, scenario: str, needs_references: bool = True
+) -> list[CheckOutcome]:
     import great_expectations as gx
 
     frame = warehouse.df(
@@ -211,7 +219,7 @@ def check_dataset(warehouse: Warehouse, version: str, scenario: str) -> list[Che
         _outcome(
             "dataset",
             "correct_reference_exists",
-            answerable if "accuracy" in applies else test.iloc[0:0],
+            answerable if "accuracy" in applies and needs_references else test.iloc[0:0],
             [gx.expectations.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)],
         ),
         _outcome(
@@ -241,8 +249,11 @@ def _applies(warehouse: Warehouse, version: str, scenario: str) -> set[str]:
 def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
     import great_expectations as gx
 
+    # a request asks about some text: its prompt, or (language modeling's first window, scored after the model's
+    # start token) its continuation alone
     frame = warehouse.df(
-        "SELECT instance_id, request_id, prompt FROM prompts WHERE model = ? AND version = ? AND scenario = ?",
+        "SELECT instance_id, request_id, prompt || continuation AS prompt FROM prompts "
+        "WHERE model = ? AND version = ? AND scenario = ?",
         [model, version, scenario],
     )
     test_ids = warehouse.df(
@@ -416,7 +427,9 @@ def _within_bounds(frame: pd.DataFrame) -> list[tuple[pd.DataFrame, list]]:
             frame[bounds == b],
             [
                 gx.expectations.ExpectColumnValuesToBeBetween(
-                    column="value", min_value=b[0], max_value=None if b[1] == float("inf") else b[1]
+                    column="value",
+                    min_value=None if b[0] == -float("inf") else b[0],
+                    max_value=None if b[1] == float("inf") else b[1],
                 )
             ],
         )

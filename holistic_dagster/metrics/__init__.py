@@ -154,6 +154,7 @@ def _load() -> None:
         bias,
         calibration,
         efficiency,
+        language_modeling,
         ranking,
         summarization,
         toxicity,
@@ -180,7 +181,9 @@ def get_reference_metric(name: str) -> ReferenceMetric:
 
 def accuracy_metric(name: str) -> Metric:
     """A metric a scenario may list as an accuracy metric: a reference metric, or a per-instance accuracy metric a
-    scorer computes (RR@10 of a ranking, bits per byte of a language model): the first listed is the headline."""
+    scorer computes (RR@10 of a ranking, a document's logprob): the first listed is the headline. (A suite pin
+    `method: language_modeling` sets its own list, headed by bits_per_byte, a ratio of sums: catalog.Catalog.
+    resolved_scenario.)"""
     _load()
     found = METRICS.get(name)
     if isinstance(found, ReferenceMetric) or (found and found.family == "accuracy" and found.mean_of_instances):

@@ -75,6 +75,10 @@ def predict(
     method: str, instance: Instance, requests: Sequence[Request], completions: Mapping[str, Completion]
 ) -> tuple[str, float, Request]:
     """(prediction text, the model's probability for it, the request that carries it)."""
+    if method == "language_modeling":  # no prediction: the document's probability, carried by its first window
+        windows = list(requests)
+        first = next((r for r in windows if not r.prompt), windows[0])  # the window scored after the start token
+        return "", math.exp(sum(completions[r.request_id].logprob for r in windows)), first
     if method == "ranking_binary":  # the top-ranked candidate (HELM's order: "Yes" by confidence, then the rest)
         from holistic_dagster.metrics.ranking import candidate_name, model_order
 

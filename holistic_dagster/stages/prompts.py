@@ -47,9 +47,19 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
 def adapter_for(client, scenario: str, adapter: AdapterSpec, fallback_method: str | None) -> AdapterSpec:
     """The adapter this model can serve: the scenario's, or the suite's fallback method when the model cannot
     give the prompt log-probabilities the scenario needs (recorded in prompts.adapter_method). Without a
-    fallback it fails before the first request, saying what to change."""
-    if not adapter.method.startswith("multiple_choice_separate") or client.supports_prompt_logprobs:
+    fallback it fails before the first request, saying what to change. language_modeling has no fallback: the
+    log-probability of the text is what it measures."""
+    needs_logprobs = adapter.method.startswith("multiple_choice_separate") or adapter.method == "language_modeling"
+    if not needs_logprobs or client.supports_prompt_logprobs:
         return adapter
+    if adapter.method == "language_modeling":
+        raise CapabilityError(
+            f"model {client.spec.name!r} ({client.spec.backend}) cannot return prompt log-probabilities, which "
+            f"scenario {scenario!r} needs for language_modeling (the log-likelihood of its texts; no other method "
+            f"measures it). Use a backend that can (transformers, tgi; an OpenAI-compatible server with echo + "
+            f"logprobs, marked `prompt_logprobs: true` in resources/models.yaml); a suite's fallback_method does "
+            f"not apply to it."
+        )
     if fallback_method:
         return adapter.model_copy(update={"method": fallback_method})
     raise CapabilityError(
