@@ -36,7 +36,7 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
     )["assetNodeOrError"]
     dims = {d["name"]: set(d["partitionKeys"]) for d in node["partitionKeysByDimension"]}
     registered = {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
-    assert dims == {"model": registered, "version": {"v1", "v2", "v3"}}
+    assert dims == {"model": registered, "version": {"v1", "v2", "v3", "v4"}}
     checks = {c["name"]: c["blocking"] for c in node["assetChecksOrError"]["checks"]}
     assert checks == {"one_completion_per_request": True, "completions_valid": True}
 

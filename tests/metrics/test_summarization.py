@@ -165,17 +165,15 @@ def _summaries():
     return instances, requests, completions
 
 
-def test_the_scorer_writes_three_rows_per_prediction():
+def _score(method: str, extra_metrics=("summarization",)):
     instances, requests, completions = _summaries()
-    rows, aggregates = score_instances(
-        "generation",
-        ["rouge_2"],
-        instances,
-        requests,
-        completions,
-        families=("accuracy",),
-        extra_metrics=("summarization",),
+    return instances, *score_instances(
+        method, ["rouge_2"], instances, requests, completions, families=("accuracy",), extra_metrics=extra_metrics
     )
+
+
+def test_the_scorer_writes_three_rows_per_prediction():
+    instances, rows, aggregates = _score("generation")
     ours = [r for r in rows if r.metric in SUMMARIZATION]
     assert len(ours) == 3 * len(instances)
     assert len(rows) == 4 * len(instances)  # and each instance's rouge_2
@@ -196,16 +194,7 @@ def test_the_scorer_writes_three_rows_per_prediction():
 
 
 def test_the_scorer_is_opt_in_and_for_generation_only():
-    instances, requests, completions = _summaries()
-    rows, _ = score_instances("generation", ["rouge_2"], instances, requests, completions, families=("accuracy",))
+    _, rows, _ = _score("generation", extra_metrics=())
     assert {r.metric for r in rows} == {"rouge_2"}
-    rows, _ = score_instances(
-        "multiple_choice_joint",
-        ["rouge_2"],
-        instances,
-        requests,
-        completions,
-        families=("accuracy",),
-        extra_metrics=("summarization",),
-    )
+    _, rows, _ = _score("multiple_choice_joint")
     assert {r.metric for r in rows} == {"rouge_2"}
