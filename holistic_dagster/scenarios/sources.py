@@ -62,7 +62,8 @@ def _download(spec: ScenarioSpec, cache: Path) -> None:
                 # one upstream file per subset and split (BBQ, BOLD, HellaSwag, NQ-open): each goes where its
                 # pattern says ({file}: the file name the pattern gives)
                 for subset in spec.subsets:
-                    for split, pattern in spec.splits.items():
+                    # the splits' files, and the contrast sets aligned with them
+                    for split, pattern in [*spec.splits.items(), *spec.contrast.items()]:
                         url = download.url.format(
                             subset=subset,
                             split={"test": "val"}.get(split, split),

@@ -20,7 +20,8 @@ from tests.helpers import edit_file
 
 @pytest.fixture
 def upstream(tmp_path, shared_data):
-    """Serves an MMLU-shaped archive (data/dev, data/test) built from the real files, counting requests."""
+    """Serves an MMLU-shaped archive (data/dev, data/test) built from the real files, and the IMDB contrast sets
+    as single files (contrast/), counting requests."""
     served = tmp_path / "served"
     served.mkdir()
     buffer = io.BytesIO()
@@ -28,6 +29,7 @@ def upstream(tmp_path, shared_data):
         for split in ("dev", "test"):
             tar.add(shared_data / "mmlu" / split / f"anatomy_{split}.csv", arcname=f"data/{split}/anatomy_{split}.csv")
     (served / "data.tar").write_bytes(buffer.getvalue())
+    shutil.copytree(shared_data / "imdb" / "contrast_sets", served / "contrast")
     hits = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -89,3 +91,19 @@ def test_a_failed_download_says_what_failed_and_what_to_set(scratch_catalog, ups
     ):
         load_instances(broken)
     assert not (tmp_path / "home" / "downloads" / "mmlu").exists()
+
+
+def test_one_file_per_split_and_the_contrast_set_aligned_with_it_are_downloaded(tmp_path, upstream, monkeypatch):
+    url, hits = upstream
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    edit_file(
+        tmp_path / "assets" / "scenarios" / "imdb_contrast_sets.yaml",
+        "https://raw.githubusercontent.com/allenai/contrast-sets/main/IMDb/data/{file}",
+        url + "/contrast/{file}",
+    )
+    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
+    monkeypatch.delenv("HOLISTIC_OFFLINE")
+    instances = load_instances(Catalog(tmp_path / "assets").scenario("imdb_contrast_sets"))
+    assert sorted(hits) == ["/contrast/dev_original.tsv", "/contrast/test_contrast.tsv", "/contrast/test_original.tsv"]
+    assert sum(i.perturbation == "contrast_set" for i in instances) == 488
