@@ -169,6 +169,7 @@ def test_language_modeling_needs_prompt_logprobs_and_has_no_fallback():
     assert adapter_for(client, "xsum", LM, None) is LM
 
 
+@pytest.mark.slow  # the real transformers path end to end
 def test_xsum_as_a_corpus_through_the_pipeline(lm_catalog, tmp_path, monkeypatch, shared_data):
     """XSum articles (the real test.jsonl) scored by the untrained demo model through the real transformers
     path, its context cut to 128 tokens so that each article takes several windows: bits per byte on the
