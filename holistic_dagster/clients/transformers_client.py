@@ -13,7 +13,7 @@ import copy
 import platform
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -229,12 +229,11 @@ class TransformersClient:
                 continue
             members.sort(key=lambda i: -len(encoded[i][0]))  # similar lengths in a batch: little padding
             cache, prefix_s = self._prefix_cache(encoded[members[0]][0][:prefix_len], len(members))
-            for start in range(0, len(members), self.spec.batch_size):
-                chunk = members[start : start + self.spec.batch_size]
+            for chunk in padded_batches(members, lambda i: len(encoded[i][0]) - prefix_len, self.spec.batch_size):
                 yield self._greedy_batch(chunk, group, encoded, max_tokens, stop, cache, prefix_len, prefix_s)
         alone.sort(key=lambda i: -len(encoded[i][0]))
-        for start in range(0, len(alone), self.spec.batch_size):
-            yield self._greedy_batch(alone[start : start + self.spec.batch_size], group, encoded, max_tokens, stop)
+        for chunk in padded_batches(alone, lambda i: len(encoded[i][0]), self.spec.batch_size):
+            yield self._greedy_batch(chunk, group, encoded, max_tokens, stop)
 
     def _greedy_batch(
         self, idx: list[int], group, encoded, max_tokens: int, stop, prefix_cache=None, prefix_len: int = 0,
@@ -310,8 +309,8 @@ class TransformersClient:
         alone = [i for g in groups.values() if not (share_context and len(g) > 1) for i in g]
         results: dict[int, Completion] = {}
         alone.sort(key=lambda i: -len(encoded[i][0]))
-        for start in range(0, len(alone), self.spec.batch_size):
-            finished = self._score_batch(alone[start : start + self.spec.batch_size], encoded, requests)
+        for chunk in padded_batches(alone, lambda i: len(encoded[i][0]), self.spec.batch_size):
+            finished = self._score_batch(chunk, encoded, requests)
             results.update(finished)
             if on_done:
                 on_done(list(finished.values()))
@@ -444,6 +443,21 @@ def _repeated(cache, n: int):
 
 
 MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it saves
+
+
+# a batch's rows x its longest row's tokens: long prompts (a review, an article) run in smaller batches, so a
+# batch of short prompts is not padded to one long one and memory stays bounded
+PADDED_TOKENS_PER_BATCH = 4096
+
+
+def padded_batches(order: list[int], length: Callable[[int], int], batch_size: int) -> Iterator[list[int]]:
+    """Consecutive chunks of `order` (longest first) of at most `batch_size` rows whose padded size (rows x the
+    chunk's first, longest, row) stays within PADDED_TOKENS_PER_BATCH; a row longer than that runs alone."""
+    start = 0
+    while start < len(order):
+        rows = max(1, min(batch_size, PADDED_TOKENS_PER_BATCH // max(length(order[start]), 1)))
+        yield order[start : start + rows]
+        start += rows
 
 
 def _clusters_by_prefix(groups: list[list[int]], encoded, min_members: int = 2) -> list[tuple[list[list[int]], int]]:

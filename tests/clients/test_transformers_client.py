@@ -206,3 +206,18 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
             top_lps, top_ids = lp.topk(5)
             assert list(completion.top_logprobs[0]) == [tuned_client.tokenizer.decode([t]) for t in top_ids.tolist()]
             assert list(completion.top_logprobs[0].values()) == pytest.approx(top_lps.tolist(), abs=1e-4)
+
+
+def test_long_prompts_run_in_smaller_batches():
+    """Rows x the longest row's tokens stay within PADDED_TOKENS_PER_BATCH (4096): 16 prompts of 3000, 1500,
+    ... tokens are not padded to the longest together; short ones still fill batch_size."""
+    from holistic_dagster.clients.transformers_client import PADDED_TOKENS_PER_BATCH, padded_batches
+
+    assert PADDED_TOKENS_PER_BATCH == 4096
+    lengths = [5000, 3000, 1500, 1400, 1000, 1000, 900, 100, 100, 100, 100, 100, 100, 50]
+    order = list(range(len(lengths)))
+    batches = list(padded_batches(order, lambda i: lengths[i], 4))
+    # 5000 alone (over the budget), 3000 alone (4096 // 3000 = 1), 1500 with 1400 (4096 // 1500 = 2),
+    # 1000 x 4 rows fits (4096 // 1000 = 4): 1000, 1000, 900, 100; then batch_size caps the short ones
+    assert batches == [[0], [1], [2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13]]
+    assert [i for b in batches for i in b] == order
