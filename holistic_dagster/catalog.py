@@ -395,7 +395,8 @@ class Catalog:
     def main_metrics(self, version: str) -> dict[str, str]:
         """{scenario: its main accuracy metric} for the scenarios of a suite version (as the suite pins them: a
         language_modeling pin's is bits_per_byte)."""
-        return {s: self.resolved_scenario(version, s)[0].main_metric for s in self.suite(version).scenarios}
+        suite = self.suite(version)  # validated once, not once per scenario
+        return {s: self._resolve(suite, s)[0].main_metric for s in suite.scenarios}
 
     def scenario(self, name: str) -> ScenarioSpec:
         path = self.root / "scenarios" / f"{name}.yaml"
@@ -479,7 +480,7 @@ class Catalog:
         """{family: perturbation names} for a scenario in a suite version: the families the scenario declares and
         the suite chooses perturbations for (a suite that chooses none leaves robustness and fairness out)."""
         suite = self.suite(version)
-        spec, pin = self.resolved_scenario(version, name)  # its families as pinned (language_modeling: none)
+        spec, pin = self._resolve(suite, name)  # its families as pinned (language_modeling: none)
         chosen = pin.perturbations or suite.perturbations
         out = {f: getattr(chosen, f) for f in PERTURBATION_FAMILIES if f in spec.families and getattr(chosen, f)}
         if spec.contrast and "robustness" in spec.families:  # the data's own contrast set
@@ -488,7 +489,10 @@ class Catalog:
 
     def resolved_scenario(self, version: str, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
         """The scenario as the suite version pins it (sample size, seed, adapter overrides)."""
-        suite = self.suite(version)
+        return self._resolve(self.suite(version), name)
+
+    def _resolve(self, suite: SuiteSpec, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
+        version = suite.version
         if name not in suite.scenarios:
             raise CatalogError(
                 f"scenario {name!r} is not part of suite {version!r} (it has: {', '.join(suite.scenarios)})"

@@ -118,9 +118,8 @@ def check_stage(
     max_failure_rate, the scenario's rows per instance, the suite's scenarios)."""
     warehouse, catalog = stage.warehouse, stage.catalog
     if name == "dataset":
-        # language modeling scores the input text itself: its instances need no references
-        lm = catalog.resolved_scenario(version, scenario)[0].adapter.method == "language_modeling"
-        return check_dataset(warehouse, version, scenario, needs_references=not lm)
+        method = catalog.resolved_scenario(version, scenario)[0].adapter.method
+        return check_dataset(warehouse, version, scenario, needs_references=method not in WITHOUT_REFERENCES)
     if name == "prompts":
         return check_prompts(warehouse, version, scenario, model)
     if name == "completions":
@@ -184,20 +183,23 @@ def _outcome(
     return CheckOutcome(name, passed, spec.description, details)
 
 
+# methods whose evaluated instances may have no correct reference: language modeling scores the text itself; a
+# ranking query's candidates may hold no relevant passage (BM25 missed them all: its RR and NDCG are 0)
+WITHOUT_REFERENCES = ("language_modeling", "ranking_binary")
+
+
 def check_dataset(
     warehouse: Warehouse, version: str, scenario: str, needs_references: bool = True
 ) -> list[CheckOutcome]:
     import great_expectations as gx
 
     frame = warehouse.df(
-        "SELECT instance_id, split, num_correct_references, perturbation, original_instance_id, input, "
-        "json_exists(metadata, '$.relevance') AS is_ranking FROM instances WHERE version = ? AND scenario = ?",
+        "SELECT instance_id, split, num_correct_references, perturbation, original_instance_id, input "
+        "FROM instances WHERE version = ? AND scenario = ?",
         [version, scenario],
     )
     applies = _applies(warehouse, version, scenario)
     test = frame[frame["split"] == "test"]
-    # a ranking query's candidates may hold no relevant passage (BM25 missed them all): its RR and NDCG are 0
-    answerable = test[~test["is_ranking"].astype(bool)]
     originals = test[test["perturbation"] == ""]
     perturbed = test[test["perturbation"] != ""].merge(
         originals[["instance_id", "input"]].rename(columns={"instance_id": "original_instance_id", "input": "orig"}),
@@ -219,7 +221,7 @@ def check_dataset(
         _outcome(
             "dataset",
             "correct_reference_exists",
-            answerable if "accuracy" in applies and needs_references else test.iloc[0:0],
+            test if "accuracy" in applies and needs_references else test.iloc[0:0],
             [gx.expectations.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)],
         ),
         _outcome(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import json
 import random
 from collections.abc import Iterator
@@ -135,18 +136,19 @@ def read_stories(paths: list[Path]) -> Iterator[tuple[Path, str, dict[str, Any]]
         )
 
 
-def read_text_files(root: Path, pattern: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """One text per file (IMDB's aclImdb/<split>/<pos|neg>/<id>_<rating>.txt), files matching a glob in path
-    order: records {text, dir (the parent folder's name), name (the file name without suffix), file (the path
-    relative to the data folder)}, yielded as (that relative path, record)."""
-    paths = sorted(root.glob(pattern))
+def read_text_files(root: Path, paths: list[Path]) -> Iterator[tuple[str, dict[str, Any], str, int]]:
+    """One text per file (IMDB's aclImdb/<split>/<pos|neg>/<id>_<rating>.txt), in the order given: records {text,
+    dir (the parent folder's name), name (the file name without suffix), file (the path relative to the data
+    folder)}, yielded as (that relative path, record, the file's sha256, its size), each file read once."""
     for path in paths:
+        raw = path.read_bytes()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise not_utf8(path) from None
         relative = path.relative_to(root).as_posix()
-        yield relative, {"text": text, "dir": path.parent.name, "name": path.stem, "file": relative}
+        record = {"text": text, "dir": path.parent.name, "name": path.stem, "file": relative}
+        yield relative, record, hashlib.sha256(raw).hexdigest(), len(raw)
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
@@ -442,16 +444,17 @@ def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset
                 )
                 for path, where, record in read_stories(paths)
             ]
+        files = list(read_text_files(root, paths))
         # one source for the folder: its files' checksums, hashed together
         source = SourceFile(
             uri=str(root / pattern),
-            sha256=sha256_json([(p.relative_to(root).as_posix(), sha256_file(p)) for p in paths]),
+            sha256=sha256_json([(where, digest) for where, _, digest, _ in files]),
             revision=spec.source.revision,
-            num_bytes=sum(p.stat().st_size for p in paths),
+            num_bytes=sum(size for *_, size in files),
         )
         return [
             record_to_instance(spec, record, path=root / where, where=where, split=split, subset=subset, source=source)
-            for where, record in read_text_files(root, pattern)
+            for where, record, _, _ in files
         ]
     path = root / pattern
     if not path.exists():
