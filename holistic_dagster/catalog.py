@@ -395,8 +395,12 @@ class Catalog:
     def main_metrics(self, version: str) -> dict[str, str]:
         """{scenario: its main accuracy metric} for the scenarios of a suite version (as the suite pins them: a
         language_modeling pin's is bits_per_byte)."""
+        return {name: spec.main_metric for name, spec in self.resolved_scenarios(version).items()}
+
+    def resolved_scenarios(self, version: str) -> dict[str, ScenarioSpec]:
+        """{scenario: its spec as the suite version pins it} for every scenario of the version."""
         suite = self.suite(version)  # validated once, not once per scenario
-        return {s: self._resolve(suite, s)[0].main_metric for s in suite.scenarios}
+        return {s: self._resolve(suite, s)[0] for s in suite.scenarios}
 
     def scenario(self, name: str) -> ScenarioSpec:
         path = self.root / "scenarios" / f"{name}.yaml"

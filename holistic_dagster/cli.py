@@ -437,8 +437,12 @@ def trace(
 def report(
     version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
     db: DbOption = None,
+    predictions: Annotated[
+        Optional[int], typer.Option(min=1, help="instances per scenario on the predictions pages (default 20)")
+    ] = None,
 ) -> None:
-    """Write the HTML report of a suite version (statistics and regressions are refreshed first)."""
+    """Write the HTML report of a suite version (statistics and regressions are refreshed first): a folder
+    whose index.html is the leaderboard per family, with a page per scenario and its predictions."""
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.summaries import find_regressions, summarize, write_report
     from holistic_dagster.warehouse import Warehouse
@@ -448,10 +452,13 @@ def report(
         stage = StageContext(Warehouse(_warehouse_path(db)))
         summarize(stage, version)
         find_regressions(stage, version)
-        written = write_report(stage, version)
+        written = write_report(stage, version, predictions)
     except HolisticError as e:
         _fail(str(e))
-    console.print(f"Report for suite {version}: [cyan]{written['path']}[/] ({written['num_bytes'] // 1024} KiB)")
+    console.print(
+        f"Report for suite {version}: [cyan]{written['path']}[/] ({written['num_files']} pages, "
+        f"{written['num_bytes'] / 2**20:.1f} MiB; open it in a browser, no server needed)"
+    )
 
 
 @app.command()

@@ -1,5 +1,6 @@
-"""Helpers the tests share: a free loopback port, waiting for a condition with a deadline, and fixture edits
-that fail loudly when the text they edit is not there (a silent no-op would test the unedited fixture)."""
+"""Helpers the tests share: a free loopback port, waiting for a condition with a deadline, fixture edits that
+fail loudly when the text they edit is not there (a silent no-op would test the unedited fixture), and the
+system Chromium driven headless by Playwright."""
 
 from __future__ import annotations
 
@@ -123,3 +124,26 @@ def fill_up(folder: Path, leave_bytes: int) -> None:
 
     free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
     (folder / "filler").write_bytes(b"\0" * max(0, free - leave_bytes))
+
+
+CHROMIUM = "/usr/bin/chromium"
+# Chromium's background services try the network, which these machines close: keep them off
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@contextmanager
+def chromium_page(width: int = 1600, height: int = 1000) -> Iterator:
+    """A page of Debian's Chromium, headless (Playwright's API; no browser download). Fails saying how to get
+    Chromium when it is missing."""
+    import pytest
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: scripts/test installs Debian's chromium package (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()

@@ -215,7 +215,7 @@ def test_a_key_echoed_by_a_failing_server_reaches_no_table_log_report_or_output(
         resource = HolisticResource(warehouse_path=str(db), catalog_dir=str(catalog.root), models_file=str(models))
         evaluate_suite(build_definitions(catalog, resource), instance, "k1", ["leaky"], catalog=catalog)
     assert {auth for auth, _ in server.hits_by_key} == {f"Bearer {PLANTED}"}  # the key was sent, and echoed
-    report = db.parent / "reports" / "k1.html"
+    report = db.parent / "reports" / "k1" / "index.html"
     assert report.exists()
     cli = CliRunner()
     printed = [

@@ -27,7 +27,8 @@ from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.redaction import errors_redacted
-from holistic_dagster.report.markdown import comparison_table, family_table
+from holistic_dagster.report.markdown import comparison_table, headline_markdown
+from holistic_dagster.report.tables import headline_tables
 from holistic_dagster.stages import summaries
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.stages.dataset import build_dataset
@@ -185,9 +186,10 @@ def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
             "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0,
         }
         summary = summaries.summarize(stage, version)
-        for family, part in frame.groupby("family", observed=True):
-            rates = summary["win_rates"][summary["win_rates"]["family"] == family]
-            metadata[str(family)] = MetadataValue.md(family_table(part, rates))
+        applicability = stage.warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])
+        main = stage.catalog.main_metrics(version)
+        for table in headline_tables(summary["cells"], summary["win_rates"], applicability, main):
+            metadata[table.family] = MetadataValue.md(headline_markdown(table))
         yield MaterializeResult(metadata=metadata)
         yield from _results(quality.check_stage("leaderboard", stage, version), "leaderboard")
 
@@ -234,9 +236,10 @@ def report_asset() -> AssetsDefinition:
         deps=[AssetKey(["leaderboard"]), AssetKey(["regressions"])],
     )
     def report(context: AssetExecutionContext, holistic: HolisticResource):
-        """A static HTML report of the suite version (opens offline): leaderboard tables per family with n and
-        95% CIs and mean win rates, reliability diagrams, accuracy under perturbation, efficiency vs accuracy,
-        and the regressions found."""
+        """The static HTML report of the suite version, a folder that opens offline: per family a models x
+        scenarios table of headline metrics with 95% CIs and mean win rates; per scenario every metric, the
+        accuracy under perturbation chart and the reliability diagram; per scenario a sample of predictions
+        (exact prompt, completion, scores, top log-probabilities), two models side by side."""
         stage = holistic.stage(context.run.run_id)
         written = summaries.write_report(stage, context.partition_key)
         return MaterializeResult(
@@ -244,7 +247,10 @@ def report_asset() -> AssetsDefinition:
                 "path": MetadataValue.path(written["path"]),
                 "url": MetadataValue.url(Path(written["path"]).resolve().as_uri()),
                 "num_models": written["num_models"],
+                "num_scenarios": written["num_scenarios"],
+                "num_pages": written["num_files"],
                 "num_bytes": written["num_bytes"],
+                "predictions_per_scenario": MetadataValue.json(written["num_predictions"]),
             }
         )
 

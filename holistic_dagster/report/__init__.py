@@ -1,172 +1,184 @@
-"""The static HTML report of a suite version: per family, the mean win rates and the leaderboard with n and
-95% CIs; a reliability diagram per model; accuracy under each perturbation; efficiency against accuracy;
-the regressions found. Plots are matplotlib figures embedded as PNG, so the one file opens offline."""
+"""The static HTML report of a suite version: a folder of pages that opens offline, in three levels.
+
+- index.html, the first screen: per family, models x scenarios, each cell the scenario's headline metric for
+  that family with its 95% CI, the mean win rate first (HELM's leaderboard); the regressions found; efficiency
+  against accuracy.
+- scenarios/<scenario>.html: every metric of every family under every perturbation, the accuracy under
+  perturbation chart, the reliability diagram, and a link to the predictions.
+- predictions/<scenario>.html: a seeded sample of instances (the same for every model) with the exact prompt,
+  the completion, the references, each per-instance score, the perturbed copies beside their original, and the
+  top alternative tokens; two models side by side, filterable.
+
+Dataset text and model output are hostile input: every value goes through Jinja2's autoescaping, and the pages'
+script reads and writes text only (no innerHTML). The folder is replaced as a whole.
+"""
 
 from __future__ import annotations
 
-import base64
-import io
+import shutil
 from datetime import datetime, timezone
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import jinja2
-import pandas as pd
+from markupsafe import Markup, escape
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES, REFERENCE_FAMILIES
-from holistic_dagster.metrics.calibration import equal_mass_bins
-from holistic_dagster.stages.summaries import calibration_pairs, original_scores
+from holistic_dagster.report import plots
+from holistic_dagster.report.predictions import load_items, sample_instances, visible
+from holistic_dagster.report.tables import headline_tables, number, scenario_table
+from holistic_dagster.stages.summaries import original_scores
 from holistic_dagster.warehouse import Warehouse
 
-
-def _png(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+PREDICTIONS_PER_SCENARIO = 20  # original instances per scenario on a predictions page (with their perturbed copies)
+PREDICTIONS_SEED = 0
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render to files only
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def reliability_diagrams(warehouse: Warehouse, version: str, num_bins: int = 10) -> dict[str, str]:
-    """Per model: accuracy against confidence in equal-mass bins, pooled over the calibration scenarios
-    (correct = the instance's exact_match, as calibration uses)."""
-    rows = original_scores(warehouse, version)
-    pairs = [
-        calibration_pairs(rows, model, scenario).assign(model=model)
-        for model, scenario in rows[["model", "scenario"]].drop_duplicates().itertuples(index=False)
-    ]
-    frame = pd.concat(pairs, ignore_index=True).rename(columns={"p": "prob", "c": "correct"}) if pairs else None
-    if frame is None or frame.empty:
-        return {}
-    plt = _pyplot()
-    out = {}
-    for model, part in frame.groupby("model"):
-        fig, ax = plt.subplots(figsize=(4.2, 4.2))
-        ax.plot([0, 1], [0, 1], color="#999", linestyle="--", linewidth=1, label="perfect calibration")
-        bins = equal_mass_bins(part["prob"].to_numpy(), part["correct"].to_numpy(), num_bins)
-        conf, acc, _ = zip(*bins)
-        ax.plot(conf, acc, marker="o", color="#1f77b4", label=f"{len(part)} instances, {len(bins)} bins")
-        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (max_prob)", ylabel="accuracy", title=model)
-        ax.legend(loc="upper left", fontsize=8)
-        out[model] = _png(fig)
-    return out
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(files("holistic_dagster.report"))),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["number"] = number
+    env.filters["breakable"] = breakable
+    env.filters["visible"] = visible
+    return env
 
 
-def perturbation_bars(cells: pd.DataFrame, main_metric: dict[str, str]) -> dict[str, str]:
-    """Per scenario with robustness or fairness: the main metric unperturbed, under each perturbation and in
-    the worst case, one bar group per model."""
-    plt = _pyplot()
-    out = {}
-    relevant = cells[cells["family"].isin(REFERENCE_FAMILIES)]
-    for scenario, part in relevant.groupby("scenario"):
-        part = part[part["metric"] == main_metric.get(scenario)]
-        if not part["family"].isin(PERTURBATION_FAMILIES).any():
-            continue
-        part = part.assign(
-            label=part.apply(
-                lambda r: "original" if r.family == "accuracy" else f"{r.perturbation} ({r.family[:3]})", axis=1
-            )
-        )
-        table = part.pivot_table(index="label", columns="model", values="value", aggfunc="first")
-        order = ["original"] + sorted(i for i in table.index if i != "original")
-        table = table.loc[order]
-        fig, ax = plt.subplots(figsize=(8, 3.2))
-        table.plot.bar(ax=ax, width=0.8)
-        ax.set(ylabel=main_metric[scenario], xlabel="", title=f"{scenario}: accuracy under perturbation", ylim=(0, 1))
-        ax.legend(fontsize=8)
-        plt.setp(ax.get_xticklabels(), rotation=35, ha="right", fontsize=8)
-        out[scenario] = _png(fig)
-    return out
+def breakable(name: str) -> Markup:
+    """A snake_case name that may wrap after its underscores (narrow table headers), escaped."""
+    return Markup(str(escape(name)).replace("_", "_<wbr>"))
 
 
-def efficiency_scatter(cells: pd.DataFrame, main_metric: dict[str, str]) -> str | None:
-    """Mean runtime per instance against the main accuracy metric, a point per model and scenario."""
-    acc = cells[(cells["family"] == "accuracy") & (cells["perturbation"] == "")]
-    acc = acc[acc.apply(lambda r: r.metric == main_metric.get(r.scenario), axis=1)]
-    runtime = cells[(cells["family"] == "efficiency") & (cells["metric"] == "runtime_s")]
-    points = acc.merge(runtime, on=["model", "scenario"], suffixes=("_acc", "_rt"))
-    if points.empty:
-        return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for model, part in points.groupby("model"):
-        ax.scatter(part["value_rt"], part["value_acc"], label=model, s=40)
-        for r in part.itertuples():
-            ax.annotate(r.scenario, (r.value_rt, r.value_acc), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set(xlabel="runtime per instance (s)", ylabel="main accuracy metric", title="efficiency vs accuracy")
-    ax.legend(fontsize=8)
-    return _png(fig)
-
-
-def _cell(r) -> str:
-    if pd.isna(r.value):
-        return "undefined"
-    ci = "" if pd.isna(r.ci_low) else f" [{r.ci_low:.3f}, {r.ci_high:.3f}]"
-    return f"{r.value:.3f}{ci} n={r.n}"
-
-
-def build_report(warehouse: Warehouse, version: str, main_metric: dict[str, str], path: Path) -> dict[str, object]:
-    """Writes the report to `path` (atomically) and returns what it holds."""
+def build_report(
+    warehouse: Warehouse,
+    version: str,
+    main_metric: dict[str, str],
+    folder: Path,
+    about: dict[str, dict[str, str]] | None = None,
+    predictions_per_scenario: int = PREDICTIONS_PER_SCENARIO,
+) -> dict[str, Any]:
+    """Writes the report's folder (replacing the previous one as a whole) and returns what it holds.
+    about: per scenario, what the page says of it (description, adapter method)."""
     cells = warehouse.df("SELECT * FROM leaderboard_stats WHERE version = ?", [version])
     if cells.empty:
         raise HolisticError(f"no leaderboard statistics for suite version {version!r}: materialize [leaderboard] first")
+    keys = ["model", "scenario", "family", "metric", "perturbation"]
+    notes = warehouse.df(f"SELECT {', '.join(keys)}, note FROM scenario_metrics WHERE version = ?", [version])
+    cells = cells.merge(notes, on=keys, how="left")  # why an undefined value is undefined
     rates = warehouse.df("SELECT * FROM win_rates WHERE version = ?", [version])
     comparisons = warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
-    applicability = warehouse.df("SELECT * FROM applicability WHERE version = ? AND NOT applies", [version])
+    applicability = warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])
+    rows = original_scores(warehouse, version)
     models = sorted(cells["model"].unique())
-    families = []
-    for family in FAMILIES:
-        part = cells[cells["family"] == family]
-        if part.empty:
-            continue
-        part = part.assign(
-            row=part["scenario"] + " · " + part["metric"] + part["perturbation"].map(lambda p: f" [{p}]" if p else ""),
-            cell=part.apply(_cell, axis=1),
-        )
-        table = part.pivot_table(index="row", columns="model", values="cell", aggfunc="first").reindex(columns=models)
-        win = rates[rates["family"] == family].set_index("model").reindex(models)
-        na = applicability[applicability["family"] == family]
-        families.append(
-            {
-                "name": family,
-                "win_rates": [(m, win.loc[m, "mean_win_rate"], win.loc[m, "num_columns"]) for m in models],
-                "rows": [
-                    (row, [table.loc[row, m] if isinstance(table.loc[row, m], str) else "-" for m in models])
-                    for row in table.index
-                ],  # fmt: skip
-                "not_applicable": [(r.scenario, r.detail) for r in na.itertuples()],
-            }
-        )
+    scenarios = sorted(cells["scenario"].unique())
+    about = about or {}
+    env = _environment()
+    common = {
+        "version": version,
+        "models": models,
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "seed": int(cells["bootstrap_seed"].iat[0]),
+        "samples": int(cells["bootstrap_samples"].iat[0]),
+    }
+    pages: dict[str, str] = {}
+    tables = headline_tables(cells, rates, applicability, main_metric)
     worse = comparisons[comparisons["verdict"] == "worse"] if len(comparisons) else comparisons
-    template = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(
-        files("holistic_dagster.report").joinpath("report.html.j2").read_text(encoding="utf-8")
-    )
-    html = template.render(
-        version=version,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        models=models,
-        families=families,
-        reliability=reliability_diagrams(warehouse, version),
-        perturbations=perturbation_bars(cells, main_metric),
-        scatter=efficiency_scatter(cells, main_metric),
+    pages["index.html"] = env.get_template("index.html.j2").render(
+        **common,
+        root="",
+        tables=tables,
+        scenarios=[(s, about.get(s, {}).get("description", ""), main_metric.get(s, "")) for s in scenarios],
         comparisons=comparisons.to_dict("records"),
         worse=worse.to_dict("records"),
-        seed=int(cells["bootstrap_seed"].iat[0]),
-        samples=int(cells["bootstrap_samples"].iat[0]),
+        scatter=plots.efficiency_scatter(cells, main_metric),
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return {"path": str(path), "num_models": len(models), "num_families": len(families), "num_bytes": len(html)}
+    num_predictions = {}
+    for scenario in scenarios:
+        main = main_metric.get(scenario, "")
+        chart, chart_note = plots.perturbation_chart(cells, scenario, main)
+        reliability, reliability_note = plots.reliability_diagram(rows, scenario)
+        na = applicability[(applicability["scenario"] == scenario) & ~applicability["applies"].astype(bool)]
+        if "calibration" in set(na["family"]):
+            reliability_note = "calibration does not apply: " + na.loc[na["family"] == "calibration", "detail"].iat[0]
+        sample = sample_instances(warehouse, version, scenario, predictions_per_scenario, PREDICTIONS_SEED)
+        items = load_items(warehouse, version, scenario, sample, main)
+        num_predictions[scenario] = len(items)
+        info = {
+            "scenario": scenario,
+            "main_metric": main,
+            "num_evaluated": _num_evaluated(warehouse, version, scenario),
+            "description": "",
+            "method": "",
+            **about.get(scenario, {}),
+        }
+        pages[f"scenarios/{scenario}.html"] = env.get_template("scenario.html.j2").render(
+            **common,
+            **info,
+            root="../",
+            table=scenario_table(cells, scenario, models),
+            not_applicable=[(r.family, r.detail) for r in na.itertuples()],
+            chart=chart,
+            chart_note=chart_note,
+            reliability=reliability,
+            reliability_note=reliability_note,
+            num_sampled=len(items),
+        )
+        pages[f"predictions/{scenario}.html"] = env.get_template("predictions.html.j2").render(
+            **common,
+            **info,
+            root="../",
+            items=items,
+            perturbations=sorted({v.perturbation for i in items for v in i.variants if v.perturbation}),
+        )
+    num_bytes = _write_folder(folder, pages)
+    return {
+        "path": str(folder / "index.html"),
+        "folder": str(folder),
+        "num_models": len(models),
+        "num_families": len(tables),
+        "num_scenarios": len(scenarios),
+        "num_files": len(pages),
+        "num_bytes": num_bytes,
+        "num_predictions": num_predictions,
+    }
+
+
+def _num_evaluated(warehouse: Warehouse, version: str, scenario: str) -> int:
+    return int(
+        warehouse.df(
+            "SELECT count(*) AS n FROM instances WHERE version = ? AND scenario = ? AND split = 'test' "
+            "AND perturbation = ''",
+            [version, scenario],
+        )["n"].iat[0]
+    )
+
+
+def _write_folder(folder: Path, pages: dict[str, str]) -> int:
+    """Writes every page into a fresh folder beside `folder`, then swaps it in: a reader sees the old report or
+    the new one, never a mix (and a failed write leaves the old one)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fresh = folder.with_name(f".{folder.name}.new")
+    old = folder.with_name(f".{folder.name}.old")
+    for stale in (fresh, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    total = 0
+    try:
+        for name, html in pages.items():
+            path = fresh / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            data = html.encode("utf-8")
+            path.write_bytes(data)
+            total += len(data)
+    except OSError:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if folder.exists():
+        folder.rename(old)
+    fresh.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return total

@@ -1,26 +1,25 @@
-"""Markdown tables for the Dagster UI's asset metadata: a family's leaderboard and the regression comparisons."""
+"""Markdown tables for the Dagster UI's asset metadata: a family's headline table (the report's first screen)
+and the regression comparisons."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from holistic_dagster.report.tables import HeadlineTable
 
-def family_table(part: pd.DataFrame, win_rates: pd.DataFrame | None = None) -> str:
-    """One family's leaderboard rows as a Markdown table: (scenario, metric [perturbation]) x model, with
-    "n/a" where the family does not apply and "undefined" where a value could not be computed; the family's
-    mean win rate as the first row."""
-    part = part.copy()
-    part["metric"] = part["metric"].where(part["metric"] != "", "not applicable")
-    part["row"] = part["scenario"] + " " + part["metric"] + part["perturbation"].map(lambda p: f" [{p}]" if p else "")
-    cells = part.apply(
-        lambda r: "n/a" if r.metric == "not applicable" else ("undefined" if pd.isna(r.value) else f"{r.value:.3f}"),
-        axis=1,
-    )
-    table = part.assign(cell=cells).pivot_table(index="row", columns="model", values="cell", aggfunc="first")
-    if win_rates is not None and len(win_rates):
-        rates = win_rates.set_index("model")["mean_win_rate"].map(lambda v: f"{v:.3f}")
-        table = pd.concat([rates.rename("mean win rate").to_frame().T, table])
-    return table.to_markdown()
+
+def headline_markdown(table: HeadlineTable) -> str:
+    """A family's headline table for the Dagster UI (Markdown), with the same cells as the report's."""
+    header = [f"{c.scenario} ({c.metric})" for c in table.columns]
+    lines = [
+        "| model | mean win rate | " + " | ".join(header) + " |",
+        "|---|---:|" + "---:|" * len(header),
+    ]
+    for model, rate, _, row in table.rows:
+        values = ["-" if c is None else f"{'**' if c.best else ''}{c.text}{'**' if c.best else ''} {c.ci}" for c in row]
+        lines.append(f"| {model} | {'-' if rate is None else f'{rate:.3f}'} | " + " | ".join(values) + " |")
+    legend = "; ".join(f"{name}: {what} ({better})" for name, what, better in table.legend)
+    return "\n".join(lines) + f"\n\n{legend}. Cells: value [95% bootstrap CI]; **best** per column."
 
 
 def comparison_table(frame: pd.DataFrame) -> str:

@@ -79,15 +79,27 @@ def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
 
 
 def report_path(warehouse: Warehouse, version: str) -> Path:
-    """Where the HTML report of a suite version goes: reports/<version>.html beside the warehouse."""
-    return warehouse.path.parent / "reports" / f"{version}.html"
+    """The first page of a suite version's HTML report: reports/<version>/index.html beside the warehouse (its
+    scenario and predictions pages are in the same folder)."""
+    return warehouse.path.parent / "reports" / version / "index.html"
 
 
-def write_report(stage: StageContext, version: str) -> dict[str, Any]:
-    from holistic_dagster.report import build_report
+def write_report(stage: StageContext, version: str, predictions_per_scenario: int | None = None) -> dict[str, Any]:
+    from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, build_report
 
     main = stage.catalog.main_metrics(version)
-    return build_report(stage.warehouse, version, main, report_path(stage.warehouse, version))
+    about = {
+        name: {"description": spec.description, "method": spec.adapter.method}
+        for name, spec in stage.catalog.resolved_scenarios(version).items()
+    }
+    return build_report(
+        stage.warehouse,
+        version,
+        main,
+        report_path(stage.warehouse, version).parent,
+        about,
+        predictions_per_scenario or PREDICTIONS_PER_SCENARIO,
+    )
 
 
 # --- statistics over the warehouse ---------------------------------------------------------------------

@@ -173,7 +173,7 @@ def test_the_daemon_brings_a_new_model_onto_the_leaderboard_and_report_without_a
     """Reproduces issue 11: under `dagster dev` the registry sensor evaluated a new model, but the leaderboard,
     regressions and report never followed (Dagster's automation sensor is stopped unless declared running)."""
     root, wh = world["root"], world["wh"]
-    report = root / "reports" / "a1.html"
+    report = root / "reports" / "a1" / "index.html"
     assert "newcomer" not in report.read_text()
     env = {
         "HOLISTIC_CATALOG": str(root / "assets"),

@@ -62,5 +62,5 @@ def test_worse_revision_fails_the_check_and_equal_one_does_not(tmp_path, dagster
     )
     by_model = dict(zip(rates["model"], rates["mean_win_rate"]))
     assert by_model["smol"] == by_model["smol-r3-same"] == 0.75 and by_model["smol-r2-broken"] == 0.0
-    report = (tmp_path / "reports" / "reg1.html").read_text(encoding="utf-8")
+    report = (tmp_path / "reports" / "reg1" / "index.html").read_text(encoding="utf-8")
     assert "1 significant regression(s)" in report and "smol-r2-broken" in report

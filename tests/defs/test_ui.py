@@ -3,12 +3,11 @@ are visible, the demo's runs are there, and a run launched through the UI's Grap
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.defs.dagster_dev import dagster_dev as start_dagster_dev
 from tests.defs.dagster_dev import graphql, wait_for_run
+from tests.helpers import chromium_page
 
 pytestmark = pytest.mark.slow  # `dagster dev` (webserver and daemon) and a headless browser
 
@@ -73,22 +72,10 @@ def test_a_run_launched_from_the_ui_succeeds(dagster_dev):
     assert wait_for_run(port, launched["run"]["runId"]) == "SUCCESS"
 
 
-CHROMIUM = "/usr/bin/chromium"
-# Chromium's background services try the network, which these machines close: keep them off
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]  # fmt: skip
-
-
 def test_the_ui_in_a_browser_shows_the_graph_a_partitioned_asset_and_its_checks(dagster_dev, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: scripts/test installs Debian's chromium package (apt-get install chromium)")
     port, _ = dagster_dev
     base = f"http://127.0.0.1:{port}"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    with chromium_page() as page:
 
         def visit(path: str, *texts: str, shot: str) -> None:
             page.goto(base + path, wait_until="domcontentloaded")
@@ -111,7 +98,6 @@ def test_the_ui_in_a_browser_shows_the_graph_a_partitioned_asset_and_its_checks(
             shot="checks.png",
         )
         assert page.get_by_text("Succeeded").count() >= 2
-        browser.close()
     for name in ("asset_graph.png", "lineage.png", "partitions.png", "checks.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name
     print(f"screenshots in {tmp_path}")
