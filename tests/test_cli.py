@@ -129,7 +129,9 @@ def test_trace_and_report_in_process(small_run, tmp_path):
     shutil.copy(small_run["path"], copy)
     out = invoke(small_run, "report", "--version", "s1", "--db", str(copy))
     assert out.exit_code == 0, out.stderr
-    assert "Report for suite s1: " in out.stdout and (tmp_path / "reports" / "s1" / "index.html").stat().st_size > 10_000
+    assert (
+        "Report for suite s1: " in out.stdout and (tmp_path / "reports" / "s1" / "index.html").stat().st_size > 10_000
+    )
     missing = invoke(small_run, "report", "--version", "v1", "--db", str(copy))
     assert missing.exit_code == 1 and "no scores for suite version 'v1'" in missing.stderr
 

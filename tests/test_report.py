@@ -15,7 +15,7 @@ from dagster import AssetKey
 
 from holistic_dagster.report import _write_folder, build_report, plots
 from holistic_dagster.report.markdown import headline_markdown
-from holistic_dagster.report.predictions import load_items, sample_instances, visible
+from holistic_dagster.report.predictions import load_items, samples, visible
 from holistic_dagster.report.tables import headline_tables, number
 from tests.conftest import MODELS, SUITE
 from tests.test_cli import run
@@ -263,10 +263,12 @@ def test_report_asset_of_the_two_model_suite(suite_run):
 
 def test_the_predictions_sample_is_the_same_for_every_model(suite_run):
     wh = suite_run["wh"]
-    sample = sample_instances(wh, SUITE, "mmlu", 5)
-    assert sample == sample_instances(wh, SUITE, "mmlu", 6)[:5]  # a larger sample extends it
-    assert sample != sample_instances(wh, SUITE, "mmlu", 5, seed=1)
-    items = load_items(wh, SUITE, "mmlu", sample, "exact_match")
+    sample = samples(wh, SUITE, 5)
+    assert sample["mmlu"] == samples(wh, SUITE, 6)["mmlu"][:5]  # a larger sample extends it
+    assert sample["mmlu"] != samples(wh, SUITE, 5, seed=1)["mmlu"]
+    assert all(len(ids) == 5 for ids in sample.values())
+    items = load_items(wh, SUITE, {"mmlu": sample["mmlu"]}, {"mmlu": "exact_match"})["mmlu"]
+    assert [i.instance_id for i in items] == sample["mmlu"]
     for item in items:
         for variant in item.variants:
             assert sorted(variant.models) == sorted(MODELS)  # every model on every sampled instance

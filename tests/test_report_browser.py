@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from holistic_dagster.report import PREDICTIONS_PER_SCENARIO
-from holistic_dagster.report.predictions import sample_instances
+from holistic_dagster.report.predictions import samples, visible
 from holistic_dagster.stages import StageContext
 from holistic_dagster.stages.summaries import write_report
 from holistic_dagster.warehouse import Warehouse
@@ -18,7 +18,7 @@ from tests.helpers import chromium_page
 
 pytestmark = pytest.mark.slow  # the two-model suite (suite_run) and a browser
 
-MODEL = "demo-llama-tuned"
+MODEL, OTHER = "demo-llama-tuned", "demo-gpt2-untrained"
 # what a dataset record or a model could hold: markup, a script, template syntax, an attribute breakout
 HOSTILE_INPUT = 'Is <b>this</b> {{ 7*7 }} safe? <script>window.__pwned = "input"</script>'
 HOSTILE_OUTPUT = (
@@ -32,7 +32,7 @@ def hostile_report(suite_run, tmp_path_factory):
     input and one model's completion of it are hostile text."""
     root = tmp_path_factory.mktemp("hostile_report")
     wh = Warehouse(shutil.copy(suite_run["path"], root / "warehouse.duckdb"))
-    instance = sample_instances(wh, SUITE, "boolq", PREDICTIONS_PER_SCENARIO)[0]
+    instance = samples(wh, SUITE, PREDICTIONS_PER_SCENARIO)["boolq"][0]
     (request_id,) = wh.df(
         "SELECT request_id FROM instance_scores WHERE model = ? AND version = ? AND scenario = 'boolq' "
         "AND instance_id = ? AND family = 'accuracy' AND metric = 'quasi_exact_match'",
@@ -52,7 +52,13 @@ def hostile_report(suite_run, tmp_path_factory):
         "SELECT prompt FROM prompts WHERE model = ? AND version = ? AND scenario = 'boolq' AND request_id = ?",
         [MODEL, SUITE, request_id],
     )["prompt"].iat[0]
-    return {"index": written["path"], "instance": instance, "prompt": prompt, "root": root, "wh": wh}
+    other = wh.df(
+        "SELECT c.text FROM instance_scores s JOIN completions c USING (model, version, scenario, request_id) "
+        "WHERE s.model = ? AND s.version = ? AND s.scenario = 'boolq' AND s.instance_id = ? AND s.family = 'accuracy' "
+        "AND s.metric = 'quasi_exact_match'",
+        [OTHER, SUITE, instance],
+    )["text"].iat[0]
+    return {"index": written["path"], "instance": instance, "prompt": prompt, "other_completion": other, "root": root}
 
 
 def test_from_the_first_screen_to_a_prediction_in_a_browser(hostile_report):
@@ -83,6 +89,8 @@ def test_from_the_first_screen_to_a_prediction_in_a_browser(hostile_report):
         completion = original.locator(f'section[data-model="{MODEL}"] pre.completion')
         assert completion.text_content() == HOSTILE_OUTPUT and completion.is_visible()
         assert original.locator("pre.input").text_content() == HOSTILE_INPUT
+        other = original.locator(f'section[data-model="{OTHER}"] pre.completion').text_content()
+        assert other == visible(hostile_report["other_completion"])
         # hostile text stayed text: no script of its ran, no element came out of it, no template was evaluated
         assert page.evaluate("window.__pwned") is None and not errors
         assert page.locator("script").count() == 1 and page.locator("article img, article b").count() == 0

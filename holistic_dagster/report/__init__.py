@@ -26,7 +26,7 @@ from markupsafe import Markup, escape
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.report import plots
-from holistic_dagster.report.predictions import load_items, sample_instances, visible
+from holistic_dagster.report.predictions import load_items, samples, visible
 from holistic_dagster.report.tables import headline_tables, number, scenario_table
 from holistic_dagster.stages.summaries import original_scores
 from holistic_dagster.warehouse import Warehouse
@@ -97,6 +97,14 @@ def build_report(
         worse=worse.to_dict("records"),
         scatter=plots.efficiency_scatter(cells, main_metric),
     )
+    predictions = load_items(
+        warehouse, version, samples(warehouse, version, predictions_per_scenario, PREDICTIONS_SEED), main_metric
+    )
+    evaluated = warehouse.df(
+        "SELECT scenario, count(*) AS n FROM instances WHERE version = ? AND split = 'test' AND perturbation = '' "
+        "GROUP BY scenario",
+        [version],
+    ).set_index("scenario")["n"]
     num_predictions = {}
     for scenario in scenarios:
         main = main_metric.get(scenario, "")
@@ -105,13 +113,12 @@ def build_report(
         na = applicability[(applicability["scenario"] == scenario) & ~applicability["applies"].astype(bool)]
         if "calibration" in set(na["family"]):
             reliability_note = "calibration does not apply: " + na.loc[na["family"] == "calibration", "detail"].iat[0]
-        sample = sample_instances(warehouse, version, scenario, predictions_per_scenario, PREDICTIONS_SEED)
-        items = load_items(warehouse, version, scenario, sample, main)
+        items = predictions.get(scenario, [])
         num_predictions[scenario] = len(items)
         info = {
             "scenario": scenario,
             "main_metric": main,
-            "num_evaluated": _num_evaluated(warehouse, version, scenario),
+            "num_evaluated": int(evaluated.get(scenario, 0)),
             "description": "",
             "method": "",
             **about.get(scenario, {}),
@@ -146,16 +153,6 @@ def build_report(
         "num_bytes": num_bytes,
         "num_predictions": num_predictions,
     }
-
-
-def _num_evaluated(warehouse: Warehouse, version: str, scenario: str) -> int:
-    return int(
-        warehouse.df(
-            "SELECT count(*) AS n FROM instances WHERE version = ? AND scenario = ? AND split = 'test' "
-            "AND perturbation = ''",
-            [version, scenario],
-        )["n"].iat[0]
-    )
 
 
 def _write_folder(folder: Path, pages: dict[str, str]) -> int:

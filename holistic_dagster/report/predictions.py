@@ -17,13 +17,14 @@ from holistic_dagster.warehouse import Warehouse
 # C0 control characters (but tab and newline) and DEL as their Unicode control pictures: model output may hold
 # them (an untrained model's tokens), and an HTML page would drop or mangle them
 CONTROL_PICTURES = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {127: 0x2421}
+ORIGINAL_ID = "coalesce(nullif(original_instance_id, ''), instance_id)"  # an instance's original (itself if one)
 MAX_TOKENS_SHOWN = 16  # generated tokens whose log-probabilities (and alternatives) a prediction lists
 MAX_ALTERNATIVES = 5
 
 
 @dataclass
 class Request:
-    continuation: str
+    label: str  # its continuation (separate scoring, windows), or which reference it asks about (ranking)
     logprob: float
     text: str
     predicted: bool  # the request whose completion carries the prediction
@@ -84,87 +85,113 @@ def sample_order(instance_id: str, seed: int) -> str:
     return hashlib.sha256(f"{seed}/{instance_id}".encode()).hexdigest()
 
 
-def sample_instances(warehouse: Warehouse, version: str, scenario: str, limit: int, seed: int = 0) -> list[str]:
-    """Up to `limit` original evaluated instances of a scenario that some model was scored on."""
+def samples(warehouse: Warehouse, version: str, limit: int, seed: int = 0) -> dict[str, list[str]]:
+    """Per scenario, up to `limit` of its original evaluated instances that some model was scored on (a seeded
+    sample, the same for every model); and the number of evaluated originals per scenario."""
     ids = warehouse.df(
-        "SELECT DISTINCT i.instance_id FROM instances i JOIN instance_scores s USING (version, scenario, instance_id) "
-        "WHERE i.version = ? AND i.scenario = ? AND i.split = 'test' AND i.perturbation = ''",
-        [version, scenario],
-    )["instance_id"].tolist()
-    return sorted(ids, key=lambda i: sample_order(i, seed))[:limit]
+        "SELECT DISTINCT i.scenario, i.instance_id FROM instances i JOIN instance_scores s "
+        "USING (version, scenario, instance_id) WHERE i.version = ? AND i.split = 'test' AND i.perturbation = ''",
+        [version],
+    )
+    return {
+        scenario: sorted(part["instance_id"], key=lambda i: sample_order(i, seed))[:limit]
+        for scenario, part in ids.groupby("scenario")
+    }
+
+
+def _among(scenario: str, instance_id: str) -> str:
+    """SQL: the row's (scenario, instance id) is among a list parameter of "scenario<US>id" keys (pairs in one
+    list parameter; the unit separator occurs in neither)."""
+    return f"{scenario} || chr(31) || {instance_id} IN (SELECT unnest(?::VARCHAR[]))"
 
 
 def load_items(
-    warehouse: Warehouse, version: str, scenario: str, instance_ids: list[str], main_metric: str
-) -> list[Item]:
-    """The sampled instances with their perturbed copies, and what every model did on each."""
-    keys = [version, scenario, instance_ids]
+    warehouse: Warehouse, version: str, sample: dict[str, list[str]], main_metric: dict[str, str]
+) -> dict[str, list[Item]]:
+    """Per scenario, the sampled instances with their perturbed copies, and what every model did on each (three
+    queries for the whole version)."""
+    originals = [f"{scenario}\x1f{i}" for scenario, ids in sample.items() for i in ids]
     instances = warehouse.df(
-        'SELECT instance_id, perturbation, original_instance_id, input, "references" FROM instances '
-        "WHERE version = ? AND scenario = ? AND (instance_id IN (SELECT unnest(?::VARCHAR[])) "
-        "OR original_instance_id IN (SELECT unnest(?::VARCHAR[])))",
-        keys + [instance_ids],
-    )
-    variant_ids = instances["instance_id"].tolist()
-    where = "p.version = ? AND p.scenario = ? AND p.instance_id IN (SELECT unnest(?::VARCHAR[]))"
+        'SELECT scenario, instance_id, perturbation, original_instance_id, input, "references" FROM instances '
+        f"WHERE version = ? AND {_among('scenario', ORIGINAL_ID)}",
+        [version, originals],
+    ).to_dict("records")
+    variants = [f"{r['scenario']}\x1f{r['instance_id']}" for r in instances]
     requests = warehouse.df(
-        "SELECT DISTINCT p.model, p.instance_id, p.request_id, p.prompt, p.continuation, p.choice_index, "
+        "SELECT DISTINCT p.scenario, p.model, p.instance_id, p.request_id, p.prompt, p.continuation, p.choice_index, "
         "c.text, c.logprob, c.tokens, c.logprobs, c.top_logprobs, c.finish_reason, c.error, c.latency_s "
-        f"FROM prompts p JOIN completions c USING (model, version, scenario, request_id) WHERE {where} "
+        "FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
+        f"WHERE p.version = ? AND {_among('p.scenario', 'p.instance_id')} "
         "ORDER BY p.model, p.instance_id, p.choice_index NULLS FIRST, p.request_id",
-        [version, scenario, variant_ids],
-    )
+        [version, variants],
+    ).to_dict("records")
     scores = warehouse.df(
-        "SELECT model, instance_id, family, metric, perturbation, value, request_id, prediction FROM instance_scores "
-        "WHERE version = ? AND scenario = ? AND instance_id IN (SELECT unnest(?::VARCHAR[])) "
+        "SELECT scenario, model, instance_id, family, metric, perturbation, value, request_id, prediction "
+        f"FROM instance_scores WHERE version = ? AND {_among('scenario', 'instance_id')} "
         "ORDER BY model, instance_id, family, metric, perturbation",
-        [version, scenario, variant_ids],
-    )
-    requests_of = {k: g for k, g in requests.groupby(["model", "instance_id"])}
-    scores_of = {k: g for k, g in scores.groupby(["model", "instance_id"])}
-    models = sorted(scores["model"].unique())
+        [version, variants],
+    ).to_dict("records")
+    requests_of: dict[tuple, list[dict]] = {}
+    for r in requests:
+        requests_of.setdefault((r["scenario"], r["model"], r["instance_id"]), []).append(r)
+    scores_of: dict[tuple, list[dict]] = {}
+    for r in scores:
+        scores_of.setdefault((r["scenario"], r["model"], r["instance_id"]), []).append(r)
+    models = sorted({r["model"] for r in scores})
+    by_original: dict[tuple[str, str], list[dict]] = {}
+    for r in instances:
+        by_original.setdefault((r["scenario"], r["original_instance_id"] or r["instance_id"]), []).append(r)
 
-    def variant(row) -> Variant:
+    def variant(row: dict) -> Variant:
+        key = (row["scenario"], row["instance_id"])
         found = Variant(
-            row.instance_id,
-            row.perturbation or "",
-            row.input,
-            [(r["output"], bool(r["correct"])) for r in json.loads(row.references)],
+            row["instance_id"],
+            row["perturbation"] or "",
+            row["input"],
+            [(r["output"], bool(r["correct"])) for r in json.loads(row["references"])],
             [],
         )
         for model in models:
-            mine = scores_of.get((model, row.instance_id))
-            if mine is not None:
-                found.models[model] = _prediction(model, mine, requests_of.get((model, row.instance_id)), main_metric)
+            mine = scores_of.get((key[0], model, key[1]))
+            if mine:
+                found.models[model] = _prediction(
+                    model, mine, requests_of.get((key[0], model, key[1]), []), main_metric.get(key[0], "")
+                )
         prompts: dict[str, list[str]] = {}
         for model, p in found.models.items():
             prompts.setdefault(p.prompt, []).append(model)
         found.prompts = [Prompt(text, names) for text, names in prompts.items()]
         return found
 
-    by_original: dict[str, list] = {i: [] for i in instance_ids}
-    for row in instances.itertuples(index=False):
-        by_original.setdefault(row.original_instance_id or row.instance_id, []).append(row)
-    items = []
-    for instance_id in instance_ids:
-        rows = sorted(by_original[instance_id], key=lambda r: (bool(r.perturbation), r.perturbation or ""))
-        items.append(Item(instance_id, [variant(r) for r in rows]))
-    return items
+    return {
+        scenario: [
+            Item(
+                i,
+                [
+                    variant(r)
+                    for r in sorted(
+                        by_original.get((scenario, i), []),
+                        key=lambda r: (bool(r["perturbation"]), r["perturbation"] or ""),
+                    )
+                ],
+            )
+            for i in ids
+        ]
+        for scenario, ids in sample.items()
+    }
 
 
-def _prediction(model: str, scores: pd.DataFrame, requests: pd.DataFrame | None, main_metric: str) -> ModelPrediction:
-    own = scores[scores["perturbation"] != WORST]  # a worst-case row points at a perturbed copy's request
-    carrier = (own if len(own) else scores).iloc[0]
-    main = own[own["metric"] == main_metric]["value"]
-    requests = requests if requests is not None else pd.DataFrame(columns=["request_id"])
-    chosen = requests[requests["request_id"] == carrier["request_id"]]
-    completion = chosen.iloc[0] if len(chosen) else None
+def _prediction(model: str, scores: list[dict], requests: list[dict], main_metric: str) -> ModelPrediction:
+    own = [r for r in scores if r["perturbation"] != WORST] or scores  # a worst-case row: a perturbed copy's request
+    carrier = own[0]
+    main = [r["value"] for r in own if r["metric"] == main_metric and r["perturbation"] != WORST]
+    completion = next((r for r in requests if r["request_id"] == carrier["request_id"]), None)
     tokens: list[Token] = []
+    generated: list[str] = []
     if completion is not None:
+        generated = json.loads(completion["tokens"])
         top = json.loads(completion["top_logprobs"] or "[]")
-        for i, (token, lp) in enumerate(zip(json.loads(completion["tokens"]), json.loads(completion["logprobs"]))):
-            if i == MAX_TOKENS_SHOWN:
-                break
+        for i, (token, lp) in enumerate(zip(generated[:MAX_TOKENS_SHOWN], json.loads(completion["logprobs"]))):
             alternatives = sorted((top[i] if i < len(top) else {}).items(), key=lambda kv: -kv[1])
             tokens.append(Token(token, float(lp), alternatives[:MAX_ALTERNATIVES]))
     return ModelPrediction(
@@ -172,16 +199,21 @@ def _prediction(model: str, scores: pd.DataFrame, requests: pd.DataFrame | None,
         prediction=str(carrier["prediction"]),
         completion="" if completion is None else completion["text"],
         prompt="" if completion is None else completion["prompt"],
-        main_value=float(main.iloc[0]) if len(main) else None,
-        scores=[(r.family, r.metric, r.perturbation, float(r.value)) for r in scores.itertuples(index=False)],
+        main_value=float(main[0]) if main else None,
+        scores=[(r["family"], r["metric"], r["perturbation"], float(r["value"])) for r in scores],
         requests=[
-            Request(r.continuation, float(r.logprob), r.text, r.request_id == carrier["request_id"])
-            for r in requests.itertuples(index=False)
+            Request(
+                r["continuation"] or ("" if pd.isna(r["choice_index"]) else f"reference {int(r['choice_index']) + 1}"),
+                float(r["logprob"]),
+                r["text"],
+                r["request_id"] == carrier["request_id"],
+            )
+            for r in requests
         ]
         if len(requests) > 1
         else [],
         tokens=tokens,
-        num_tokens=0 if completion is None else len(json.loads(completion["tokens"])),
+        num_tokens=len(generated),
         finish_reason="" if completion is None else completion["finish_reason"],
         error="" if completion is None else completion["error"],
         latency_s=0.0 if completion is None else float(completion["latency_s"]),
