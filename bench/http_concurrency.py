@@ -28,7 +28,7 @@ from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients.openai_client import OpenAICompatibleClient
 from holistic_dagster.clients.tgi_client import TGIClient
 from holistic_dagster.records import Request
-from holistic_dagster.stages.completions import cache_frame
+from holistic_dagster.stages.completions import cache_rows
 from holistic_dagster.warehouse import BackgroundWriter, Warehouse
 
 
@@ -138,7 +138,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         with BackgroundWriter(Warehouse(Path(tmp) / "w.duckdb"), "completion_cache") as cache:
             started = time.perf_counter()
-            clients["openai"].generate(requests, lambda done: cache.put(cache_frame(done, "bench", "bench")))
+            clients["openai"].generate(requests, lambda done: cache.put(cache_rows(done, "bench", "bench")))
             wall = time.perf_counter() - started
         cached = Warehouse(Path(tmp) / "w.duckdb").df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0]
         assert cached == args.requests, cached

@@ -37,7 +37,7 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
 
         def save(finished: list[Completion]) -> None:
             """Each finished batch (or HTTP response) goes to the cache at once, without blocking requests."""
-            cache.put(cache_frame(finished, model_key, provenance_id))
+            cache.put(cache_rows(finished, model_key, provenance_id))
             done.update({c.request_id: (c, provenance_id) for c in finished})  # failed ones: stored, never cached
             if advance:
                 advance(len(finished))
@@ -90,7 +90,8 @@ def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], ad
     return row["provenance_id"]
 
 
-def cache_frame(completions: list[Completion], model_key: str, provenance_id: str) -> pd.DataFrame:
+def cache_rows(completions: list[Completion], model_key: str, provenance_id: str) -> list[dict[str, Any]]:
+    """The completion_cache rows of finished completions (failed ones are not cached)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = []
     for c in completions:
@@ -101,7 +102,7 @@ def cache_frame(completions: list[Completion], model_key: str, provenance_id: st
         rows.append(
             {"model_key": model_key, "sample_index": 0, **row, "provenance_id": provenance_id, "created_at": now}
         )
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _cached_completions(

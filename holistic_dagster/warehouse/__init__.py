@@ -210,7 +210,7 @@ class BackgroundWriter:
 
     def __init__(self, warehouse: Warehouse, table: str, interval_s: float = 1.0):
         self.warehouse, self.table, self.interval_s = warehouse, table, interval_s
-        self._queue: queue.Queue[pd.DataFrame | None] = queue.Queue()
+        self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
         self._error: BaseException | None = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"write-{table}", daemon=True)
@@ -219,22 +219,24 @@ class BackgroundWriter:
         self._thread.start()
         return self
 
-    def put(self, frame: pd.DataFrame) -> None:
+    def put(self, rows: list[dict[str, Any]]) -> None:
+        """Hands rows over (plain dicts: the caller, e.g. an event loop answering HTTP responses, pays no
+        DataFrame per call; one frame per commit is built on the writer's thread)."""
         if self._error is not None:
             raise self._error
-        if len(frame):
-            self._queue.put(frame)
+        if rows:
+            self._queue.put(rows)
 
     def _run(self) -> None:
         while True:
-            frames = [self._queue.get()]
+            batches = [self._queue.get()]
             while not self._queue.empty():
-                frames.append(self._queue.get_nowait())
-            done = frames[-1] is None
-            frames = [f for f in frames if f is not None]
+                batches.append(self._queue.get_nowait())
+            done = batches[-1] is None
+            rows = [row for batch in batches if batch is not None for row in batch]
             try:
-                if frames:
-                    self.warehouse.upsert(self.table, pd.concat(frames, ignore_index=True))
+                if rows:
+                    self.warehouse.upsert(self.table, pd.DataFrame(rows))
             except BaseException as e:  # reported to the caller at put() or on exit
                 self._error = e
                 return
