@@ -180,15 +180,11 @@ def leaderboard_asset(scenarios: list[str]) -> AssetsDefinition:
         Read from DuckDB directly: cross-model summaries do not go through an IO manager."""
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
-        frame = summaries.leaderboard(stage.warehouse, version)
-        metadata = {
-            "num_models": int(frame["model"].nunique()) if len(frame) else 0,
-            "num_scenarios": int(frame["scenario"].nunique()) if len(frame) else 0,
-        }
         summary = summaries.summarize(stage, version)
+        cells = summary["cells"]
+        metadata = {"num_models": int(cells["model"].nunique()), "num_scenarios": int(cells["scenario"].nunique())}
         applicability = stage.warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])
-        main = stage.catalog.main_metrics(version)
-        for table in headline_tables(summary["cells"], summary["win_rates"], applicability, main):
+        for table in headline_tables(cells, summary["win_rates"], applicability, summary["main_metric"]):
             metadata[table.family] = MetadataValue.md(headline_markdown(table))
         yield MaterializeResult(metadata=metadata)
         yield from _results(quality.check_stage("leaderboard", stage, version), "leaderboard")

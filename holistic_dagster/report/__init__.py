@@ -69,7 +69,7 @@ def build_report(
         raise HolisticError(f"no leaderboard statistics for suite version {version!r}: materialize [leaderboard] first")
     keys = ["model", "scenario", "family", "metric", "perturbation"]
     notes = warehouse.df(f"SELECT {', '.join(keys)}, note FROM scenario_metrics WHERE version = ?", [version])
-    cells = cells.merge(notes, on=keys, how="left")  # why an undefined value is undefined
+    cells = cells.merge(notes, on=keys, how="left").fillna({"note": ""})  # why an undefined value is undefined
     rates = warehouse.df("SELECT * FROM win_rates WHERE version = ?", [version])
     comparisons = warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
     applicability = warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])

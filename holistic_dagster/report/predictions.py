@@ -118,7 +118,7 @@ def load_items(
     ).to_dict("records")
     variants = [f"{r['scenario']}\x1f{r['instance_id']}" for r in instances]
     requests = warehouse.df(
-        "SELECT DISTINCT p.scenario, p.model, p.instance_id, p.request_id, p.prompt, p.continuation, p.choice_index, "
+        "SELECT p.scenario, p.model, p.instance_id, p.request_id, p.prompt, p.continuation, p.choice_index, "
         "c.text, c.logprob, c.tokens, c.logprobs, c.top_logprobs, c.finish_reason, c.error, c.latency_s "
         "FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
         f"WHERE p.version = ? AND {_among('p.scenario', 'p.instance_id')} "

@@ -79,9 +79,7 @@ def _cell(r) -> Cell:
     when the cells carry it)."""
     value = _float(r.value)
     why = getattr(r, "note", "") if value is None else ""
-    return Cell(
-        value, _float(r.ci_low), _float(r.ci_high), int(r.n), why if isinstance(why, str) and why else r.ci_note
-    )
+    return Cell(value, _float(r.ci_low), _float(r.ci_high), int(r.n), why or r.ci_note)
 
 
 def _best(values: list[float | None], name: str) -> list[bool]:

@@ -46,16 +46,16 @@ def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -
     return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)
 
 
-def summarize(stage: StageContext, version: str) -> dict[str, pd.DataFrame]:
+def summarize(stage: StageContext, version: str) -> dict[str, Any]:
     """Every leaderboard cell with n and a bootstrap CI, and the mean win rate per family; replaces the
-    version's rows of leaderboard_stats and win_rates."""
+    version's rows of leaderboard_stats and win_rates. Returns them with each scenario's main metric."""
     main = stage.catalog.main_metrics(version)
     cells = cell_statistics(stage.warehouse, version)
     if cells.empty:
         raise HolisticError(f"no scores for suite version {version!r} in {stage.warehouse.path}: evaluate it first")
     rates = family_win_rates(cells, main)
     stage.warehouse.replace({"version": version}, {"leaderboard_stats": cells, "win_rates": rates})
-    return {"cells": cells, "win_rates": rates}
+    return {"cells": cells, "win_rates": rates, "main_metric": main}
 
 
 def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
@@ -87,15 +87,12 @@ def report_path(warehouse: Warehouse, version: str) -> Path:
 def write_report(stage: StageContext, version: str, predictions_per_scenario: int | None = None) -> dict[str, Any]:
     from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, build_report
 
-    main = stage.catalog.main_metrics(version)
-    about = {
-        name: {"description": spec.description, "method": spec.adapter.method}
-        for name, spec in stage.catalog.resolved_scenarios(version).items()
-    }
+    specs = stage.catalog.resolved_scenarios(version)
+    about = {name: {"description": spec.description, "method": spec.adapter.method} for name, spec in specs.items()}
     return build_report(
         stage.warehouse,
         version,
-        main,
+        {name: spec.main_metric for name, spec in specs.items()},
         report_path(stage.warehouse, version).parent,
         about,
         predictions_per_scenario or PREDICTIONS_PER_SCENARIO,
