@@ -11,6 +11,7 @@ from dagster import (
     DefaultSensorStatus,
     Definitions,
     define_asset_job,
+    definitions,
 )
 
 from holistic_dagster.automation import automation_config
@@ -83,4 +84,8 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
     )
 
 
-defs = build_definitions()
+@definitions
+def defs() -> Definitions:
+    # built when Dagster loads the code location (workspace.yaml), not on import: the CLI and the tests
+    # import build_definitions and build their own, with their own catalog and resource
+    return build_definitions()
