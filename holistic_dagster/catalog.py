@@ -225,6 +225,24 @@ class ToxicitySpec(_Strict):
     max_attempts: int = Field(5, gt=0)
 
 
+class ArenaSpec(_Strict):
+    """Arena-style evaluation of a suite's open-ended scenarios: every pair of models that answered an instance
+    is a candidate battle (their stored completions, no new generation); a seeded sample of at most
+    `max_battles` is judged by each judge (a registered model, through any backend) in both orders; ratings
+    are Bradley-Terry on the Elo scale, anchored so `baseline` has 1000."""
+
+    scenarios: tuple[str, ...] = Field(min_length=1)  # arena-eligible: generation scenarios of this suite
+    judges: tuple[str, ...] = ()  # registered models that judge
+    baseline: str | None = None  # the model rated 1000 (default: the first model by name)
+    max_battles: int | None = Field(None, gt=0)  # per judge: a seeded sample of the candidate battles
+    seed: int = 0
+    template: str = "judge_pairwise.j2"  # in templates/: question, answer_a, answer_b, reference
+    max_tokens: int = Field(256, gt=0)  # of a judge's verdict (its reasoning, then [[A]], [[B]] or [[C]])
+    max_failure_rate: float = Field(0.1, ge=0.0, le=1.0)  # judgements without a verdict a check tolerates
+    bootstrap_samples: int = Field(1000, gt=0)
+    k_factor: float = Field(4.0, gt=0.0)  # online Elo, shown beside Bradley-Terry
+
+
 class SuiteSpec(_Strict):
     version: str
     description: str = ""
@@ -233,6 +251,7 @@ class SuiteSpec(_Strict):
     perturbations: PerturbationsSpec = PerturbationsSpec()
     toxicity: ToxicitySpec = ToxicitySpec()
     scenarios: dict[str, SuiteScenario]
+    arena: ArenaSpec | None = None
 
 
 class TransformersSettings(_Strict):
@@ -478,6 +497,15 @@ class Catalog:
                         )
                     if perturbation.family != family:
                         raise CatalogError(f"{path}: perturbation {p!r} belongs to {perturbation.family}, not {family}")
+        for name in suite.arena.scenarios if suite.arena else ():
+            if name not in suite.scenarios:
+                raise CatalogError(f"{path}: arena scenario {name!r} is not one of this suite's scenarios")
+            method = self._resolve(suite, name)[0].adapter.method
+            if method != "generation":
+                raise CatalogError(
+                    f"{path}: arena scenario {name!r} is not open-ended (its adapter method is {method}): battles "
+                    "compare free-text answers"
+                )
         return suite
 
     def perturbations(self, version: str, name: str) -> dict[str, tuple[str, ...]]:

@@ -490,6 +490,143 @@ def query(
     console.print(f"{len(rows)} row(s)")
 
 
+@app.command("arena")
+def arena_command(
+    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    show: Annotated[bool, typer.Option("--show", help="print the stored ratings; judge nothing")] = False,
+    db: DbOption = None,
+) -> None:
+    """Arena ratings: battles between the models' stored answers on the suite's arena scenarios, judged by its
+    judge models in both orders (a Dagster run), then per judge the Bradley-Terry ratings (Elo scale, 95%
+    bootstrap CI over prompts), with answer-length style control, online Elo, and the win-rate matrix."""
+    path = _warehouse_path(db)
+    version = version or _default_version()
+    if not show:
+        from dagster import DagsterInstance
+
+        from holistic_dagster.catalog import Catalog
+        from holistic_dagster.definitions import build_definitions
+        from holistic_dagster.defs.resources import HolisticResource
+        from holistic_dagster.defs.runner import run_arena
+
+        _dagster_home()
+        try:
+            catalog = Catalog()
+            if catalog.suite(version).arena is None:
+                _fail(f"suite {version!r} has no `arena:` section (assets/suites/{version}.yaml): nothing to judge")
+            defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), show_progress=True))
+            console.print(f"[bold]holistic arena[/]: suite [cyan]{version}[/]")
+            run_arena(defs, DagsterInstance.get(), version)
+        except HolisticError as e:
+            _fail(str(e))
+    try:
+        _print_arena(path, version)
+    except HolisticError as e:
+        _fail(str(e))
+
+
+@app.command()
+def vote(
+    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    voter: Annotated[Optional[str], typer.Option(help="your voter id (else the page's ?voter=)")] = None,
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8765,
+    db: DbOption = None,
+) -> None:
+    """Serve the arena's human vote page: a question and two anonymous answers from the suite's battle
+    schedule, your vote recorded with your voter id (table `votes`), the models revealed after each vote. The
+    arena_votes sensor (under `holistic ui`) then fits the ratings again; `holistic arena` does it at once."""
+    import uvicorn
+
+    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.stages.context import StageContext
+    from holistic_dagster.vote import vote_app
+    from holistic_dagster.warehouse import Warehouse
+
+    version = version or _default_version()
+    try:
+        catalog = Catalog()
+        if catalog.suite(version).arena is None:
+            _fail(f"suite {version!r} has no `arena:` section (assets/suites/{version}.yaml): nothing to vote on")
+    except HolisticError as e:
+        _fail(str(e))
+    app = vote_app(StageContext(Warehouse(_warehouse_path(db)), catalog), version, voter)
+    query = f"?voter={voter}" if voter else "?voter=<your id>"
+    console.print(f"[bold]holistic vote[/]: suite [cyan]{version}[/] at [cyan]http://127.0.0.1:{port}/{query}[/]")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def _print_arena(path: Path, version: str) -> None:
+    from holistic_dagster.warehouse import Warehouse
+
+    warehouse = Warehouse(path)
+    ratings = warehouse.df(
+        "SELECT * FROM arena_ratings WHERE version = ? ORDER BY judge, method, rating DESC", [version]
+    )
+    if ratings.empty:
+        _fail(f"no arena ratings for suite version {version!r} in {path}: run `holistic arena --version {version}`")
+    battles = warehouse.df(
+        "SELECT judge, count(*) AS n, count(*) FILTER (WHERE winner = '') AS no_verdict, "
+        "count(*) FILTER (WHERE winner <> '' AND NOT consistent) AS inconsistent FROM battles WHERE version = ? "
+        "GROUP BY judge",
+        [version],
+    ).set_index("judge")
+    wins = warehouse.df("SELECT * FROM arena_win_rates WHERE version = ?", [version])
+    for judge, part in ratings.groupby("judge", sort=True):
+        bt = part[part["method"] == "bradley_terry"].set_index("model")
+        style = part[part["method"] == "bradley_terry_style"].set_index("model")["rating"]
+        online = part[part["method"] == "online_elo"].set_index("model")["rating"]
+        table = Table(title=f"arena ratings, judge {judge} (suite {version})", title_justify="left")
+        for column in (
+            "model",
+            "Bradley-Terry [95% CI]",
+            "style-controlled",
+            "online Elo",
+            "battles",
+            "wins",
+            "mean answer tokens",
+        ):
+            table.add_column(column, justify="left" if column == "model" else "right")
+        for model, r in bt.iterrows():
+            star = "*" if r.note.startswith("unbounded") else ""  # the data do not bound it (never lost, ...)
+            table.add_row(
+                escape(model),
+                f"{r.rating:.0f}{star} [{r.ci_low:.0f}, {r.ci_high:.0f}]",
+                f"{style.get(model, float('nan')):.0f}{star}",
+                f"{online.get(model, float('nan')):.0f}",
+                str(r.num_battles),
+                f"{r.wins:g}",
+                f"{r.mean_answer_tokens:.1f}",
+            )
+        console.print(table)
+        baseline = bt["baseline"].iat[0] if len(bt) else ""
+        console.print(
+            f"  [dim]Bradley-Terry by maximum likelihood (ties half), Elo scale, {baseline} = 1000; CI: "
+            f"bootstrap over prompts. Online Elo depends on the order of battles; Bradley-Terry does not.[/]"
+        )
+        if bt["note"].str.startswith("unbounded").any():
+            console.print(
+                "  [dim]* unbounded: never lost (or never won) against the baseline's group here; its rating only says "
+                "above (below) all, and style control is unreliable while one is unbounded[/]"
+            )
+        if judge in battles.index:
+            b = battles.loc[judge]
+            voted = b.n - b.no_verdict
+            rate = f"{b.inconsistent / voted:.1%}" if voted else "-"
+            console.print(
+                f"  [dim]{b.n} battles: {b.no_verdict} without a verdict (not votes); position "
+                f"inconsistency {rate} (a verdict that flips with the order counts as a tie)[/]"
+            )
+        matrix = wins[wins["judge"] == judge].pivot(index="model", columns="opponent", values="win_rate")
+        if len(matrix):
+            grid = Table(title="win rate of row against column (ties half)", title_justify="left")
+            grid.add_column("")
+            for m in matrix.columns:
+                grid.add_column(escape(m), justify="right")
+            for m, row in matrix.iterrows():
+                grid.add_row(escape(m), *["-" if pd.isna(v) else f"{v:.2f}" for v in row])
+            console.print(grid)
+
+
 @app.command()
 def ui(port: Annotated[int, typer.Option(help="webserver port")] = 3000) -> None:
     """Start the Dagster UI and daemon (dagster dev) on this repository's workspace; Ctrl-C (or SIGTERM)

@@ -16,7 +16,13 @@ from dagster import (
 
 from holistic_dagster.automation import automation_config
 from holistic_dagster.catalog import Catalog
-from holistic_dagster.defs.assets import leaderboard_asset, regressions_asset, report_asset, scenario_assets
+from holistic_dagster.defs.assets import (
+    arena_assets,
+    leaderboard_asset,
+    regressions_asset,
+    report_asset,
+    scenario_assets,
+)
 from holistic_dagster.defs.resources import (
     HolisticResource,
     ModelBackends,
@@ -25,7 +31,13 @@ from holistic_dagster.defs.resources import (
     ToxicityClassifierResource,
     TransformersBackend,
 )
-from holistic_dagster.defs.sensors import abandoned_runs, find_stale, make_registry_sensor, make_stale_schedule
+from holistic_dagster.defs.sensors import (
+    abandoned_runs,
+    find_stale,
+    make_registry_sensor,
+    make_stale_schedule,
+    make_votes_sensor,
+)
 
 # declarative automation (scores after completions, summaries after scores: defs/assets.py) runs only while a
 # sensor evaluates the conditions; Dagster's default one is stopped until someone starts it in the UI
@@ -57,10 +69,22 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
         selection=per_model,
         description="Prompts, completions and scores of every scenario for one model.",
     )
+    arena_ratings_job = define_asset_job(
+        "arena_ratings_job",
+        selection=AssetSelection.assets(["arena", "ratings"]),
+        description="The arena ratings again (new votes from `holistic vote`'s page).",
+    )
     code_versions = {s: catalog.code_version(s) for s in scenarios}
     cron = automation_config(Path(holistic.models_file).parent)["rerun_stale_cron"]
     return Definitions(
-        assets=[*assets, leaderboard_asset(scenarios), regressions_asset(), report_asset()],
+        assets=[
+            *assets,
+            leaderboard_asset(scenarios),
+            regressions_asset(),
+            report_asset(),
+            # open-ended scenarios (generation) are the ones a suite can put in its arena
+            *arena_assets([s for s in scenarios if catalog.scenario(s).adapter.method == "generation"]),
+        ],
         jobs=[
             datasets_job,
             evaluate_job,
@@ -69,8 +93,20 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
                 selection=AssetSelection.assets(["leaderboard"], ["regressions"], ["report"]),
                 description="The per-version leaderboard (with CIs and win rates), regression tests and HTML report.",
             ),
+            arena_ratings_job,
+            define_asset_job(
+                "arena_job",
+                selection=AssetSelection.assets(["arena", "battles"], ["arena", "ratings"]),
+                description="Battles between models' stored answers on the suite's arena scenarios, judged by its "
+                "judge models, and the Bradley-Terry / Elo ratings.",
+            ),
         ],
-        sensors=[make_registry_sensor(datasets_job, evaluate_job), AUTOMATION, abandoned_runs],
+        sensors=[
+            make_registry_sensor(datasets_job, evaluate_job),
+            AUTOMATION,
+            abandoned_runs,
+            make_votes_sensor(arena_ratings_job),
+        ],
         schedules=[
             make_stale_schedule(evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), cron)
         ],

@@ -99,6 +99,27 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             False,
         ),
     ),
+    "battles": (
+        CheckSpec(
+            "verdicts_parse",
+            "Judgements without a verdict ([[A]], [[B]] or [[C]] in both orders) stay within the arena's "
+            "max_failure_rate, per judge; such battles are rows with an error, never votes.",
+            True,
+        ),
+        CheckSpec(
+            "battles_traceable",
+            "Every battle names two different models and points at their stored completions of the instance.",
+            True,
+        ),
+    ),
+    "arena_ratings": (
+        CheckSpec(
+            "ratings_consistent",
+            "Every Bradley-Terry rating is finite and inside its 95% CI, and each judge's baseline is rated 1000.",
+            False,
+            error=True,
+        ),
+    ),
     "regressions": (
         CheckSpec(
             "no_significant_regression",
@@ -131,6 +152,11 @@ def check_stage(
         return check_scores(warehouse, version, scenario, model, metrics_per_instance=per_instance)
     if name == "leaderboard":
         return check_leaderboard(warehouse, version, list(catalog.suite(version).scenarios))
+    if name == "battles":
+        arena = catalog.suite(version).arena
+        return check_battles(warehouse, version, list(arena.judges), arena.max_failure_rate)
+    if name == "arena_ratings":
+        return check_ratings(warehouse, version)
     raise ValueError(f"no checks for stage {name!r} here (regressions are checked on the comparisons frame)")
 
 
@@ -459,6 +485,89 @@ def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) 
                 gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
                 gx.expectations.ExpectColumnValuesToBeBetween(column="num_values", min_value=1),
             ],
+        )
+    ]
+
+
+def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_failure_rate: float) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df(
+        "SELECT b.judge, b.battle_id, b.winner, b.model_a, b.model_b, ca.request_id AS found_a, "
+        "cb.request_id AS found_b FROM battles b "
+        "LEFT JOIN completions ca ON ca.version = b.version AND ca.scenario = b.scenario AND ca.model = b.model_a "
+        "AND ca.request_id = b.request_a "
+        "LEFT JOIN completions cb ON cb.version = b.version AND cb.scenario = b.scenario AND cb.model = b.model_b "
+        "AND cb.request_id = b.request_b "
+        "WHERE b.version = ? AND b.judge IN (SELECT unnest(?::VARCHAR[]))",
+        [version, judges],
+    )
+    per_judge = [
+        (
+            frame[frame["judge"] == judge],
+            [
+                gx.expectations.ExpectColumnValuesToBeInSet(
+                    column="winner", value_set=["a", "b", "tie"], mostly=1.0 - max_failure_rate
+                )
+            ],
+        )
+        for judge in judges
+    ]
+    has_rows = [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]
+    verdicts = _outcome("battles", "verdicts_parse", frame, has_rows, *per_judge)
+    if not verdicts.passed:
+        rates = {j: round(float((part["winner"] == "").mean()), 4) for j, (part, _) in zip(judges, per_judge)}
+        verdicts = CheckOutcome(
+            verdicts.name,
+            False,
+            f"Judgements without a verdict per judge: {rates} (max_failure_rate {max_failure_rate}): see the "
+            "battles' error column",
+            {**verdicts.details, "no_verdict_rate": rates},
+        )
+    linked = _outcome(
+        "battles",
+        "battles_traceable",
+        frame.assign(distinct=frame["model_a"] != frame["model_b"]),
+        [
+            gx.expectations.ExpectColumnValuesToNotBeNull(column="found_a"),
+            gx.expectations.ExpectColumnValuesToNotBeNull(column="found_b"),
+            gx.expectations.ExpectColumnValuesToBeInSet(column="distinct", value_set=[True]),
+        ],
+    )
+    return [verdicts, linked]
+
+
+def check_ratings(warehouse: Warehouse, version: str) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df(
+        "SELECT judge, model, rating, ci_low, ci_high, model = baseline AS is_baseline FROM arena_ratings "
+        "WHERE version = ? AND method = 'bradley_terry'",
+        [version],
+    )
+    baseline = frame[frame["is_baseline"]]
+    return [
+        _outcome(
+            "arena_ratings",
+            "ratings_consistent",
+            frame,
+            [
+                gx.expectations.ExpectColumnValuesToNotBeNull(column="rating"),
+                gx.expectations.ExpectColumnPairValuesAToBeGreaterThanB(
+                    column_A="rating", column_B="ci_low", or_equal=True
+                ),
+                gx.expectations.ExpectColumnPairValuesAToBeGreaterThanB(
+                    column_A="ci_high", column_B="rating", or_equal=True
+                ),
+            ],
+            (
+                baseline,
+                [
+                    gx.expectations.ExpectColumnValuesToBeBetween(
+                        column="rating", min_value=999.999999, max_value=1000.000001
+                    )
+                ],
+            ),
         )
     ]
 

@@ -29,7 +29,7 @@ from holistic_dagster.defs.resources import HolisticResource, ModelBackends, Tox
 from holistic_dagster.redaction import errors_redacted
 from holistic_dagster.report.markdown import comparison_table, headline_markdown
 from holistic_dagster.report.tables import headline_tables
-from holistic_dagster.stages import summaries
+from holistic_dagster.stages import arena, summaries
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.stages.dataset import build_dataset
 from holistic_dagster.stages.prompts import build_prompts
@@ -251,3 +251,62 @@ def report_asset() -> AssetsDefinition:
         )
 
     return report
+
+
+def arena_assets(scenarios: list[str]) -> list[AssetsDefinition]:
+    """Battles between models' stored answers on the suite's arena scenarios, judged by its judge models, and
+    the ratings fitted to them: per suite version. `scenarios`: every scenario that can be arena-eligible (the
+    suite's `arena:` section picks among them); the lineage runs through their completions."""
+
+    @asset(
+        key=["arena", "battles"],
+        partitions_def=version_partitions,
+        group_name="arena",
+        kinds={"duckdb"},
+        deps=[AssetDep(AssetKey([s, "completions"]), partition_mapping=BY_VERSION) for s in scenarios],
+        check_specs=_check_specs(["arena", "battles"], "battles"),
+    )
+    def battles(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        """Every pair of models that answered an original instance of an arena scenario (their stored
+        completions), sampled to the suite's max_battles with its seed, judged by each of the suite's judge models
+        in both position orders (a verdict that flips with the order is a tie). Table `battles`."""
+        version = context.partition_key
+        stage = holistic.stage(context.run.run_id, model_backends)
+        with errors_redacted():
+            metadata = arena.judge_battles(stage, version)
+        yield MaterializeResult(
+            metadata={k: MetadataValue.json(v) if isinstance(v, dict) else v for k, v in metadata.items()}
+        )
+        yield from _results(quality.check_stage("battles", stage, version), "battles")
+
+    @asset(
+        key=["arena", "ratings"],
+        partitions_def=version_partitions,
+        automation_condition=SUMMARY_FOLLOWS,
+        group_name="arena",
+        kinds={"duckdb"},
+        deps=[AssetKey(["arena", "battles"])],
+        check_specs=_check_specs(["arena", "ratings"], "arena_ratings"),
+    )
+    def ratings(context: AssetExecutionContext, holistic: HolisticResource):
+        """Per judge: Bradley-Terry ratings on the Elo scale (the suite's baseline at 1000) with bootstrap 95% CIs
+        over prompts, the same with answer-length style control, online Elo, and the win-rate matrix. Tables
+        `arena_ratings`, `arena_win_rates`."""
+        version = context.partition_key
+        stage = holistic.stage(context.run.run_id)
+        metadata = arena.rate(stage, version)
+        table = stage.warehouse.df(
+            "SELECT judge, model, round(rating, 1) AS rating, round(ci_low, 1) AS ci_low, round(ci_high, 1) AS ci_high,"
+            " num_battles, round(mean_answer_tokens, 1) AS mean_answer_tokens FROM arena_ratings "
+            "WHERE version = ? AND method = 'bradley_terry' ORDER BY judge, rating DESC",
+            [version],
+        )
+        yield MaterializeResult(
+            metadata={
+                **{k: MetadataValue.json(v) for k, v in metadata.items()},
+                "bradley_terry": MetadataValue.md(table.to_markdown(index=False)) if len(table) else "no votes",
+            }
+        )
+        yield from _results(quality.check_stage("arena_ratings", stage, version), "arena_ratings")
+
+    return [battles, ratings]

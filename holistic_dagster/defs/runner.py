@@ -3,6 +3,7 @@ then shows: datasets for the version, each model's evaluation, then the leaderbo
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -144,3 +145,17 @@ def evaluate_suite(
         freshness.record(warehouse, step, result.run_id, inputs().files)
         runs.append(SuiteRun(label, result))
     return runs
+
+
+def run_arena(defs: Definitions, instance: DagsterInstance, version: str) -> ExecuteInProcessResult:
+    """The arena job (battles judged by the suite's judges, then the ratings) for a suite version, as a Dagster
+    run the UI shows; raises RunFailed naming the failed step or blocking check."""
+    if abandoned := fail_abandoned_runs(instance):
+        logging.getLogger("holistic_dagster").warning("marked failed, their process was killed: %s", abandoned)
+    register_partitions(instance, [], [version])
+    result = defs.resolve_job_def("arena_job").execute_in_process(
+        partition_key=version, instance=instance, run_config=QUIET_LOGS, raise_on_error=False, tags=process_tags()
+    )
+    if not result.success:
+        raise RunFailed("arena", result)
+    return result

@@ -5,6 +5,9 @@ module only reads the Dagster instance and turns the decisions into requests."""
 
 from __future__ import annotations
 
+import json
+
+import duckdb
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
@@ -25,6 +28,7 @@ from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
+from holistic_dagster.warehouse import Warehouse
 
 
 def suite_assets(catalog: Catalog, version: str, stages: tuple[str, ...]) -> list[AssetKey]:
@@ -170,3 +174,42 @@ def prompts_builds(instance, scenarios: list[str]) -> list[automation.PromptsBui
 def find_stale(instance, code_versions: dict[str, str], scenarios: list[str]) -> dict[tuple[str, str], set[str]]:
     """{(model, version): reasons} for every evaluated partition whose prompts are stale (automation.find_stale)."""
     return automation.find_stale(prompts_builds(instance, scenarios), code_versions)
+
+
+def make_votes_sensor(ratings_job):
+    @sensor(
+        name="arena_votes",
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        jobs=[ratings_job],
+    )
+    def arena_votes(context: SensorEvaluationContext, holistic: HolisticResource):
+        """New votes cast on `holistic vote`'s page (table `votes`) -> the arena ratings of their suite version
+        are fitted again. The cursor is, per version, the number of votes and the time of the latest."""
+        warehouse = Warehouse(holistic.warehouse_path)
+        if not warehouse.path.exists():
+            return SkipReason("no warehouse yet")
+        try:
+            seen = warehouse.df("SELECT version, count(*) AS n, max(voted_at)::VARCHAR AS last FROM votes GROUP BY 1")
+        except duckdb.CatalogException:  # a warehouse from before the votes table
+            return SkipReason("no votes yet")
+        marks = {r.version: f"{r.n}@{r.last}" for r in seen.itertuples()}
+        previous = json.loads(context.cursor) if context.cursor else {}
+        changed = sorted(v for v, mark in marks.items() if previous.get(v) != mark)
+        if not changed:
+            return SkipReason("no new votes")
+        requests = [
+            RunRequest(job_name=ratings_job.name, partition_key=v, run_key=f"votes:{v}:{marks[v]}") for v in changed
+        ]
+        partitions = [
+            version_partitions.build_add_request(
+                [v for v in changed if not context.instance.has_dynamic_partition(version_partitions.name, v)]
+            )
+        ]
+        return SensorResult(
+            run_requests=requests,
+            cursor=json.dumps(marks),
+            dynamic_partitions_requests=[p for p in partitions if p.partition_keys],
+        )
+
+    return arena_votes

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.hashing import sha256_json
-from holistic_dagster.records import Completion
+from holistic_dagster.records import Completion, Request
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.prompts import load_requests, prompted_method
 from holistic_dagster.warehouse import BackgroundWriter
@@ -18,20 +18,54 @@ from holistic_dagster.warehouse.rows import completion_from_row, completion_row
 
 
 def run_completions(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
-    """Completions for every distinct request, reusing the completion cache: only requests this model
-    (same backend, path and revision) has never answered are sent, and every finished batch or response is
-    committed to the cache at once, so a killed run resumes where it stopped and repeats no finished request.
-    The partition is replaced at the end."""
+    """Completions for every distinct request, reusing the completion cache (answer_requests). The partition
+    is replaced at the end."""
     spec, _ = stage.catalog.resolved_scenario(version, scenario)
+    requests = load_requests(stage, version, scenario, model)
+    adapter = spec.adapter.model_copy(update={"method": prompted_method(stage, version, scenario, model)})
+    decoding = {
+        "method": adapter.method,
+        "max_tokens": adapter.max_tokens,
+        "temperature": adapter.temperature,
+        "stop": list(adapter.stop_sequences),
+        "max_train_instances": adapter.max_train_instances,
+    }
+    done, info, num_sent = answer_requests(stage, model, requests, decoding, f"{model} on {scenario}")
+    distinct = list(dict.fromkeys(r.request_id for r in requests))
+    frame = pd.DataFrame(
+        [
+            {"model": model, "version": version, "scenario": scenario, **completion_row(c), "provenance_id": pid}
+            for c, pid in (done[r] for r in distinct)
+        ]
+    )
+    stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"completions": frame})
+    return {
+        "num_completions": len(frame),
+        "num_sent": num_sent,
+        "num_from_cache": len(distinct) - num_sent,
+        "num_failed": int((frame["error"] != "").sum()),
+        "model_revision": info["model_revision"],
+        "backend": info["backend"],
+        "total_latency_s": round(float(frame["latency_s"].sum()), 3),
+        "num_output_tokens": int(frame["num_completion_tokens"].sum()),
+    }
+
+
+def answer_requests(
+    stage: StageContext, model: str, requests: list[Request], decoding: dict[str, Any], label: str
+) -> tuple[dict[str, tuple[Completion, str]], dict[str, Any], int]:
+    """Each distinct request's completion and provenance id, the client's description and how many requests
+    were sent: only requests this model (same backend, path and revision) has never answered are sent, and
+    every finished batch or response is committed to the completion cache at once, so a killed run resumes
+    where it stopped and repeats no finished request. decoding: recorded in the provenance."""
     client = stage.client(model)
     info = client.describe()
     model_key = sha256_json({k: info.get(k) for k in ("backend", "model_path", "model_revision")})[:16]
-    distinct = list({r.request_id: r for r in load_requests(stage, version, scenario, model)}.values())
+    distinct = list({r.request_id: r for r in requests}.values())
     done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
     todo = [r for r in distinct if r.request_id not in done]
-    adapter = spec.adapter.model_copy(update={"method": prompted_method(stage, version, scenario, model)})
-    provenance_id = _record_provenance(stage, model, info, adapter)
-    advance = stage.progress(f"{model} on {scenario}", len(todo)) if stage.progress and todo else None
+    provenance_id = _record_provenance(stage, model, info, decoding)
+    advance = stage.progress(label, len(todo)) if stage.progress and todo else None
 
     with BackgroundWriter(stage.warehouse, "completion_cache") as cache:
 
@@ -44,34 +78,11 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
 
         client.generate([r for r in todo if r.kind == "generate"], save)
         client.score([r for r in todo if r.kind == "score"], save)
-    frame = pd.DataFrame(
-        [
-            {"model": model, "version": version, "scenario": scenario, **completion_row(c), "provenance_id": pid}
-            for c, pid in (done[r.request_id] for r in distinct)
-        ]
-    )
-    stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"completions": frame})
-    return {
-        "num_completions": len(frame),
-        "num_sent": len(todo),
-        "num_from_cache": len(distinct) - len(todo),
-        "num_failed": int((frame["error"] != "").sum()),
-        "model_revision": info["model_revision"],
-        "backend": info["backend"],
-        "total_latency_s": round(float(frame["latency_s"].sum()), 3),
-        "num_output_tokens": int(frame["num_completion_tokens"].sum()),
-    }
+    return done, info, len(todo)
 
 
-def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], adapter) -> str:
-    decoding = {
-        "method": adapter.method,
-        "max_tokens": adapter.max_tokens,
-        "temperature": adapter.temperature,
-        "stop": list(adapter.stop_sequences),
-        "max_train_instances": adapter.max_train_instances,
-        "prompt_format": info.get("prompt_format", "plain"),
-    }
+def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], decoding: dict[str, Any]) -> str:
+    decoding = {**decoding, "prompt_format": info.get("prompt_format", "plain")}
     row = {
         "model": model,
         "backend": info["backend"],

@@ -38,6 +38,10 @@ TABLES = (
     "win_rates",
     "comparisons",
     "step_inputs",
+    "battles",
+    "votes",
+    "arena_ratings",
+    "arena_win_rates",
 )
 # version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
 _REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")

@@ -135,6 +135,54 @@ CREATE TABLE IF NOT EXISTS step_inputs (
     PRIMARY KEY (step, partition)
 );
 
+-- Arena: pairwise battles between two models' stored answers to one instance, judged in both position orders.
+-- judge: a registered model's name (LLM as judge), or 'human' (votes cast on `holistic arena vote`'s page).
+-- winner: a | b | tie, or '' when a judgement gave no verdict (error says why: such a row is never a vote).
+-- request_a / request_b: the judged completions (lineage to prompts and instances); judge_request_*: the
+-- judge's own requests, keys of the completion cache.
+CREATE TABLE IF NOT EXISTS battles (
+    version VARCHAR NOT NULL, judge VARCHAR NOT NULL, battle_id VARCHAR NOT NULL,
+    scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
+    model_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, request_a VARCHAR NOT NULL, request_b VARCHAR NOT NULL,
+    tokens_a INTEGER NOT NULL, tokens_b INTEGER NOT NULL,
+    a_first BOOLEAN NOT NULL,        -- the first judgement showed a's answer as "Assistant A"
+    verdict_first VARCHAR NOT NULL, verdict_second VARCHAR NOT NULL,   -- a | b | tie | '' per order
+    winner VARCHAR NOT NULL, consistent BOOLEAN NOT NULL, error VARCHAR NOT NULL,
+    judge_request_first VARCHAR NOT NULL, judge_request_second VARCHAR NOT NULL,
+    reason_first VARCHAR NOT NULL, reason_second VARCHAR NOT NULL,      -- the judge's outputs
+    provenance_id VARCHAR NOT NULL,
+    PRIMARY KEY (version, judge, battle_id)
+);
+-- People's votes on `holistic vote`'s page: a battle of the suite's schedule, shown with its two answers in an
+-- order drawn per voter (shown_first: the model whose answer was "Answer 1"); model names shown only after the
+-- vote. The ratings count them as the judge 'human'.
+CREATE TABLE IF NOT EXISTS votes (
+    version VARCHAR NOT NULL, battle_id VARCHAR NOT NULL, voter VARCHAR NOT NULL,
+    scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
+    model_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, request_a VARCHAR NOT NULL, request_b VARCHAR NOT NULL,
+    tokens_a INTEGER NOT NULL, tokens_b INTEGER NOT NULL,
+    shown_first VARCHAR NOT NULL, winner VARCHAR NOT NULL,   -- a | b | tie
+    voted_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (version, battle_id, voter)
+);
+-- Ratings per judge: Bradley-Terry (maximum likelihood, ties half) on the Elo scale with the suite's baseline
+-- at 1000 and a bootstrap 95% CI over prompts; the same with style control (answer length); online Elo.
+CREATE TABLE IF NOT EXISTS arena_ratings (
+    version VARCHAR NOT NULL, judge VARCHAR NOT NULL,
+    method VARCHAR NOT NULL,         -- bradley_terry | bradley_terry_style | online_elo
+    model VARCHAR NOT NULL, rating DOUBLE NOT NULL, ci_low DOUBLE, ci_high DOUBLE,
+    num_battles INTEGER NOT NULL, wins DOUBLE NOT NULL,   -- ties count half
+    mean_answer_tokens DOUBLE NOT NULL, baseline VARCHAR NOT NULL,
+    bootstrap_seed INTEGER NOT NULL, bootstrap_samples INTEGER NOT NULL, note VARCHAR NOT NULL,
+    PRIMARY KEY (version, judge, method, model)
+);
+-- Row model's share of wins against the column model (ties half) over their battles.
+CREATE TABLE IF NOT EXISTS arena_win_rates (
+    version VARCHAR NOT NULL, judge VARCHAR NOT NULL, model VARCHAR NOT NULL, opponent VARCHAR NOT NULL,
+    win_rate DOUBLE NOT NULL, num_battles INTEGER NOT NULL,
+    PRIMARY KEY (version, judge, model, opponent)
+);
+
 CREATE OR REPLACE VIEW scores AS
 SELECT s.model, s.version, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value, s.prediction,
        s.scorer, s.request_id,

@@ -1,0 +1,336 @@
+"""The arena stages: battles between models' stored answers on a suite's open-ended scenarios, judged by the
+suite's judge models in both position orders (table `battles`), and the ratings fitted to the verdicts
+(tables `arena_ratings`, `arena_win_rates`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, schedule
+from holistic_dagster.arena.judge import JudgeSetup, combine, judge_requests, too_long
+from holistic_dagster.arena.ratings import bootstrap_ratings, online_elo, win_rate_matrix
+from holistic_dagster.catalog import ArenaSpec
+from holistic_dagster.errors import CatalogError, HolisticError
+from holistic_dagster.records import Completion
+from holistic_dagster.stages.completions import answer_requests
+from holistic_dagster.stages.context import StageContext
+
+HUMAN = "human"  # the judge name of votes cast on the vote page
+UNBOUNDED = (
+    "unbounded: it never lost (or never won) against the baseline's group in these battles, so its maximum-"
+    "likelihood rating is infinite; the value shown is held finite by a small prior and means only above (below) all"
+)
+
+
+def arena_spec(stage: StageContext, version: str) -> ArenaSpec:
+    arena = stage.catalog.suite(version).arena
+    if arena is None:
+        raise CatalogError(
+            f"suite {version!r} has no `arena:` section: name its open-ended scenarios and judges in "
+            f"assets/suites/{version}.yaml to run battles"
+        )
+    return arena
+
+
+def scheduled_battles(stage: StageContext, version: str) -> list[Battle]:
+    """The suite's battles: every pair of models whose stored completions answer the same original instance of
+    an arena scenario, sampled to the suite's max_battles (seeded)."""
+    arena = arena_spec(stage, version)
+    rows = stage.warehouse.df(
+        "SELECT p.scenario, p.instance_id, p.model, p.request_id, c.text, c.num_completion_tokens, i.input, "
+        'i."references"::VARCHAR AS refs '
+        "FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
+        "JOIN instances i USING (version, scenario, instance_id) "
+        "WHERE p.version = ? AND p.scenario IN (SELECT unnest(?::VARCHAR[])) AND p.kind = 'generate' "
+        "AND i.split = 'test' AND i.perturbation = '' AND c.error = '' "
+        "ORDER BY p.scenario, p.instance_id, p.model",
+        [version, list(arena.scenarios)],
+    )
+    answers: dict[tuple[str, str], list[Answer]] = {}
+    questions: dict[tuple[str, str], tuple[str, str]] = {}
+    for r in rows.itertuples(index=False):
+        key = (r.scenario, r.instance_id)
+        answers.setdefault(key, []).append(Answer(r.model, r.request_id, r.text, int(r.num_completion_tokens)))
+        refs = json.loads(r.refs)
+        questions[key] = (r.input, next((x["output"] for x in refs if x["correct"]), ""))
+    return schedule(candidate_battles(answers, questions, arena.seed), arena.max_battles, arena.seed)
+
+
+def judge_battles(stage: StageContext, version: str) -> dict[str, Any]:
+    """Each of the suite's judges judges every scheduled battle in both orders (through its backend and the
+    completion cache: a re-run sends nothing it has answered); each judge's rows replace its earlier ones at
+    once. Human votes (judge 'human') are left as they are."""
+    arena = arena_spec(stage, version)
+    if not arena.judges:
+        raise CatalogError(f"suite {version!r}: the arena names no judges (arena.judges: registered models)")
+    battles = scheduled_battles(stage, version)
+    if not battles:
+        raise HolisticError(
+            f"suite {version!r}: no battles: fewer than two models have completions of the arena scenarios "
+            f"({', '.join(arena.scenarios)}); evaluate at least two models first"
+        )
+    metadata: dict[str, Any] = {"num_battles": len(battles), "num_models": len({m for b in battles for m in b.models})}
+    for judge in arena.judges:
+        frame, sent = _judge(stage, version, judge, arena, battles)
+        stage.warehouse.replace({"version": version, "judge": judge}, {"battles": frame})
+        voted = frame[frame["winner"] != ""]
+        metadata[judge] = {
+            "judgements_sent": sent,
+            "votes": len(voted),
+            "no_verdict": int((frame["winner"] == "").sum()),
+            "position_inconsistency_rate": round(float((~voted["consistent"]).mean()), 4) if len(voted) else None,
+            **{f"wins_{w}": int((voted["winner"] == w).sum()) for w in ("a", "b", "tie")},
+        }
+    return metadata
+
+
+def _judge(
+    stage: StageContext, version: str, judge: str, arena: ArenaSpec, battles: list[Battle]
+) -> tuple[pd.DataFrame, int]:
+    client = stage.client(judge)
+    setup = JudgeSetup(
+        stage.catalog.templates_dir,
+        arena.template,
+        arena.max_tokens,
+        client.count_tokens,
+        client.max_context,
+        getattr(client, "chat_prompt", None),
+    )
+    pairs = {b.battle_id: judge_requests(b, setup) for b in battles}
+    sendable = [r for pair in pairs.values() for r in pair if not too_long(r, setup)]
+    decoding = {
+        "method": "arena_judge",
+        "template": arena.template,
+        "max_tokens": arena.max_tokens,
+        "temperature": 0.0,
+        "stop": [],
+    }
+    done, info, sent = answer_requests(stage, judge, sendable, decoding, f"{judge} judging {len(battles)} battles")
+    provenance = next((pid for _, pid in done.values()), "")
+    rows = []
+    for b in battles:
+        first, second = pairs[b.battle_id]
+        outputs = [_output(done, r, setup) for r in (first, second)]
+        j = combine(b, outputs[0][0], outputs[1][0], outputs[0][1], outputs[1][1])
+        rows.append(
+            {
+                "version": version,
+                "judge": judge,
+                "battle_id": b.battle_id,
+                "scenario": b.scenario,
+                "instance_id": b.instance_id,
+                "model_a": b.a.model,
+                "model_b": b.b.model,
+                "request_a": b.a.request_id,
+                "request_b": b.b.request_id,
+                "tokens_a": b.a.num_tokens,
+                "tokens_b": b.b.num_tokens,
+                "a_first": b.a_first,
+                "verdict_first": j.verdict_first,
+                "verdict_second": j.verdict_second,
+                "winner": j.winner,
+                "consistent": j.consistent,
+                "error": j.error,
+                "judge_request_first": first.request_id,
+                "judge_request_second": second.request_id,
+                "reason_first": outputs[0][0],
+                "reason_second": outputs[1][0],
+                "provenance_id": done[first.request_id][1] if first.request_id in done else provenance,
+            }
+        )
+    return pd.DataFrame(rows), sent
+
+
+def _output(done: dict[str, tuple[Completion, str]], request, setup: JudgeSetup) -> tuple[str, str]:
+    """(the judge's text, why there is none)."""
+    if reason := too_long(request, setup):
+        return "", reason
+    completion = done[request.request_id][0]
+    return completion.text, completion.error
+
+
+def rate(stage: StageContext, version: str) -> dict[str, Any]:
+    """Per judge: Bradley-Terry ratings (Elo scale, the suite's baseline at 1000) with bootstrap 95% CIs over
+    prompts, the same with style control (answer length difference as a covariate), online Elo in battle
+    order, and the win-rate matrix. Battles without a verdict are not votes."""
+    arena = arena_spec(stage, version)
+    columns = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
+    battles = stage.warehouse.df(
+        f"SELECT judge, {columns} FROM battles WHERE version = ? AND winner <> '' ORDER BY judge, battle_id",
+        [version],
+    )
+    # people's votes are the judge 'human', in the order they were cast (what online Elo follows)
+    votes = stage.warehouse.df(
+        f"SELECT '{HUMAN}' AS judge, {columns} FROM votes WHERE version = ? ORDER BY voted_at, voter", [version]
+    )
+    battles = pd.concat([battles, votes], ignore_index=True) if len(votes) else battles
+    ratings, matrices, metadata = [], [], {}
+    for judge, part in battles.groupby("judge", sort=True):
+        frame = part.assign(
+            prompt=part["scenario"] + "/" + part["instance_id"],
+            length=_length_difference(part["tokens_a"].to_numpy(), part["tokens_b"].to_numpy()),
+        ).reset_index(drop=True)
+        models = sorted(set(frame["model_a"]) | set(frame["model_b"]))
+        baseline = arena.baseline or models[0]
+        if baseline not in models:  # e.g. people have not voted on the baseline's battles yet
+            metadata[judge] = {
+                "skipped": f"the baseline {baseline!r} has no battles judged by {judge!r} yet (models with "
+                f"battles: {', '.join(models)}): no ratings anchored at it"
+            }
+            continue
+        counts = _per_model(frame)
+        n_boot, seed = arena.bootstrap_samples, arena.seed
+        for method, table in (
+            ("bradley_terry", bootstrap_ratings(frame, baseline, n_boot=n_boot, seed=seed)),
+            ("bradley_terry_style", bootstrap_ratings(frame, baseline, n_boot=n_boot, seed=seed, style=["length"])),
+        ):
+            for r in table.itertuples(index=False):
+                ratings.append(
+                    _rating_row(
+                        version,
+                        judge,
+                        method,
+                        r.model,
+                        r.rating,
+                        r.ci_low,
+                        r.ci_high,
+                        counts,
+                        baseline,
+                        seed,
+                        n_boot,
+                        UNBOUNDED if r.unbounded else "",
+                    )
+                )
+        for model, value in online_elo(frame, k=arena.k_factor, baseline=baseline).items():
+            note = (
+                f"sequential K={arena.k_factor:g} updates in battle order: depends on that order, unlike Bradley-Terry"
+            )
+            ratings.append(
+                _rating_row(version, judge, "online_elo", model, value, None, None, counts, baseline, seed, 0, note)
+            )
+        matrices.append(_win_rates(version, judge, frame))
+        metadata[judge] = {"num_votes": len(frame), "num_models": len(models), "baseline": baseline}
+    stage.warehouse.replace(
+        {"version": version},
+        {
+            "arena_ratings": pd.DataFrame(ratings, columns=RATING_COLUMNS),
+            "arena_win_rates": pd.concat(matrices) if matrices else pd.DataFrame(columns=WIN_RATE_COLUMNS),
+        },
+    )
+    return metadata
+
+
+RATING_COLUMNS = [
+    "version",
+    "judge",
+    "method",
+    "model",
+    "rating",
+    "ci_low",
+    "ci_high",
+    "num_battles",
+    "wins",
+    "mean_answer_tokens",
+    "baseline",
+    "bootstrap_seed",
+    "bootstrap_samples",
+    "note",
+]
+WIN_RATE_COLUMNS = ["version", "judge", "model", "opponent", "win_rate", "num_battles"]
+
+
+def _length_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Arena-Hard's style covariate: (len_a - len_b) / (len_a + len_b), 0 when both answers are empty."""
+    total = a + b
+    return np.divide(a - b, total, out=np.zeros(len(a), dtype=float), where=total > 0)
+
+
+def _per_model(frame: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Battles, wins (ties half) and mean answer length (tokens) per model."""
+    score = frame["winner"].map({"a": 1.0, "b": 0.0, "tie": 0.5})
+    sides = pd.concat(
+        [
+            pd.DataFrame({"model": frame["model_a"], "win": score, "tokens": frame["tokens_a"]}),
+            pd.DataFrame({"model": frame["model_b"], "win": 1.0 - score, "tokens": frame["tokens_b"]}),
+        ]
+    )
+    grouped = sides.groupby("model").agg(num_battles=("win", "size"), wins=("win", "sum"), tokens=("tokens", "mean"))
+    return grouped.to_dict("index")
+
+
+def _rating_row(version, judge, method, model, rating, low, high, counts, baseline, seed, n_boot, note) -> dict:
+    c = counts[model]
+    return {
+        "version": version,
+        "judge": judge,
+        "method": method,
+        "model": model,
+        "rating": float(rating),
+        "ci_low": None if low is None else float(low),
+        "ci_high": None if high is None else float(high),
+        "num_battles": int(c["num_battles"]),
+        "wins": float(c["wins"]),
+        "mean_answer_tokens": float(c["tokens"]),
+        "baseline": baseline,
+        "bootstrap_seed": seed,
+        "bootstrap_samples": n_boot,
+        "note": note or "",
+    }
+
+
+def _win_rates(version: str, judge: str, frame: pd.DataFrame) -> pd.DataFrame:
+    rates, counts = win_rate_matrix(frame)
+    long = rates.stack().rename("win_rate").reset_index()
+    long.columns = ["model", "opponent", "win_rate"]
+    n = counts.stack().rename("num_battles").reset_index()
+    n.columns = ["model", "opponent", "num_battles"]
+    out = long.merge(n, on=["model", "opponent"])
+    out = out[out["num_battles"] > 0].assign(version=version, judge=judge)
+    return out[WIN_RATE_COLUMNS]
+
+
+def shown_order(battle: Battle, voter: str) -> tuple[Answer, Answer]:
+    """The order a voter sees a battle's answers in ("Answer 1", "Answer 2"): drawn per voter and battle, so
+    position favours neither model, and the same voter sees the same order on reload."""
+    digest = hashlib.sha256(f"{voter}/{battle.battle_id}".encode()).digest()
+    return (battle.a, battle.b) if digest[0] % 2 == 0 else (battle.b, battle.a)
+
+
+def voting_queue(stage: StageContext, version: str, voter: str) -> tuple[list[Battle], int]:
+    """The scheduled battles this voter has not voted on (in schedule order), and how many there are in all."""
+    battles = scheduled_battles(stage, version)
+    voted = set()
+    if stage.warehouse.path.exists():
+        voted = set(
+            stage.warehouse.df("SELECT battle_id FROM votes WHERE version = ? AND voter = ?", [version, voter])[
+                "battle_id"
+            ]
+        )
+    return [b for b in battles if b.battle_id not in voted], len(battles)
+
+
+def record_vote(stage: StageContext, version: str, voter: str, battle_id: str, choice: str) -> tuple[Battle, str]:
+    """Stores a vote ("first", "second" or "tie": of the answers as this voter was shown them); returns the
+    battle and its winner (a | b | tie). A second vote on the same battle by the same voter replaces the first."""
+    if choice not in ("first", "second", "tie"):
+        raise HolisticError(f"a vote is first, second or tie, not {choice!r}")
+    battle = next((b for b in scheduled_battles(stage, version) if b.battle_id == battle_id), None)
+    if battle is None:
+        raise HolisticError(f"no battle {battle_id!r} in suite {version!r}'s arena schedule")
+    first, second = shown_order(battle, voter)
+    winner = "tie" if choice == "tie" else ("a" if (first if choice == "first" else second) is battle.a else "b")
+    row = {
+        "version": version, "battle_id": battle_id, "voter": voter, "scenario": battle.scenario,
+        "instance_id": battle.instance_id, "model_a": battle.a.model, "model_b": battle.b.model,
+        "request_a": battle.a.request_id, "request_b": battle.b.request_id, "tokens_a": battle.a.num_tokens,
+        "tokens_b": battle.b.num_tokens, "shown_first": first.model, "winner": winner,
+        "voted_at": datetime.now(timezone.utc).replace(tzinfo=None),
+    }  # fmt: skip
+    stage.warehouse.upsert("votes", pd.DataFrame([row]))
+    return battle, winner

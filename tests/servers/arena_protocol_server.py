@@ -1,0 +1,81 @@
+"""OpenAI-protocol test server for the arena (a test double, named for what it is): scripted contestants and
+rule-following judges behind the real `/v1/completions` wire format, so battles and judgements go through our
+real OpenAI client, completion cache, Dagster run and DuckDB. The `model` field of a request picks the role:
+
+  contestants (a question-answer prompt ending "<question>\\nAnswer:"):
+    oracle  -> the question's correct answer          wrong -> "Berlin" (wrong for every question here)
+    verbose -> the correct answer, then a long padding paragraph
+  judges (MT-Bench's pairwise prompt, with the reference answer):
+    rule-judge   -> [[A]] or [[B]] for the one answer that contains the reference, else [[C]] (tie)
+    biased-judge -> always [[A]] (pure position bias: each battle's two orders disagree)
+    mute-judge   -> an explanation without a verdict
+It counts requests per (model, prompt)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.servers import LoopbackServer
+
+PADDING = " Let me explain this in great detail, considering every aspect of the question at length." * 4
+ANSWER = re.compile(r"\[The Start of Assistant ([AB])'s Answer\]\n(.*?)\n\[The End of Assistant \1's Answer\]", re.S)
+REFERENCE = re.compile(r"\[The Start of Reference Answer\]\n(.*?)\n\[The End of Reference Answer\]", re.S)
+
+
+class ArenaProtocolTestServer(LoopbackServer):
+    def __init__(self, answers: dict[str, str]):
+        self.answers = answers  # question -> correct answer
+        self.hits: Counter[tuple[str, str]] = Counter()
+        super().__init__(Starlette(routes=[Route("/v1/completions", self.completions, methods=["POST"])]))
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def sent(self, model: str) -> int:
+        return sum(n for (m, _), n in self.hits.items() if m == model)
+
+    async def completions(self, http: HttpRequest) -> Response:
+        body = await http.json()
+        model, prompt = body["model"], body["prompt"]
+        self.hits[(model, prompt)] += 1
+        if model.endswith("-judge"):
+            text = self._judge(model, prompt)
+        else:
+            question = prompt.rsplit("\nAnswer:", 1)[0].rsplit("\n", 1)[-1].strip()
+            correct = self.answers[question]
+            text = {"oracle": f" {correct}", "wrong": " Berlin", "verbose": f" {correct}.{PADDING}"}[model]
+        words = len(text.split())
+        return JSONResponse(
+            {
+                "id": "cmpl-arena",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                "usage": {
+                    "prompt_tokens": len(prompt) // 4,
+                    "completion_tokens": words,
+                    "total_tokens": len(prompt) // 4 + words,
+                },  # fmt: skip
+            }
+        )
+
+    @staticmethod
+    def _judge(model: str, prompt: str) -> str:
+        if model == "mute-judge":
+            return "Both answers have merits and I cannot decide between them."
+        if model == "biased-judge":
+            return "The first answer is better. [[A]]"
+        answers = dict(ANSWER.findall(prompt))
+        reference = REFERENCE.search(prompt).group(1).strip().lower()
+        right = {side for side, text in answers.items() if reference in text.lower()}
+        verdict = next(iter(right)) if len(right) == 1 else "C"
+        return f"Only one answer matches the reference: [[{verdict}]]" if verdict != "C" else "Equally good. [[C]]"
