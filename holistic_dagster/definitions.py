@@ -22,6 +22,7 @@ from holistic_dagster.defs.assets import (
     regressions_asset,
     report_asset,
     scenario_assets,
+    shadow_assets,
 )
 from holistic_dagster.defs.resources import (
     HolisticResource,
@@ -36,6 +37,7 @@ from holistic_dagster.defs.sensors import (
     find_stale,
     make_registry_sensor,
     make_stale_schedule,
+    make_traffic_sensor,
     make_votes_sensor,
 )
 
@@ -74,6 +76,12 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
         selection=AssetSelection.assets(["arena", "ratings"]),
         description="The arena ratings again (new votes from `holistic vote`'s page).",
     )
+    shadow_job = define_asset_job(
+        "shadow_job",
+        selection=AssetSelection.groups("shadow"),
+        description="Shadow evaluation of a production traffic log: its records (PII removed), the candidates' "
+        "answers to the same prompts, the judge's verdicts and win rates (resources/shadow.yaml).",
+    )
     code_versions = {s: catalog.code_version(s) for s in scenarios}
     cron = automation_config(Path(holistic.models_file).parent)["rerun_stale_cron"]
     return Definitions(
@@ -84,6 +92,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             report_asset(),
             # open-ended scenarios (generation) are the ones a suite can put in its arena
             *arena_assets([s for s in scenarios if catalog.scenario(s).adapter.method == "generation"]),
+            *shadow_assets(),
         ],
         jobs=[
             datasets_job,
@@ -94,6 +103,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
                 description="The per-version leaderboard (with CIs and win rates), regression tests and HTML report.",
             ),
             arena_ratings_job,
+            shadow_job,
             define_asset_job(
                 "arena_job",
                 selection=AssetSelection.assets(["arena", "battles"], ["arena", "ratings"]),
@@ -106,6 +116,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             AUTOMATION,
             abandoned_runs,
             make_votes_sensor(arena_ratings_job),
+            make_traffic_sensor(shadow_job),
         ],
         schedules=[
             make_stale_schedule(evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), cron)

@@ -112,6 +112,21 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             True,
         ),
     ),
+    "shadow_traffic": (
+        CheckSpec(
+            "pii_removed",
+            "No stored text from the traffic log (messages, prompts, production's answers) matches a PII pattern "
+            "the deployment redacts (resources/shadow.yaml pii.redact).",
+            True,
+        ),
+    ),
+    "shadow_verdicts": (
+        CheckSpec(
+            "verdicts_parse",
+            "Judgements without a verdict stay within shadow.yaml's max_failure_rate; they are never votes.",
+            True,
+        ),
+    ),
     "arena_ratings": (
         CheckSpec(
             "ratings_consistent",
@@ -535,6 +550,33 @@ def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_fai
         ],
     )
     return [verdicts, linked]
+
+
+def check_traffic(warehouse: Warehouse, log: str, patterns: dict[str, str]) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df(
+        "SELECT record_id, messages::VARCHAR AS messages, prompt, production_text FROM traffic WHERE log = ?", [log]
+    )
+    expectations = [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)] + [
+        gx.expectations.ExpectColumnValuesToNotMatchRegex(column=column, regex=regex)
+        for column in ("messages", "prompt", "production_text")
+        for regex in patterns.values()
+    ]
+    return [_outcome("shadow_traffic", "pii_removed", frame, expectations)]
+
+
+def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: float) -> list[CheckOutcome]:
+    import great_expectations as gx
+
+    frame = warehouse.df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
+    expectations = [
+        gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
+        gx.expectations.ExpectColumnValuesToBeInSet(
+            column="winner", value_set=["candidate", "production", "tie"], mostly=1.0 - max_failure_rate
+        ),
+    ]
+    return [_outcome("shadow_verdicts", "verdicts_parse", frame, expectations)]
 
 
 def check_ratings(warehouse: Warehouse, version: str) -> list[CheckOutcome]:

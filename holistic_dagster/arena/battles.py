@@ -41,7 +41,7 @@ def battle_id(scenario: str, instance_id: str, model_a: str, model_b: str) -> st
     return sha256_json([scenario, instance_id, model_a, model_b])[:16]
 
 
-def _draw(seed: int, *parts: str) -> int:
+def draw(seed: int, *parts: str) -> int:
     """A number fixed by the seed and the parts: the same battle gets the same draw in every run."""
     return int.from_bytes(hashlib.sha256("/".join([str(seed), *parts]).encode()).digest()[:8], "big")
 
@@ -57,9 +57,7 @@ def candidate_battles(
         question, reference = questions[(scenario, instance_id)]
         for a, b in combinations(sorted(given, key=lambda x: x.model), 2):
             bid = battle_id(scenario, instance_id, a.model, b.model)
-            out.append(
-                Battle(bid, scenario, instance_id, question, reference, a, b, _draw(seed, bid, "order") % 2 == 0)
-            )
+            out.append(Battle(bid, scenario, instance_id, question, reference, a, b, draw(seed, bid, "order") % 2 == 0))
     return out
 
 
@@ -67,5 +65,5 @@ def schedule(candidates: list[Battle], max_battles: int | None, seed: int) -> li
     """All candidates, or the max_battles first in an order drawn from the seed (as Arena samples its pairs).
     The order depends on nothing but the seed and each battle's identity, so a larger sample extends a smaller
     one, and a new model adds its battles without reshuffling the others."""
-    ordered = sorted(candidates, key=lambda b: _draw(seed, b.battle_id))
+    ordered = sorted(candidates, key=lambda b: draw(seed, b.battle_id))
     return ordered if max_battles is None else ordered[:max_battles]

@@ -24,12 +24,14 @@ from dagster import (
 
 from holistic_dagster import quality
 from holistic_dagster.catalog import Catalog
-from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
+from holistic_dagster.defs.partitions import model_version_partitions, traffic_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
+from holistic_dagster.errors import CatalogError
 from holistic_dagster.redaction import errors_redacted
 from holistic_dagster.report.markdown import comparison_table, headline_markdown
 from holistic_dagster.report.tables import headline_tables
-from holistic_dagster.stages import arena, summaries
+from holistic_dagster.shadow import PII_PATTERNS, log_key
+from holistic_dagster.stages import arena, shadow, summaries
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.stages.dataset import build_dataset
 from holistic_dagster.stages.prompts import build_prompts
@@ -310,3 +312,85 @@ def arena_assets(scenarios: list[str]) -> list[AssetsDefinition]:
         yield from _results(quality.check_stage("arena_ratings", stage, version), "arena_ratings")
 
     return [battles, ratings]
+
+
+def shadow_assets() -> list[AssetsDefinition]:
+    """Shadow evaluation of candidate models on production traffic, one partition per traffic log file
+    (resources/shadow.yaml): the log's records with PII removed, the candidates' answers to the same prompts,
+    and the judge's verdicts with each candidate's win rate against production per traffic slice."""
+
+    def _log(context: AssetExecutionContext, holistic: HolisticResource):
+        spec = holistic.shadow()
+        key = context.partition_key
+        return spec, key, holistic.stage(context.run.run_id)
+
+    @asset(
+        key=["shadow", "traffic"],
+        partitions_def=traffic_partitions,
+        group_name="shadow",
+        kinds={"duckdb"},
+        check_specs=_check_specs(["shadow", "traffic"], "shadow_traffic"),
+    )
+    def traffic(context: AssetExecutionContext, holistic: HolisticResource):
+        """The traffic log's requests and production's answers (OpenAI chat/completions or completions shape),
+        with the configured PII fields dropped and PII patterns replaced before anything is stored."""
+        spec, log, stage = _log(context, holistic)
+        path = traffic_log_path(holistic.traffic_dir(), log)
+        metadata = shadow.load_traffic(stage, spec, log, path)
+        yield MaterializeResult(
+            metadata={
+                **metadata,
+                "slices": MetadataValue.json(metadata["slices"]),
+                "path": MetadataValue.path(str(path)),
+            }
+        )
+        patterns = {name: PII_PATTERNS[name].pattern for name in spec.pii.redact}
+        yield from _results(quality.check_traffic(stage.warehouse, log, patterns), "shadow_traffic")
+
+    @asset(
+        key=["shadow", "answers"],
+        partitions_def=traffic_partitions,
+        group_name="shadow",
+        kinds={"duckdb"},
+        deps=[AssetKey(["shadow", "traffic"])],
+        pool="model_requests",
+    )
+    def answers(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        """Each candidate model's answers to the log's prompts (greedy), through the completion cache."""
+        spec, log, _ = _log(context, holistic)
+        stage = holistic.stage(context.run.run_id, model_backends)
+        with errors_redacted():
+            metadata = shadow.answer_traffic(stage, spec, log)
+        return MaterializeResult(metadata={k: MetadataValue.json(v) for k, v in metadata.items()})
+
+    @asset(
+        key=["shadow", "verdicts"],
+        partitions_def=traffic_partitions,
+        group_name="shadow",
+        kinds={"duckdb"},
+        deps=[AssetKey(["shadow", "answers"])],
+        check_specs=_check_specs(["shadow", "verdicts"], "shadow_verdicts"),
+    )
+    def verdicts(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        """The judge's comparison of each candidate answer with production's (both position orders), and each
+        candidate's win rate against production per traffic slice with a 95% bootstrap CI."""
+        spec, log, _ = _log(context, holistic)
+        stage = holistic.stage(context.run.run_id, model_backends)
+        with errors_redacted():
+            metadata = shadow.judge_traffic(stage, spec, log)
+        yield MaterializeResult(
+            metadata={k: MetadataValue.json(v) if isinstance(v, dict) else v for k, v in metadata.items()}
+        )
+        yield from _results(
+            quality.check_shadow_verdicts(stage.warehouse, log, spec.max_failure_rate), "shadow_verdicts"
+        )
+
+    return [traffic, answers, verdicts]
+
+
+def traffic_log_path(directory: Path, log: str) -> Path:
+    """The log file whose partition key is `log` (holistic_dagster.shadow.log_key of its name)."""
+    found = [p for p in sorted(directory.glob("*.jsonl")) if log_key(p) == log]
+    if not found:
+        raise CatalogError(f"no traffic log for partition {log!r} in {directory}")
+    return found[0]

@@ -16,6 +16,8 @@ from holistic_dagster.catalog import (
     load_models,
 )
 from holistic_dagster.clients import ModelClient, get_client
+from holistic_dagster.errors import CatalogError
+from holistic_dagster.shadow import ShadowSpec, load_shadow_spec
 from holistic_dagster.stages import StageContext
 from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
 from holistic_dagster.warehouse import Warehouse
@@ -85,6 +87,7 @@ class HolisticResource(ConfigurableResource):
     catalog_dir: str = Field(default_factory=lambda: str(settings.catalog_dir()))
     models_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "models.yaml"))
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
+    shadow_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "shadow.yaml"))
 
     # sensors and schedules read the catalog and registry through these, as the assets do
     def catalog(self) -> Catalog:
@@ -92,6 +95,19 @@ class HolisticResource(ConfigurableResource):
 
     def models(self) -> dict[str, ModelSpec]:
         return load_models(Path(self.models_file))
+
+    def shadow(self) -> ShadowSpec:
+        """The shadow-evaluation configuration (resources/shadow.yaml)."""
+        path = Path(self.shadow_file)
+        if not path.exists():
+            raise CatalogError(
+                f"shadow evaluation is not configured: no {path} (name the candidate models and the judge there; "
+                "see the README's shadow-evaluation section)"
+            )
+        return load_shadow_spec(path)
+
+    def traffic_dir(self) -> Path:
+        return self.shadow().traffic_path(settings.home_dir())
 
     def stage(
         self,

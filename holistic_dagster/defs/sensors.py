@@ -25,9 +25,11 @@ from dagster import (
 
 from holistic_dagster import automation
 from holistic_dagster.catalog import Catalog
-from holistic_dagster.defs.partitions import model_partitions, version_partitions
+from holistic_dagster.defs.partitions import model_partitions, traffic_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
+from holistic_dagster.errors import CatalogError
+from holistic_dagster.shadow import log_key
 from holistic_dagster.warehouse import Warehouse
 
 
@@ -213,3 +215,40 @@ def make_votes_sensor(ratings_job):
         )
 
     return arena_votes
+
+
+def make_traffic_sensor(shadow_job):
+    @sensor(
+        name="traffic_logs",
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=60,
+        jobs=[shadow_job],
+    )
+    def traffic_logs(context: SensorEvaluationContext, holistic: HolisticResource):
+        """New or changed traffic log files (*.jsonl in shadow.yaml's traffic_dir) -> a partition each and a run
+        of the shadow evaluation (traffic, the candidates' answers, the judge's verdicts)."""
+        try:
+            directory = holistic.traffic_dir()
+        except CatalogError as e:
+            return SkipReason(str(e))
+        if not directory.is_dir():
+            return SkipReason(f"no traffic folder {directory} yet")
+        marks = {}
+        for path in sorted(directory.glob("*.jsonl")):
+            stat = path.stat()
+            marks[log_key(path)] = f"{stat.st_size}:{stat.st_mtime_ns}"
+        previous = json.loads(context.cursor) if context.cursor else {}
+        changed = [key for key, mark in marks.items() if previous.get(key) != mark]
+        if not changed:
+            return SkipReason("no new or changed traffic logs")
+        new = [key for key in changed if not context.instance.has_dynamic_partition(traffic_partitions.name, key)]
+        return SensorResult(
+            run_requests=[
+                RunRequest(job_name=shadow_job.name, partition_key=key, run_key=f"{key}:{marks[key]}")
+                for key in changed
+            ],
+            dynamic_partitions_requests=[traffic_partitions.build_add_request(new)] if new else [],
+            cursor=json.dumps(marks),
+        )
+
+    return traffic_logs

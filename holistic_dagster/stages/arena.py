@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,11 +14,11 @@ import numpy as np
 import pandas as pd
 
 from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, schedule
-from holistic_dagster.arena.judge import JudgeSetup, combine, judge_requests, too_long
+from holistic_dagster.arena.judge import Judgement, JudgeSetup, combine, judge_requests, too_long
 from holistic_dagster.arena.ratings import bootstrap_ratings, online_elo, win_rate_matrix
 from holistic_dagster.catalog import ArenaSpec
 from holistic_dagster.errors import CatalogError, HolisticError
-from holistic_dagster.records import Completion
+from holistic_dagster.records import Completion, Request
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 
@@ -90,64 +91,64 @@ def judge_battles(stage: StageContext, version: str) -> dict[str, Any]:
     return metadata
 
 
-def _judge(
-    stage: StageContext, version: str, judge: str, arena: ArenaSpec, battles: list[Battle]
-) -> tuple[pd.DataFrame, int]:
+@dataclass(frozen=True)
+class Judged:
+    """A battle, the judge's two requests (first order, swapped order), its outputs and the combined verdict."""
+
+    battle: Battle
+    requests: tuple[Request, Request]
+    outputs: tuple[str, str]
+    judgement: Judgement
+    provenance_id: str
+
+
+def run_judge(
+    stage: StageContext, judge: str, battles: list[Battle], template: str, max_tokens: int, method: str
+) -> tuple[list[Judged], int]:
+    """The judge model judges each battle in both orders through its backend and the completion cache (a
+    judgement it has given before is not asked again); a prompt longer than its context is an error, not a
+    request. Returns the judged battles and how many requests were sent."""
     client = stage.client(judge)
+    layout = getattr(client, "chat_prompt", None)
     setup = JudgeSetup(
-        stage.catalog.templates_dir,
-        arena.template,
-        arena.max_tokens,
-        client.count_tokens,
-        client.max_context,
-        getattr(client, "chat_prompt", None),
+        stage.catalog.templates_dir, template, max_tokens, client.count_tokens, client.max_context, layout
     )
     pairs = {b.battle_id: judge_requests(b, setup) for b in battles}
     sendable = [r for pair in pairs.values() for r in pair if not too_long(r, setup)]
-    decoding = {
-        "method": "arena_judge",
-        "template": arena.template,
-        "max_tokens": arena.max_tokens,
-        "temperature": 0.0,
-        "stop": [],
-    }
-    done, info, sent = answer_requests(stage, judge, sendable, decoding, f"{judge} judging {len(battles)} battles")
-    provenance = next((pid for _, pid in done.values()), "")
-    rows = []
+    decoding = {"method": method, "template": template, "max_tokens": max_tokens, "temperature": 0.0, "stop": []}
+    done, _, sent = answer_requests(stage, judge, sendable, decoding, f"{judge} judging {len(battles)} battles")
+    fallback = next((pid for _, pid in done.values()), "")
+    judged = []
     for b in battles:
         first, second = pairs[b.battle_id]
-        outputs = [_output(done, r, setup) for r in (first, second)]
-        j = combine(b, outputs[0][0], outputs[1][0], outputs[0][1], outputs[1][1])
-        rows.append(
-            {
-                "version": version,
-                "judge": judge,
-                "battle_id": b.battle_id,
-                "scenario": b.scenario,
-                "instance_id": b.instance_id,
-                "model_a": b.a.model,
-                "model_b": b.b.model,
-                "request_a": b.a.request_id,
-                "request_b": b.b.request_id,
-                "tokens_a": b.a.num_tokens,
-                "tokens_b": b.b.num_tokens,
-                "a_first": b.a_first,
-                "verdict_first": j.verdict_first,
-                "verdict_second": j.verdict_second,
-                "winner": j.winner,
-                "consistent": j.consistent,
-                "error": j.error,
-                "judge_request_first": first.request_id,
-                "judge_request_second": second.request_id,
-                "reason_first": outputs[0][0],
-                "reason_second": outputs[1][0],
-                "provenance_id": done[first.request_id][1] if first.request_id in done else provenance,
-            }
-        )
+        (text_1, error_1), (text_2, error_2) = (_output(done, r, setup) for r in (first, second))
+        provenance = done[first.request_id][1] if first.request_id in done else fallback
+        judgement = combine(b, text_1, text_2, error_1, error_2)
+        judged.append(Judged(b, (first, second), (text_1, text_2), judgement, provenance))
+    return judged, sent
+
+
+def _judge(
+    stage: StageContext, version: str, judge: str, arena: ArenaSpec, battles: list[Battle]
+) -> tuple[pd.DataFrame, int]:
+    judged, sent = run_judge(stage, judge, battles, arena.template, arena.max_tokens, "arena_judge")
+    rows = [
+        {
+            "version": version, "judge": judge, "battle_id": j.battle.battle_id, "scenario": j.battle.scenario,
+            "instance_id": j.battle.instance_id, "model_a": j.battle.a.model, "model_b": j.battle.b.model,
+            "request_a": j.battle.a.request_id, "request_b": j.battle.b.request_id,
+            "tokens_a": j.battle.a.num_tokens, "tokens_b": j.battle.b.num_tokens, "a_first": j.battle.a_first,
+            "verdict_first": j.judgement.verdict_first, "verdict_second": j.judgement.verdict_second,
+            "winner": j.judgement.winner, "consistent": j.judgement.consistent, "error": j.judgement.error,
+            "judge_request_first": j.requests[0].request_id, "judge_request_second": j.requests[1].request_id,
+            "reason_first": j.outputs[0], "reason_second": j.outputs[1], "provenance_id": j.provenance_id,
+        }
+        for j in judged
+    ]  # fmt: skip
     return pd.DataFrame(rows), sent
 
 
-def _output(done: dict[str, tuple[Completion, str]], request, setup: JudgeSetup) -> tuple[str, str]:
+def _output(done: dict[str, tuple[Completion, str]], request: Request, setup: JudgeSetup) -> tuple[str, str]:
     """(the judge's text, why there is none)."""
     if reason := too_long(request, setup):
         return "", reason

@@ -42,6 +42,10 @@ TABLES = (
     "votes",
     "arena_ratings",
     "arena_win_rates",
+    "traffic",
+    "shadow_completions",
+    "shadow_verdicts",
+    "shadow_win_rates",
 )
 # version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
 _REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")

@@ -183,6 +183,42 @@ CREATE TABLE IF NOT EXISTS arena_win_rates (
     PRIMARY KEY (version, judge, model, opponent)
 );
 
+-- Shadow evaluation on production traffic (resources/shadow.yaml). One partition per traffic log file (log).
+-- traffic: each logged request with production's answer, PII removed before it was stored.
+CREATE TABLE IF NOT EXISTS traffic (
+    log VARCHAR NOT NULL, record_id VARCHAR NOT NULL, line INTEGER NOT NULL, slice VARCHAR NOT NULL,
+    messages JSON NOT NULL, prompt VARCHAR NOT NULL,
+    production VARCHAR NOT NULL, production_text VARCHAR NOT NULL, production_tokens INTEGER NOT NULL,
+    production_latency_s DOUBLE, logged_at VARCHAR NOT NULL, source_uri VARCHAR NOT NULL, source_sha256 VARCHAR NOT NULL,
+    PRIMARY KEY (log, record_id)
+);
+-- a candidate model's answer to the same prompt (request_id keys the completion cache)
+CREATE TABLE IF NOT EXISTS shadow_completions (
+    log VARCHAR NOT NULL, record_id VARCHAR NOT NULL, model VARCHAR NOT NULL, request_id VARCHAR NOT NULL,
+    prompt VARCHAR NOT NULL, text VARCHAR NOT NULL, num_completion_tokens INTEGER NOT NULL, latency_s DOUBLE NOT NULL,
+    error VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL,
+    PRIMARY KEY (log, record_id, model)
+);
+-- the judge's comparison of a candidate's answer with production's, in both position orders
+-- (winner: candidate | production | tie, or '' when a judgement gave no verdict: then error says why)
+CREATE TABLE IF NOT EXISTS shadow_verdicts (
+    log VARCHAR NOT NULL, record_id VARCHAR NOT NULL, candidate VARCHAR NOT NULL, judge VARCHAR NOT NULL,
+    slice VARCHAR NOT NULL, candidate_first BOOLEAN NOT NULL,
+    verdict_first VARCHAR NOT NULL, verdict_second VARCHAR NOT NULL, winner VARCHAR NOT NULL,
+    consistent BOOLEAN NOT NULL, error VARCHAR NOT NULL,
+    judge_request_first VARCHAR NOT NULL, judge_request_second VARCHAR NOT NULL,
+    reason_first VARCHAR NOT NULL, reason_second VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL,
+    PRIMARY KEY (log, record_id, candidate, judge)
+);
+-- the candidate's win rate against production (ties half) per traffic slice ('' = all traffic), with a 95%
+-- bootstrap CI over records
+CREATE TABLE IF NOT EXISTS shadow_win_rates (
+    log VARCHAR NOT NULL, candidate VARCHAR NOT NULL, judge VARCHAR NOT NULL, slice VARCHAR NOT NULL,
+    n INTEGER NOT NULL, wins INTEGER NOT NULL, ties INTEGER NOT NULL, losses INTEGER NOT NULL,
+    win_rate DOUBLE NOT NULL, ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL,
+    PRIMARY KEY (log, candidate, judge, slice)
+);
+
 CREATE OR REPLACE VIEW scores AS
 SELECT s.model, s.version, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value, s.prediction,
        s.scorer, s.request_id,

@@ -5,8 +5,10 @@ real OpenAI client, completion cache, Dagster run and DuckDB. The `model` field 
   contestants (a question-answer prompt ending "<question>\\nAnswer:"):
     oracle  -> the question's correct answer          wrong -> "Berlin" (wrong for every question here)
     verbose -> the correct answer, then a long padding paragraph
-  judges (MT-Bench's pairwise prompt, with the reference answer):
-    rule-judge   -> [[A]] or [[B]] for the one answer that contains the reference, else [[C]] (tie)
+  (a prompt that is not a scenario's is a logged user message: its known question is looked up in it)
+  judges (MT-Bench's pairwise prompt, with or without the reference answer):
+    rule-judge   -> [[A]] or [[B]] for the one answer that contains the reference (or, without one, the
+                    question's answer in its own key), else [[C]] (tie)
     biased-judge -> always [[A]] (pure position bias: each battle's two orders disagree)
     mute-judge   -> an explanation without a verdict
 It counts requests per (model, prompt)."""
@@ -49,8 +51,7 @@ class ArenaProtocolTestServer(LoopbackServer):
         if model.endswith("-judge"):
             text = self._judge(model, prompt)
         else:
-            question = prompt.rsplit("\nAnswer:", 1)[0].rsplit("\n", 1)[-1].strip()
-            correct = self.answers[question]
+            correct = self.answers[self._question(prompt)]
             text = {"oracle": f" {correct}", "wrong": " Berlin", "verbose": f" {correct}.{PADDING}"}[model]
         words = len(text.split())
         return JSONResponse(
@@ -68,14 +69,18 @@ class ArenaProtocolTestServer(LoopbackServer):
             }
         )
 
-    @staticmethod
-    def _judge(model: str, prompt: str) -> str:
+    def _question(self, prompt: str) -> str:
+        """The known question the prompt asks (a scenario's "<question>\nAnswer:", or a logged user message)."""
+        return next(q for q in sorted(self.answers, key=len, reverse=True) if q in prompt)
+
+    def _judge(self, model: str, prompt: str) -> str:
         if model == "mute-judge":
             return "Both answers have merits and I cannot decide between them."
         if model == "biased-judge":
             return "The first answer is better. [[A]]"
         answers = dict(ANSWER.findall(prompt))
-        reference = REFERENCE.search(prompt).group(1).strip().lower()
+        given = REFERENCE.search(prompt)  # else (shadow traffic has no reference) the judge's own answer key
+        reference = (given.group(1) if given else self.answers[self._question(prompt)]).strip().lower()
         right = {side for side, text in answers.items() if reference in text.lower()}
         verdict = next(iter(right)) if len(right) == 1 else "C"
         return f"Only one answer matches the reference: [[{verdict}]]" if verdict != "C" else "Equally good. [[C]]"

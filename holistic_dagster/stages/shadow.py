@@ -1,0 +1,210 @@
+"""The shadow-evaluation stages, one traffic log at a time: the log's records (PII removed) with production's
+answers (table `traffic`); each candidate model's answers to the same prompts (`shadow_completions`, through the
+completion cache); the judge's comparison of each candidate answer with production's in both position orders
+(`shadow_verdicts`) and the candidate's win rate against production per traffic slice with a bootstrap CI
+(`shadow_win_rates`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from holistic_dagster.arena.battles import Answer, Battle, draw
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.hashing import request_id, sha256_file, sha256_json
+from holistic_dagster.metrics.statistics import bootstrap_ci
+from holistic_dagster.records import Request
+from holistic_dagster.shadow import ShadowSpec, read_traffic
+from holistic_dagster.stages.arena import run_judge
+from holistic_dagster.stages.completions import answer_requests
+from holistic_dagster.stages.context import StageContext
+
+TRAFFIC = "traffic"  # the scenario name shadow battles carry
+
+
+def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) -> dict[str, Any]:
+    """The log file's records, PII removed, replacing the log's partition at once."""
+    records = read_traffic(path, spec)
+    if not records:
+        raise HolisticError(f"{path}: no records")
+    checksum = sha256_file(path)
+    frame = pd.DataFrame(
+        [
+            {
+                "log": log,
+                "record_id": r.record_id,
+                "line": r.line,
+                "slice": r.slice,
+                "messages": json.dumps(list(r.messages), ensure_ascii=False),
+                "prompt": r.prompt,
+                "production": spec.production,
+                "production_text": r.response,
+                "production_tokens": r.response_tokens,
+                "production_latency_s": r.latency_s,
+                "logged_at": r.logged_at,
+                "source_uri": str(path),
+                "source_sha256": checksum,
+            }
+            for r in records
+        ]
+    )
+    stage.warehouse.replace({"log": log}, {"traffic": frame})
+    slices = frame["slice"].value_counts().to_dict()
+    return {"num_records": len(frame), "slices": {str(k): int(v) for k, v in slices.items()}, "sha256": checksum}
+
+
+def answer_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, Any]:
+    """Each candidate answers every prompt of the log (greedy, max_tokens), as a chat model where its registry
+    entry says so; requests it has answered before come from the completion cache."""
+    traffic = _traffic(stage, log)
+    rows, metadata = [], {}
+    for candidate in spec.candidates:
+        client = stage.client(candidate)
+        layout = getattr(client, "chat_prompt", None)
+        requests = []
+        for r in traffic.itertuples(index=False):
+            prompt = layout(r.prompt) if layout else r.prompt
+            rid = request_id(
+                kind="generate", prompt=prompt, continuation="", max_tokens=spec.max_tokens, temperature=0.0, stop=()
+            )
+            requests.append(
+                Request(
+                    rid,
+                    r.record_id,
+                    "generate",
+                    prompt,
+                    max_tokens=spec.max_tokens,
+                    num_prompt_tokens=client.count_tokens(prompt),
+                )
+            )
+        decoding = {"method": "shadow", "max_tokens": spec.max_tokens, "temperature": 0.0, "stop": []}
+        done, info, sent = answer_requests(stage, candidate, requests, decoding, f"{candidate} on traffic {log}")
+        for q in requests:
+            c, provenance_id = done[q.request_id]
+            rows.append(
+                {
+                    "log": log,
+                    "record_id": q.instance_id,
+                    "model": candidate,
+                    "request_id": q.request_id,
+                    "prompt": q.prompt,
+                    "text": c.text,
+                    "num_completion_tokens": c.num_completion_tokens,
+                    "latency_s": c.latency_s,
+                    "error": c.error,
+                    "provenance_id": provenance_id,
+                }
+            )
+        metadata[candidate] = {
+            "sent": sent,
+            "from_cache": len(requests) - sent,
+            "failed": sum(1 for q in requests if done[q.request_id][0].error),
+        }
+    stage.warehouse.replace({"log": log}, {"shadow_completions": pd.DataFrame(rows)})
+    return metadata
+
+
+def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, Any]:
+    """The judge compares each candidate answer with production's in both orders (the arena's judge and rules:
+    a verdict that flips with the order is a tie; no verdict is an error, never a vote); then each candidate's
+    win rate against production per slice."""
+    traffic = _traffic(stage, log).set_index("record_id")
+    answers = stage.warehouse.df("SELECT * FROM shadow_completions WHERE log = ? AND error = ''", [log])
+    battles = []
+    for a in answers.itertuples(index=False):
+        record = traffic.loc[a.record_id]
+        bid = sha256_json([log, a.record_id, a.model])[:16]
+        production = Answer(spec.production, "", record.production_text, int(record.production_tokens))
+        candidate = Answer(a.model, a.request_id, a.text, int(a.num_completion_tokens))
+        first = draw(spec.seed, bid, "order") % 2 == 0  # production shown first
+        battles.append(Battle(bid, TRAFFIC, a.record_id, record.prompt, "", production, candidate, first))
+    judged, sent = run_judge(stage, spec.judge, battles, spec.template, spec.judge_max_tokens, "shadow_judge")
+    side = {"a": "production", "b": "candidate", "tie": "tie", "": ""}
+    rows = [
+        {
+            "log": log, "record_id": j.battle.instance_id, "candidate": j.battle.b.model, "judge": spec.judge,
+            "slice": traffic.loc[j.battle.instance_id, "slice"], "candidate_first": not j.battle.a_first,
+            "verdict_first": side[j.judgement.verdict_first], "verdict_second": side[j.judgement.verdict_second],
+            "winner": side[j.judgement.winner], "consistent": j.judgement.consistent, "error": j.judgement.error,
+            "judge_request_first": j.requests[0].request_id, "judge_request_second": j.requests[1].request_id,
+            "reason_first": j.outputs[0], "reason_second": j.outputs[1], "provenance_id": j.provenance_id,
+        }
+        for j in judged
+    ]  # fmt: skip
+    verdicts = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    rates = win_rates(verdicts, spec.bootstrap_samples, spec.seed)
+    stage.warehouse.replace({"log": log}, {"shadow_verdicts": verdicts, "shadow_win_rates": rates})
+    voted = verdicts[verdicts["winner"] != ""]
+    return {
+        "judgements_sent": sent,
+        "no_verdict": int((verdicts["winner"] == "").sum()),
+        "position_inconsistency_rate": round(float((~voted["consistent"]).mean()), 4) if len(voted) else None,
+        "win_rates": {
+            f"{r.candidate} [{r.slice or 'all'}]": f"{r.win_rate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}"
+            for r in rates.itertuples()
+        },
+    }
+
+
+VERDICT_COLUMNS = [
+    "log",
+    "record_id",
+    "candidate",
+    "judge",
+    "slice",
+    "candidate_first",
+    "verdict_first",
+    "verdict_second",
+    "winner",
+    "consistent",
+    "error",
+    "judge_request_first",
+    "judge_request_second",
+    "reason_first",
+    "reason_second",
+    "provenance_id",
+]
+SCORE = {"candidate": 1.0, "tie": 0.5, "production": 0.0}
+
+
+def win_rates(verdicts: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """Per candidate and slice ('' = all traffic): the share of records where the candidate's answer won
+    (ties half), with a 95% percentile bootstrap CI over records. Verdicts without a winner are left out."""
+    voted = verdicts[verdicts["winner"] != ""]
+    rows = []
+    for (log, candidate, judge), part in voted.groupby(["log", "candidate", "judge"]):
+        for slice_, group in (
+            [("", part), *sorted(part.groupby("slice"))] if part["slice"].ne("").any() else [("", part)]
+        ):
+            scores = group["winner"].map(SCORE).to_numpy(float)
+            low, high = bootstrap_ci(scores, n_boot=n_boot, seed=seed)
+            rows.append(
+                {
+                    "log": log,
+                    "candidate": candidate,
+                    "judge": judge,
+                    "slice": slice_,
+                    "n": len(scores),
+                    "wins": int((group["winner"] == "candidate").sum()),
+                    "ties": int((group["winner"] == "tie").sum()),
+                    "losses": int((group["winner"] == "production").sum()),
+                    "win_rate": float(np.mean(scores)),
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=["log", "candidate", "judge", "slice", "n", "wins", "ties", "losses", "win_rate", "ci_low", "ci_high"],
+    )
+
+
+def _traffic(stage: StageContext, log: str) -> pd.DataFrame:
+    frame = stage.warehouse.df("SELECT * FROM traffic WHERE log = ? ORDER BY line", [log])
+    if frame.empty:
+        raise HolisticError(f"no traffic stored for log {log!r}: materialize shadow/traffic for it first")
+    return frame
