@@ -559,6 +559,7 @@ def _print_arena(path: Path, version: str) -> None:
     from holistic_dagster.warehouse import Warehouse
 
     warehouse = Warehouse(path)
+    warehouse.ensure_schema()  # a warehouse written by an earlier release has no arena tables yet
     ratings = warehouse.df(
         "SELECT * FROM arena_ratings WHERE version = ? ORDER BY judge, method, rating DESC", [version]
     )

@@ -169,6 +169,11 @@ def check_stage(
         return check_leaderboard(warehouse, version, list(catalog.suite(version).scenarios))
     if name == "battles":
         arena = catalog.suite(version).arena
+        if not arena.judges:
+            return [
+                CheckOutcome(c.name, True, c.description + " No judge models: nothing judged.")
+                for c in STAGE_CHECKS["battles"]
+            ]
         return check_battles(warehouse, version, list(arena.judges), arena.max_failure_rate)
     if name == "arena_ratings":
         return check_ratings(warehouse, version)

@@ -26,6 +26,7 @@ from markupsafe import Markup, escape
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.report import plots
+from holistic_dagster.report.arena import arena_tables
 from holistic_dagster.report.predictions import load_items, samples, visible
 from holistic_dagster.report.tables import headline_tables, number, scenario_table
 from holistic_dagster.stages.summaries import original_scores
@@ -95,6 +96,7 @@ def build_report(
         scenarios=[(s, about.get(s, {}).get("description", ""), main_metric.get(s, "")) for s in scenarios],
         comparisons=comparisons.to_dict("records"),
         worse=worse.to_dict("records"),
+        arena=arena_tables(warehouse, version),
         scatter=plots.efficiency_scatter(cells, main_metric),
     )
     predictions = load_items(

@@ -29,6 +29,8 @@ _TEMPLATES = jinja2.Environment(
 
 
 def vote_app(stage: StageContext, version: str, default_voter: str | None = None) -> Starlette:
+    stage.warehouse.ensure_schema()  # a warehouse written by an earlier release has no votes table yet
+
     def voter_of(given: str | None) -> str:
         voter = (given or default_voter or "").strip()
         if not VOTER.match(voter):

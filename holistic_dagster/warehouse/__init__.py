@@ -95,6 +95,11 @@ class Warehouse:
             finally:
                 con.close()
 
+    def ensure_schema(self) -> None:
+        """Brings the file up to this release's schema (the tables a newer release added), creating it if new."""
+        with self.connect():
+            pass
+
     @contextmanager
     def _locked(self, read_only: bool) -> Iterator[None]:
         try:
