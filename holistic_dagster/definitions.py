@@ -17,6 +17,7 @@ from dagster import (
 from holistic_dagster.automation import automation_config
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.assets import (
+    alerts_asset,
     arena_assets,
     leaderboard_asset,
     regressions_asset,
@@ -34,6 +35,7 @@ from holistic_dagster.defs.resources import (
 )
 from holistic_dagster.defs.sensors import (
     abandoned_runs,
+    alert_webhook,
     find_stale,
     make_registry_sensor,
     make_stale_schedule,
@@ -89,6 +91,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             *assets,
             leaderboard_asset(scenarios),
             regressions_asset(),
+            alerts_asset(),
             report_asset(),
             # open-ended scenarios (generation) are the ones a suite can put in its arena
             *arena_assets([s for s in scenarios if catalog.scenario(s).adapter.method == "generation"]),
@@ -99,8 +102,9 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             evaluate_job,
             define_asset_job(
                 "leaderboard_job",
-                selection=AssetSelection.assets(["leaderboard"], ["regressions"], ["report"]),
-                description="The per-version leaderboard (with CIs and win rates), regression tests and HTML report.",
+                selection=AssetSelection.assets(["leaderboard"], ["regressions"], ["alerts"], ["report"]),
+                description="The per-version leaderboard (with CIs and win rates), regression tests, graded alerts "
+                "and HTML report.",
             ),
             arena_ratings_job,
             shadow_job,
@@ -117,6 +121,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             abandoned_runs,
             make_votes_sensor(arena_ratings_job),
             make_traffic_sensor(shadow_job),
+            alert_webhook,
         ],
         schedules=[
             make_stale_schedule(evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), cron)

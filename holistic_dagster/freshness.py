@@ -125,9 +125,11 @@ def summaries_step(warehouse: Warehouse, catalog: Catalog, version: str, registr
         table: _rows(warehouse, table, "version = ?", [version]) if warehouse.path.exists() else None
         for table in ("instance_scores", "scenario_metrics", "applicability")
     }
+    alerts = settings.resources_dir() / "alerts.yaml"  # its rules grade the version (asset `alerts`)
     inputs = {
         **_suite_inputs(catalog, version),
         "registry": {name: spec.model_dump(mode="json") for name, spec in sorted(registry.items())},
+        "alerts": alerts.read_text(encoding="utf-8") if alerts.exists() else None,
         **scored,
     }
     return Step("summaries", version, sha256_json(inputs)[:24])

@@ -135,6 +135,18 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
             error=True,
         ),
     ),
+    "alerts": (
+        CheckSpec(
+            "no_critical_alert",
+            "No model crosses a critical threshold of resources/alerts.yaml against its baseline (blocking).",
+            True,
+        ),
+        CheckSpec(
+            "no_warning_alert",
+            "No model crosses a warning threshold of resources/alerts.yaml against its baseline.",
+            False,
+        ),
+    ),
     "regressions": (
         CheckSpec(
             "no_significant_regression",
@@ -617,6 +629,20 @@ def check_ratings(warehouse: Warehouse, version: str) -> list[CheckOutcome]:
             ),
         )
     ]
+
+
+def check_alerts(findings: list) -> list[CheckOutcome]:
+    """One check per level: fails, naming each finding, when any finding has that level (alerts.Finding)."""
+    outcomes = []
+    for spec, level in zip(STAGE_CHECKS["alerts"], ("critical", "warning")):
+        hits = [f.message for f in findings if f.level == level]
+        details = {"graded": len(findings), level: hits[:50]}
+        if not hits:
+            outcomes.append(CheckOutcome(spec.name, True, spec.description, details))
+        else:
+            summary = "; ".join(hits[:3]) + (f" ... ({len(hits)} in all)" if len(hits) > 3 else "")
+            outcomes.append(CheckOutcome(spec.name, False, f"{len(hits)} {level}: {summary}", details))
+    return outcomes
 
 
 def check_regressions(comparisons: pd.DataFrame) -> list[CheckOutcome]:

@@ -224,6 +224,34 @@ def regressions_asset() -> AssetsDefinition:
     return regressions
 
 
+def alerts_asset() -> AssetsDefinition:
+    @asset(
+        key=["alerts"],
+        partitions_def=version_partitions,
+        automation_condition=SUMMARY_FOLLOWS,
+        group_name="summary",
+        kinds={"duckdb"},
+        deps=[AssetKey(["leaderboard"])],
+        check_specs=_check_specs(["alerts"], "alerts"),
+    )
+    def alerts(context: AssetExecutionContext, holistic: HolisticResource):
+        """Graded regression alerts (resources/alerts.yaml): each model against its baseline per rule and
+        scenario (metric drops with the paired test deciding significance, absolute floors, p50/p95 latency
+        ratios): critical fails a blocking check (ERROR), warning a WARN check; the alert_webhook sensor posts
+        them. Table `alerts`."""
+        version = context.partition_key
+        stage = holistic.stage(context.run.run_id)
+        findings = summaries.grade_alerts(stage, version, holistic.alerts())
+        levels = {level: sum(f.level == level for f in findings) for level in ("critical", "warning", "ok")}
+        shown = [f.message for f in findings if f.level != "ok"][:30]
+        yield MaterializeResult(
+            metadata={**levels, "alerts": MetadataValue.md("\n".join(f"- {m}" for m in shown) or "none")}
+        )
+        yield from _results(quality.check_alerts(findings), "alerts")
+
+    return alerts
+
+
 def report_asset() -> AssetsDefinition:
     @asset(
         key=["report"],

@@ -8,6 +8,7 @@ from dagster import ConfigurableResource
 from pydantic import Field, create_model
 
 from holistic_dagster import settings
+from holistic_dagster.alerts import AlertsSpec, load_alerts
 from holistic_dagster.catalog import (
     BACKEND_SETTINGS,
     Catalog,
@@ -88,6 +89,7 @@ class HolisticResource(ConfigurableResource):
     models_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "models.yaml"))
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
     shadow_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "shadow.yaml"))
+    alerts_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "alerts.yaml"))
 
     # sensors and schedules read the catalog and registry through these, as the assets do
     def catalog(self) -> Catalog:
@@ -105,6 +107,11 @@ class HolisticResource(ConfigurableResource):
                 "see the README's shadow-evaluation section)"
             )
         return load_shadow_spec(path)
+
+    def alerts(self) -> AlertsSpec:
+        """The graded alerts' rules and webhook (resources/alerts.yaml; none: no rules)."""
+        path = Path(self.alerts_file)
+        return load_alerts(path) if path.exists() else AlertsSpec()
 
     def traffic_dir(self) -> Path:
         return self.shadow().traffic_path(settings.home_dir())

@@ -9,10 +9,13 @@ import json
 
 import duckdb
 from dagster import (
+    AssetCheckSeverity,
     AssetKey,
     AssetRecordsFilter,
+    DagsterEventType,
     DefaultScheduleStatus,
     DefaultSensorStatus,
+    EventRecordsFilter,
     MultiPartitionKey,
     RunRequest,
     ScheduleEvaluationContext,
@@ -24,11 +27,12 @@ from dagster import (
 )
 
 from holistic_dagster import automation
+from holistic_dagster.alerts import Alert, send_alerts
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, traffic_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
-from holistic_dagster.errors import CatalogError
+from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.shadow import log_key
 from holistic_dagster.warehouse import Warehouse
 
@@ -252,3 +256,43 @@ def make_traffic_sensor(shadow_job):
         )
 
     return traffic_logs
+
+
+@sensor(name="alert_webhook", default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=30)
+def alert_webhook(context: SensorEvaluationContext, holistic: HolisticResource):
+    """Failed asset checks (ERROR: critical, WARN: warning) since the last tick, posted to the Slack-compatible
+    webhook whose URL is in the environment variable resources/alerts.yaml names (unset: nothing is posted).
+    A post that fails is tried again on the next tick; the cursor is the last event posted."""
+    spec = holistic.alerts()
+    after = int(context.cursor) if context.cursor else None
+    records = context.instance.get_event_records(
+        EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=after),
+        limit=500,
+        ascending=True,
+    )
+    if not records:
+        return SkipReason("no new check results")
+    items, partitions = [], {}
+    for record in records:
+        check = record.event_log_entry.dagster_event.event_specific_data
+        if check.passed:
+            continue
+        level = "critical" if check.severity == AssetCheckSeverity.ERROR else "warning"
+        run_id = record.event_log_entry.run_id
+        if run_id not in partitions:  # the run's partition (e.g. the suite version) says which results failed
+            run = context.instance.get_run_by_id(run_id)
+            partitions[run_id] = (run.tags.get("dagster/partition", "") if run else "") or check.partition or ""
+        where = check.asset_key.to_user_string() + (f" [{partitions[run_id]}]" if partitions[run_id] else "")
+        items.append(Alert(level, f"{check.check_name} failed on {where}", check.description or ""))
+    cursor = str(records[-1].storage_id)
+    try:
+        sent = send_alerts(items, spec)
+    except HolisticError as e:  # the URL never appears in it; tried again next tick
+        return SkipReason(f"{len(items)} failed check(s) not posted: {e}")
+    context.update_cursor(cursor)
+    return SkipReason(
+        f"posted {sent} of {len(items)} failed check(s)"
+        if sent
+        else f"{len(items)} failed, none posted "
+        f"(webhook: ${spec.webhook.url_env} unset, or below min_level {spec.webhook.min_level})"
+    )

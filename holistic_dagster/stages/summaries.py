@@ -78,6 +78,23 @@ def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
     return frame
 
 
+def grade_alerts(stage: StageContext, version: str, spec) -> list:
+    """The graded alerts of resources/alerts.yaml (holistic_dagster.alerts) for the version's registered models,
+    replacing the version's rows of `alerts`."""
+    from dataclasses import asdict
+
+    from holistic_dagster.alerts import evaluate_alerts
+    from holistic_dagster.catalog import load_models
+
+    alpha = stage.catalog.suite(version).regression_alpha
+    findings = evaluate_alerts(
+        stage.warehouse, version, spec, load_models(stage.models_file), alpha, stage.catalog.main_metrics(version)
+    )
+    frame = pd.DataFrame([{"version": version, **asdict(f)} for f in findings])
+    stage.warehouse.replace({"version": version}, {"alerts": frame})
+    return findings
+
+
 def report_path(warehouse: Warehouse, version: str) -> Path:
     """The first page of a suite version's HTML report: reports/<version>/index.html beside the warehouse (its
     scenario and predictions pages are in the same folder)."""

@@ -37,6 +37,7 @@ TABLES = (
     "leaderboard_stats",
     "win_rates",
     "comparisons",
+    "alerts",
     "step_inputs",
     "battles",
     "votes",

@@ -127,6 +127,16 @@ CREATE TABLE IF NOT EXISTS comparisons (
     PRIMARY KEY (version, model_a, model_b, scenario, family, metric, perturbation)
 );
 
+-- Graded regression alerts (resources/alerts.yaml, asset `alerts`): each rule's grade of each model against its
+-- baseline per scenario: critical | warning | ok, with the paired test behind it.
+CREATE TABLE IF NOT EXISTS alerts (
+    version VARCHAR NOT NULL, level VARCHAR NOT NULL, rule VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    baseline VARCHAR NOT NULL, scenario VARCHAR NOT NULL, family VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+    value DOUBLE, baseline_value DOUBLE, diff DOUBLE, ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE, p_value DOUBLE,
+    n INTEGER NOT NULL, threshold VARCHAR NOT NULL, message VARCHAR NOT NULL,
+    PRIMARY KEY (version, rule, model, scenario, metric)
+);
+
 -- The inputs of each step's last successful run (holistic_dagster/freshness.py): an evaluation skips a step
 -- whose inputs are unchanged. files: JSON [[path, size, mtime_ns], ...] of the files it read.
 CREATE TABLE IF NOT EXISTS step_inputs (

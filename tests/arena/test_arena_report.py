@@ -22,16 +22,22 @@ from tests.arena.conftest import CONTESTANTS
 MAIN_METRIC = {"mini_qa": "exact_match"}
 
 
-@pytest.fixture
-def scored(arena_world, tmp_path) -> Warehouse:
+@pytest.fixture(scope="module")
+def scored_once(arena_world, tmp_path_factory) -> Path:
     """A copy of the arena's warehouse with the contestants' scores and the leaderboard (which the report needs
-    and the arena world does not make)."""
-    wh = Warehouse(shutil.copy(arena_world["wh"].path, tmp_path / "warehouse.duckdb"))
+    and the arena world does not make), computed once for this module."""
+    wh = Warehouse(shutil.copy(arena_world["wh"].path, tmp_path_factory.mktemp("scored") / "warehouse.duckdb"))
     stage = StageContext(wh, arena_world["catalog"], Path(arena_world["resource"].models_file))
     for model in CONTESTANTS:
         compute_scores(stage, "a1", "mini_qa", model)
     summaries.summarize(stage, "a1")
-    return wh
+    return wh.path
+
+
+@pytest.fixture
+def scored(scored_once, tmp_path) -> Warehouse:
+    """Each test's own copy (some add votes or drop tables)."""
+    return Warehouse(shutil.copy(scored_once, tmp_path / "warehouse.duckdb"))
 
 
 def text(element) -> str:

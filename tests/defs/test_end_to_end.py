@@ -132,7 +132,7 @@ def test_every_asset_check_passed(suite_run, catalog):
     evaluations = [e for r in suite_run["runs"] for e in r.result.get_asset_check_evaluations()]
     per_model_checks = sum(len(quality.STAGE_CHECKS[s]) for s in ("prompts", "completions", "scores"))
     num_scenarios = len(catalog.suite(SUITE).scenarios)
-    summaries = len(quality.STAGE_CHECKS["leaderboard"]) + len(quality.STAGE_CHECKS["regressions"])
+    summaries = sum(len(quality.STAGE_CHECKS[s]) for s in ("leaderboard", "regressions", "alerts"))
     expected = num_scenarios * (len(quality.STAGE_CHECKS["dataset"]) + len(MODELS) * per_model_checks) + summaries
     assert len(evaluations) == expected
     failed = [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed]
@@ -295,7 +295,7 @@ def test_a_small_suite_through_dagster_fills_every_stage_and_passes_every_check(
     wh = small_run["wh"]
     assert [r.label for r in small_run["runs"]] == ["datasets for s1", "evaluate demo-gpt2-untrained", "leaderboard"]
     evaluations = [e for r in small_run["runs"] for e in r.result.get_asset_check_evaluations()]
-    stages = ("dataset", "prompts", "completions", "scores", "leaderboard", "regressions")  # one model
+    stages = ("dataset", "prompts", "completions", "scores", "leaderboard", "regressions", "alerts")  # one model
     assert len(evaluations) == sum(len(quality.STAGE_CHECKS[s]) for s in stages)
     assert [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed] == []
     tests = wh.df("SELECT perturbation, count(*) AS n FROM instances WHERE split = 'test' GROUP BY 1")

@@ -1,0 +1,488 @@
+"""Graded regression alerts: each model against its baseline (its registry `previous` revision, or one named
+model), per rule and scenario, graded critical, warning or ok; and the Slack-compatible webhook they are
+posted to. No Dagster here: the regressions asset's checks and the alerts sensor call these functions.
+
+resources/alerts.yaml says what is graded (and documents the schema for its users):
+- metric rules: the candidate's per-instance values against the baseline's on the same instances
+  (metrics.statistics.paired_test at the suite's regression_alpha). `below` / `above` judge the candidate's
+  mean alone; `drop` needs both the size (worse by more than x, in the metric's bad direction) and the
+  paired test's verdict "worse": a large drop on a handful of instances is noise, not a regression.
+- latency rules: p50 or p95 of per-request latency_s on the requests both models answered, as a ratio
+  candidate / baseline; significance from the paired permutation test on the per-request differences.
+
+Webhook URLs are secrets (Slack's carry a token): the file names the environment variable that holds one,
+the URL is read through redaction.read_secret, and no error raised here contains it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+import numpy as np
+import pandas as pd
+import requests
+from pydantic import Field, field_validator, model_validator
+
+from holistic_dagster import settings
+from holistic_dagster.catalog import SLUG, Family, ModelSpec, _read_yaml, _Strict, _validate
+from holistic_dagster.errors import CatalogError, HolisticError
+from holistic_dagster.metrics import FAMILIES, REFERENCE_FAMILIES, lower_is_better, metric
+from holistic_dagster.metrics.statistics import PairedResult, bootstrap_statistic_ci, paired_test
+from holistic_dagster.redaction import read_secret, redact
+from holistic_dagster.stages.summaries import NOT_COMPARED, original_scores
+from holistic_dagster.warehouse import Warehouse
+
+Level = Literal["ok", "warning", "critical"]
+LEVELS: tuple[Level, ...] = ("ok", "warning", "critical")  # in rising order
+PREVIOUS = "previous"  # baseline: each model against its registry `previous` revision
+MAIN = "main"  # metric: each scenario's main accuracy metric
+DEFAULT_URL_ENV = "HOLISTIC_ALERT_WEBHOOK"
+COMPARED_FAMILIES = tuple(f for f in FAMILIES if f not in NOT_COMPARED)  # families with paired per-instance values
+PERCENTILE = {"p50": 50, "p95": 95}
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# --- the file's schema -----------------------------------------------------------------------------------
+class MetricThreshold(_Strict):
+    """Exactly one of: below / above (the candidate's mean), drop (worse than the baseline by more than x,
+    and significantly so)."""
+
+    below: float | None = None
+    above: float | None = None
+    drop: float | None = Field(None, ge=0.0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> MetricThreshold:
+        given = [k for k in ("below", "above", "drop") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of below, above, drop (found {', '.join(given) or 'none'})")
+        return self
+
+
+class LatencyThreshold(_Strict):
+    """The candidate's latency statistic over the baseline's is above `ratio`, and significantly slower."""
+
+    ratio: float = Field(ge=1.0)
+
+
+def _check_order(warning, critical) -> None:
+    """A critical threshold is at least as strict as the warning one (else the warning could never show)."""
+    if warning is None or critical is None:
+        return
+    for key, stricter in (("below", min), ("above", max), ("drop", max), ("ratio", max)):
+        w, c = getattr(warning, key, None), getattr(critical, key, None)
+        if w is not None and c is not None and stricter(w, c) != c:
+            raise ValueError(f"critical {key} {c:g} is less strict than warning {key} {w:g}")
+
+
+class MetricRule(_Strict):
+    kind: Literal["metric"]
+    name: str | None = None  # a short label; default "<family> <metric>"
+    family: Family = "accuracy"
+    metric: str = MAIN
+    scenarios: tuple[str, ...] | None = None  # default: every scenario
+    warning: MetricThreshold | None = None
+    critical: MetricThreshold | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> MetricRule:
+        if self.family not in COMPARED_FAMILIES:
+            raise ValueError(
+                f"family {self.family} has no paired per-instance values to compare "
+                f"(metric rules take: {', '.join(COMPARED_FAMILIES)})"
+            )
+        wanted = "accuracy" if self.family in REFERENCE_FAMILIES else self.family
+        if self.metric == MAIN:
+            if self.family not in REFERENCE_FAMILIES:
+                raise ValueError(f"metric `main` is a scenario's main accuracy metric: name a {self.family} metric")
+        else:
+            try:
+                spec = metric(self.metric)
+            except CatalogError as e:
+                raise ValueError(str(e)) from None
+            if spec.family != wanted or not spec.per_instance:
+                raise ValueError(f"metric {self.metric!r} has no per-instance {wanted} values to compare")
+        if self.warning is None and self.critical is None:
+            raise ValueError("give a warning or a critical threshold (or both)")
+        _check_order(self.warning, self.critical)
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.family} {self.metric}"
+
+
+class LatencyRule(_Strict):
+    kind: Literal["latency"]
+    name: str | None = None  # a short label; default "latency <statistic>"
+    statistic: Literal["p50", "p95"] = "p95"
+    scenarios: tuple[str, ...] | None = None
+    warning: LatencyThreshold | None = None
+    critical: LatencyThreshold | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> LatencyRule:
+        if self.warning is None and self.critical is None:
+            raise ValueError("give a warning or a critical threshold (or both)")
+        _check_order(self.warning, self.critical)
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or f"latency {self.statistic}"
+
+
+Rule = Annotated[MetricRule | LatencyRule, Field(discriminator="kind")]
+
+
+class WebhookSpec(_Strict):
+    url_env: str = DEFAULT_URL_ENV  # the NAME of the variable holding the URL, never the URL
+    min_level: Literal["warning", "critical"] = "warning"
+    timeout_s: float = Field(10.0, gt=0)
+
+    @field_validator("url_env")
+    @classmethod
+    def _a_name(cls, v: str) -> str:
+        if not ENV_NAME.match(v):  # the message never repeats the value: it may be the URL itself
+            raise ValueError(
+                "url_env is the NAME of the environment variable that holds the webhook URL (e.g. "
+                f"{DEFAULT_URL_ENV}), never the URL itself: webhook URLs carry a token"
+            )
+        return v
+
+
+class AlertsSpec(_Strict):
+    baseline: str = PREVIOUS  # `previous`, or a model's name
+    rules: tuple[Rule, ...] = ()
+    webhook: WebhookSpec = WebhookSpec()
+
+    @field_validator("baseline")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not SLUG.match(v):
+            raise ValueError(f"baseline {v!r} is neither `previous` nor a model name (a lower-case slug)")
+        return v
+
+
+def load_alerts(path: Path | None = None) -> AlertsSpec:
+    """resources/alerts.yaml, validated. A file that is named must exist; the default one is optional (without
+    it: baseline `previous`, no rules, the default webhook variable)."""
+    if path is None:
+        path = settings.resources_dir() / "alerts.yaml"
+        if not path.exists():
+            return AlertsSpec()
+    path = Path(path)
+    data = _read_yaml(path)  # names the file when it is missing or not YAML
+    if data is not None and not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a mapping with baseline, rules, webhook")
+    return _validate(AlertsSpec, data or {}, path)
+
+
+# --- grading --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Finding:
+    """One rule's grade of one model against its baseline on one scenario. Metric rules: value and
+    baseline_value are means over the paired instances, diff = value - baseline_value, its bootstrap 95% CI.
+    Latency rules: value and baseline_value are the statistic (seconds) over the paired requests, ratio =
+    value / baseline_value, its bootstrap 95% CI. p_value: the paired permutation test."""
+
+    level: Level
+    rule: str
+    model: str
+    baseline: str
+    scenario: str
+    family: str
+    metric: str  # a metric's name, or latency_p50 / latency_p95
+    value: float
+    baseline_value: float
+    diff: float | None
+    ratio: float | None
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int  # paired instances (metric rules) or requests (latency rules)
+    threshold: str  # the threshold that set the level ('' when ok)
+    message: str
+
+    def alert(self) -> Alert:
+        return Alert(self.level, f"{self.model} vs {self.baseline} on {self.scenario}: {self.rule}", self.message)
+
+
+def baselines(spec: AlertsSpec, models: Mapping[str, ModelSpec]) -> dict[str, str]:
+    """{candidate: its baseline}: with `previous`, the models that name a previous revision (which need not
+    be registered any more: its scores stay in the warehouse); with a named baseline, every other model."""
+    if spec.baseline == PREVIOUS:
+        return {name: m.previous for name, m in models.items() if m.previous}
+    if spec.baseline not in models:
+        raise CatalogError(
+            f"alerts: baseline {spec.baseline!r} is not in the model registry (known: {', '.join(models)})"
+        )
+    return {name: spec.baseline for name in models if name != spec.baseline}
+
+
+def evaluate_alerts(
+    warehouse: Warehouse,
+    version: str,
+    spec: AlertsSpec,
+    models: Mapping[str, ModelSpec],
+    alpha: float,
+    main_metric: Mapping[str, str],
+) -> list[Finding]:
+    """Every rule's findings for every model with a baseline, on each scenario both have values for (ok ones
+    included: they show what was examined), ordered by model, rule and scenario."""
+    pairs = baselines(spec, models)
+    if not pairs or not spec.rules:
+        return []
+    involved = sorted(set(pairs) | set(pairs.values()))
+    scores: dict = {}
+    latencies: dict = {}
+    if any(r.kind == "metric" for r in spec.rules):
+        rows = original_scores(warehouse, version, involved)
+        scores = {k: g for k, g in rows.groupby(["scenario", "family", "metric"])}
+    if any(r.kind == "latency" for r in spec.rules):
+        latencies = {k: g for k, g in _latencies(warehouse, version, involved).groupby("scenario")}
+    out = []
+    for model, base in sorted(pairs.items()):
+        for rule in spec.rules:
+            if isinstance(rule, MetricRule):
+                out += _metric_findings(rule, scores, model, base, alpha, main_metric)
+            else:
+                out += _latency_findings(rule, latencies, model, base, alpha)
+    return out
+
+
+def _latencies(warehouse: Warehouse, version: str, models: list[str]) -> pd.DataFrame:
+    return warehouse.df(
+        "SELECT model, scenario, request_id, latency_s FROM completions "
+        "WHERE version = ? AND error = '' AND model IN (SELECT unnest(?::VARCHAR[]))",
+        [version, models],
+    )
+
+
+def _paired(part: pd.DataFrame, index: str, value: str, model: str, base: str) -> pd.DataFrame | None:
+    wide = part.pivot_table(index=index, columns="model", values=value, aggfunc="first")
+    if model not in wide or base not in wide:
+        return None
+    wide = wide[[base, model]].dropna()
+    return None if wide.empty else wide
+
+
+def _wanted(rule: MetricRule | LatencyRule, scenario: str) -> bool:
+    return rule.scenarios is None or scenario in rule.scenarios
+
+
+def _metric_findings(rule: MetricRule, scores: dict, model: str, base: str, alpha: float, main_metric) -> list:
+    out = []
+    for scenario in sorted({s for s, _, _ in scores}):
+        name = main_metric.get(scenario) if rule.metric == MAIN else rule.metric
+        part = scores.get((scenario, rule.family, name))
+        if not _wanted(rule, scenario) or part is None:
+            continue
+        wide = _paired(part, "instance_id", "value", model, base)
+        if wide is None:
+            continue
+        lower = lower_is_better(name)
+        result = paired_test(wide[base], wide[model], lower_better=lower, alpha=alpha)
+        level, threshold, note = _grade(rule, lambda t: _metric_crossed(t, result, lower), alpha)
+        what = name if rule.family == "accuracy" else f"{rule.family} {name}"
+        numbers = (
+            f"{what} {_g(result.mean_b)} vs {_g(result.mean_a)} ({result.diff:+.3g}, "
+            f"95% CI [{_g(result.ci_low)}, {_g(result.ci_high)}], p = {_g(result.p_value)})"
+        )
+        out.append(
+            Finding(
+                level=level, rule=rule.label, model=model, baseline=base, scenario=scenario, family=rule.family,
+                metric=name, value=result.mean_b, baseline_value=result.mean_a, diff=result.diff, ratio=None,
+                ci_low=result.ci_low, ci_high=result.ci_high, p_value=result.p_value, n=result.n,
+                threshold=threshold, message=f"{model} vs {base} on {scenario}: {numbers}: {note}",
+            )
+        )  # fmt: skip
+    return out
+
+
+def _latency_findings(rule: LatencyRule, latencies: dict, model: str, base: str, alpha: float) -> list:
+    q = PERCENTILE[rule.statistic]
+    out = []
+    for scenario, part in sorted(latencies.items()):
+        wide = _paired(part, "request_id", "latency_s", model, base) if _wanted(rule, scenario) else None
+        if wide is None:
+            continue
+        a, b = wide[base].to_numpy(float), wide[model].to_numpy(float)
+        value, baseline_value = float(np.percentile(b, q)), float(np.percentile(a, q))
+        ratio = _ratio(value, baseline_value)
+        low, high = bootstrap_statistic_ci(len(a), lambda i: _ratio(np.percentile(b[i], q), np.percentile(a[i], q)))
+        result = paired_test(a, b, lower_better=True, alpha=alpha)
+        level, threshold, note = _grade(rule, lambda t: _latency_crossed(t, ratio, result), alpha)
+        numbers = (
+            f"{rule.statistic} latency {_g(value)} s vs {_g(baseline_value)} s (x{_g(ratio)}, "
+            f"95% CI [{_g(low)}, {_g(high)}], p = {_g(result.p_value)})"
+        )
+        out.append(
+            Finding(
+                level=level, rule=rule.label, model=model, baseline=base, scenario=scenario, family="efficiency",
+                metric=f"latency_{rule.statistic}", value=value, baseline_value=baseline_value, diff=None,
+                ratio=ratio, ci_low=low, ci_high=high, p_value=result.p_value, n=result.n,
+                threshold=threshold, message=f"{model} vs {base} on {scenario}: {numbers}: {note}",
+            )
+        )  # fmt: skip
+    return out
+
+
+def _metric_crossed(t: MetricThreshold, result: PairedResult, lower_better: bool) -> tuple[bool, bool, str]:
+    """(crossed, its size passed without significance, the threshold as text)."""
+    if t.below is not None:
+        return result.mean_b < t.below, False, f"below {t.below:g}"
+    if t.above is not None:
+        return result.mean_b > t.above, False, f"above {t.above:g}"
+    size = (result.diff if lower_better else -result.diff) > t.drop
+    return size and result.verdict == "worse", size, f"{'rise' if lower_better else 'drop'} > {t.drop:g}"
+
+
+def _latency_crossed(t: LatencyThreshold, ratio: float, result: PairedResult) -> tuple[bool, bool, str]:
+    return ratio > t.ratio and result.verdict == "worse", ratio > t.ratio, f"ratio > {t.ratio:g}"
+
+
+def _grade(rule: MetricRule | LatencyRule, crossed, alpha: float) -> tuple[Level, str, str]:
+    """(level, the threshold that set it, the message's verdict): critical if its threshold is crossed, else
+    warning if its is, else ok, saying so when a threshold's size was passed without significance."""
+    passed = ""  # the strictest threshold whose size was passed
+    for level in ("critical", "warning"):
+        threshold = getattr(rule, level)
+        if threshold is not None:
+            hit, size, text = crossed(threshold)
+            if hit:
+                return level, text, f"{level} ({text})"
+            passed = passed or (text if size else "")
+    return "ok", "", f"ok ({passed}, but not significantly worse at alpha {alpha:g})" if passed else "ok"
+
+
+def _ratio(value: float, baseline: float) -> float:
+    if baseline > 0:
+        return float(value / baseline)
+    return math.inf if value > 0 else 1.0
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+# --- notification ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Alert:
+    """One item to notify about: a failing finding (Finding.alert), or a failed check of any run."""
+
+    level: Level
+    title: str
+    text: str
+
+
+class AlertDeliveryError(HolisticError):
+    """The webhook did not take the alerts (its URL is never part of the message)."""
+
+
+EMOJI = {"critical": ":red_circle:", "warning": ":warning:", "ok": ":white_check_mark:"}
+MAX_SECTIONS = 48  # Slack: at most 50 blocks per message (a header, the sections, one "and N more")
+MAX_SECTION_CHARS = 3000  # Slack: a section's text
+MAX_HEADER_CHARS = 150  # Slack: a header's plain text
+MAX_TEXT_CHARS = 4000  # the fallback text, kept short: notifications show its beginning
+
+
+def at_least(items: Sequence[Alert | Finding], min_level: Level = "warning") -> list[Alert]:
+    """The items at `min_level` or above, as Alerts with secrets redacted (a chat channel is a log too),
+    critical first (stable otherwise)."""
+    alerts = [i.alert() if isinstance(i, Finding) else i for i in items]
+    alerts = [Alert(a.level, redact(a.title), redact(a.text)) for a in alerts]
+    alerts = [a for a in alerts if LEVELS.index(a.level) >= LEVELS.index(min_level)]
+    return sorted(alerts, key=lambda a: -LEVELS.index(a.level))
+
+
+def slack_payload(alerts: Sequence[Alert], header: str = "holistic-dagster") -> dict:
+    """Slack incoming-webhook JSON: `text` (the whole list in plain lines, for receivers that read only text,
+    and the notification), and blocks: a header and one section per alert."""
+    counts = ", ".join(f"{n} {lv}" for lv in ("critical", "warning", "ok") if (n := sum(a.level == lv for a in alerts)))
+    title = _cut(f"{header}: {counts or 'no alerts'}", MAX_HEADER_CHARS)
+    lines = [f"[{a.level.upper()}] {a.title}: {a.text}" for a in alerts]
+    blocks: list[dict] = [{"type": "header", "text": {"type": "plain_text", "text": title}}]
+    for a in alerts[:MAX_SECTIONS]:
+        body = f"{EMOJI[a.level]} *{a.level.upper()}* {_mrkdwn(a.title)}\n{_mrkdwn(a.text)}"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _cut(body, MAX_SECTION_CHARS)}})
+    if len(alerts) > MAX_SECTIONS:
+        more = f"… and {len(alerts) - MAX_SECTIONS} more"
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": more}]})
+    return {"text": _cut("\n".join([title, *lines]), MAX_TEXT_CHARS), "blocks": blocks}
+
+
+def notify(
+    items: Sequence[Alert | Finding],
+    url: str,
+    *,
+    timeout_s: float = 10.0,
+    url_env: str = DEFAULT_URL_ENV,
+    min_level: Level = "warning",
+    header: str = "holistic-dagster",
+) -> int:
+    """Posts the items at `min_level` or above in one Slack-compatible message; returns how many (0: nothing
+    was posted). `url_env` names where the URL came from, for error messages, which never contain the URL."""
+    alerts = at_least(items, min_level)
+    if not alerts:
+        return 0
+    where = f"the webhook in ${url_env}"
+    try:
+        response = requests.post(url, json=slack_payload(alerts, header), timeout=timeout_s)
+    except requests.Timeout:
+        raise AlertDeliveryError(
+            f"could not post {len(alerts)} alert(s) to {where}: no answer in {timeout_s:g} s"
+        ) from None
+    except requests.RequestException as e:  # its text holds the URL: only its type is told
+        raise AlertDeliveryError(f"could not post {len(alerts)} alert(s) to {where}: {type(e).__name__}") from None
+    if not 200 <= response.status_code < 300:
+        said = _scrub(response.text, url)[:200]
+        raise AlertDeliveryError(
+            f"could not post {len(alerts)} alert(s) to {where}: HTTP {response.status_code}"
+            + (f": {said}" if said else "")
+        )
+    return len(alerts)
+
+
+def webhook_url(spec: AlertsSpec) -> str | None:
+    """The URL in the environment variable the spec names (None when unset); from now on it is redacted from
+    logged and raised text (redaction.read_secret)."""
+    name = spec.webhook.url_env
+    value = read_secret(name).strip()
+    if not value:
+        return None
+    if not value.startswith(("http://", "https://")):
+        raise CatalogError(f"environment variable {name} does not hold an http(s) webhook URL")
+    return value
+
+
+def send_alerts(items: Sequence[Alert | Finding], spec: AlertsSpec, header: str = "holistic-dagster") -> int:
+    """notify() with the spec's webhook settings; 0 without posting when the URL variable is not set."""
+    url = webhook_url(spec)
+    if url is None:
+        return 0
+    hook = spec.webhook
+    return notify(items, url, timeout_s=hook.timeout_s, url_env=hook.url_env, min_level=hook.min_level, header=header)
+
+
+def _scrub(text: str, url: str) -> str:
+    """A receiver's answer without the URL or its path (a server may echo the request line)."""
+    path = urlsplit(url).path
+    for secret in (url, path if len(path) > 1 else ""):
+        if secret:
+            text = text.replace(secret, "[webhook URL]")
+    return redact(text).strip()
+
+
+def _mrkdwn(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
