@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
+import duckdb
 import numpy as np
 import pandas as pd
 import requests
@@ -138,7 +139,31 @@ class LatencyRule(_Strict):
         return self.name or f"latency {self.statistic}"
 
 
-Rule = Annotated[MetricRule | LatencyRule, Field(discriminator="kind")]
+class StabilityRule(_Strict):
+    """Output stability: the share of re-asked requests (asset `stability`) whose answer is the stored one,
+    per instance, paired between candidate and baseline on the instances both were re-asked."""
+
+    kind: Literal["stability"]
+    name: str | None = None  # a short label; default "stability"
+    scenarios: tuple[str, ...] | None = None
+    warning: MetricThreshold | None = None
+    critical: MetricThreshold | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> StabilityRule:
+        if self.warning is None and self.critical is None:
+            raise ValueError("give a warning or a critical threshold (or both)")
+        if any(t is not None and t.above is not None for t in (self.warning, self.critical)):
+            raise ValueError("agreement is better when higher: use below or drop, not above")
+        _check_order(self.warning, self.critical)
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or "stability"
+
+
+Rule = Annotated[MetricRule | LatencyRule | StabilityRule, Field(discriminator="kind")]
 
 
 class WebhookSpec(_Strict):
@@ -247,13 +272,53 @@ def evaluate_alerts(
         scores = {k: g for k, g in rows.groupby(["scenario", "family", "metric"])}
     if any(r.kind == "latency" for r in spec.rules):
         latencies = {k: g for k, g in _latencies(warehouse, version, involved).groupby("scenario")}
+    agreement = {}
+    if any(r.kind == "stability" for r in spec.rules):
+        agreement = {k: g for k, g in _agreement(warehouse, version, involved).groupby("scenario")}
     out = []
     for model, base in sorted(pairs.items()):
         for rule in spec.rules:
             if isinstance(rule, MetricRule):
                 out += _metric_findings(rule, scores, model, base, alpha, main_metric)
+            elif isinstance(rule, StabilityRule):
+                out += _stability_findings(rule, agreement, model, base, alpha)
             else:
                 out += _latency_findings(rule, latencies, model, base, alpha)
+    return out
+
+
+def _agreement(warehouse: Warehouse, version: str, models: list[str]) -> pd.DataFrame:
+    """Per model, scenario and instance: the share of its re-asked answers equal to the stored one."""
+    try:
+        return warehouse.df(
+            "SELECT model, scenario, instance_id, avg(agrees::DOUBLE) AS value FROM stability "
+            "WHERE version = ? AND error = '' AND model IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL",
+            [version, models],
+        )
+    except duckdb.CatalogException:  # a warehouse from before the stability table
+        return pd.DataFrame(columns=["model", "scenario", "instance_id", "value"])
+
+
+def _stability_findings(rule: StabilityRule, agreement: dict, model: str, base: str, alpha: float) -> list:
+    out = []
+    for scenario, part in sorted(agreement.items()):
+        wide = _paired(part, "instance_id", "value", model, base) if _wanted(rule, scenario) else None
+        if wide is None:
+            continue
+        result = paired_test(wide[base], wide[model], lower_better=False, alpha=alpha)
+        level, threshold, note = _grade(rule, lambda t: _metric_crossed(t, result, False), alpha)
+        numbers = (
+            f"agreement with its stored answers {_g(result.mean_b)} vs {_g(result.mean_a)} ({result.diff:+.3g}, "
+            f"95% CI [{_g(result.ci_low)}, {_g(result.ci_high)}], p = {_g(result.p_value)})"
+        )
+        out.append(
+            Finding(
+                level=level, rule=rule.label, model=model, baseline=base, scenario=scenario, family="stability",
+                metric="agreement", value=result.mean_b, baseline_value=result.mean_a, diff=result.diff, ratio=None,
+                ci_low=result.ci_low, ci_high=result.ci_high, p_value=result.p_value, n=result.n,
+                threshold=threshold, message=f"{model} vs {base} on {scenario}: {numbers}: {note}",
+            )
+        )  # fmt: skip
     return out
 
 
@@ -273,7 +338,7 @@ def _paired(part: pd.DataFrame, index: str, value: str, model: str, base: str) -
     return None if wide.empty else wide
 
 
-def _wanted(rule: MetricRule | LatencyRule, scenario: str) -> bool:
+def _wanted(rule: MetricRule | LatencyRule | StabilityRule, scenario: str) -> bool:
     return rule.scenarios is None or scenario in rule.scenarios
 
 
@@ -348,7 +413,7 @@ def _latency_crossed(t: LatencyThreshold, ratio: float, result: PairedResult) ->
     return ratio > t.ratio and result.verdict == "worse", ratio > t.ratio, f"ratio > {t.ratio:g}"
 
 
-def _grade(rule: MetricRule | LatencyRule, crossed, alpha: float) -> tuple[Level, str, str]:
+def _grade(rule: MetricRule | LatencyRule | StabilityRule, crossed, alpha: float) -> tuple[Level, str, str]:
     """(level, the threshold that set it, the message's verdict): critical if its threshold is crossed, else
     warning if its is, else ok, saying so when a threshold's size was passed without significance."""
     passed = ""  # the strictest threshold whose size was passed

@@ -24,6 +24,7 @@ from holistic_dagster.defs.assets import (
     report_asset,
     scenario_assets,
     shadow_assets,
+    stability_asset,
 )
 from holistic_dagster.defs.resources import (
     HolisticResource,
@@ -92,6 +93,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             leaderboard_asset(scenarios),
             regressions_asset(),
             alerts_asset(),
+            stability_asset(scenarios),
             report_asset(),
             # open-ended scenarios (generation) are the ones a suite can put in its arena
             *arena_assets([s for s in scenarios if catalog.scenario(s).adapter.method == "generation"]),
@@ -108,6 +110,11 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             ),
             arena_ratings_job,
             shadow_job,
+            define_asset_job(
+                "stability_job",
+                selection=AssetSelection.assets(["stability"]),
+                description="Output stability of a model: a sample of its requests asked again past the cache.",
+            ),
             define_asset_job(
                 "arena_job",
                 selection=AssetSelection.assets(["arena", "battles"], ["arena", "ratings"]),

@@ -267,6 +267,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("rules:\n  - kind: latency\n    statistic: p99\n    warning: {ratio: 2}\n", "rules.0.latency.statistic"),
         ("rules:\n  - kind: metric\n    warning: {drop: 0.1}\n    critical: {drop: 0.05}\n", "less strict"),
         ("rules:\n  - kind: metric\n", "give a warning or a critical threshold"),
+        ("rules:\n  - kind: stability\n    warning: {above: 0.5}\n", "agreement is better when higher"),
         ("rules: [unclosed\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
     ],

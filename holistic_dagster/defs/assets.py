@@ -32,6 +32,7 @@ from holistic_dagster.report.markdown import comparison_table, headline_markdown
 from holistic_dagster.report.tables import headline_tables
 from holistic_dagster.shadow import PII_PATTERNS, log_key
 from holistic_dagster.stages import arena, shadow, summaries
+from holistic_dagster.stages import stability as stability_stage
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.stages.dataset import build_dataset
 from holistic_dagster.stages.prompts import build_prompts
@@ -250,6 +251,28 @@ def alerts_asset() -> AssetsDefinition:
         yield from _results(quality.check_alerts(findings), "alerts")
 
     return alerts
+
+
+def stability_asset(scenarios: list[str]) -> AssetsDefinition:
+    @asset(
+        key=["stability"],
+        partitions_def=model_version_partitions,
+        group_name="summary",
+        kinds={"duckdb"},
+        deps=[AssetKey([s, "completions"]) for s in scenarios],
+        pool="model_requests",
+    )
+    def stability(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        """Output stability of one model: a seeded sample of its generation requests (20 instances per scenario,
+        the same for every model) asked twice more past the completion cache, each answer compared with the stored
+        one (table `stability`); the alerts' stability rules compare the agreement with the baseline's."""
+        model, version = _keys(context)
+        stage = holistic.stage(context.run.run_id, model_backends)
+        with errors_redacted():
+            metadata = stability_stage.measure_stability(stage, version, model)
+        return MaterializeResult(metadata={**metadata, "per_scenario": MetadataValue.json(metadata["per_scenario"])})
+
+    return stability
 
 
 def report_asset() -> AssetsDefinition:

@@ -38,6 +38,7 @@ TABLES = (
     "win_rates",
     "comparisons",
     "alerts",
+    "stability",
     "step_inputs",
     "battles",
     "votes",

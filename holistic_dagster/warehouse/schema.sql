@@ -127,6 +127,15 @@ CREATE TABLE IF NOT EXISTS comparisons (
     PRIMARY KEY (version, model_a, model_b, scenario, family, metric, perturbation)
 );
 
+-- Output stability (asset `stability`): a seeded sample of a model's generation requests asked again past the
+-- completion cache, `repeats` times; agrees: the answer equals the stored completion's text.
+CREATE TABLE IF NOT EXISTS stability (
+    version VARCHAR NOT NULL, model VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
+    request_id VARCHAR NOT NULL, repeat INTEGER NOT NULL, text VARCHAR NOT NULL, agrees BOOLEAN NOT NULL,
+    error VARCHAR NOT NULL, temperature DOUBLE NOT NULL,
+    PRIMARY KEY (version, model, request_id, repeat)
+);
+
 -- Graded regression alerts (resources/alerts.yaml, asset `alerts`): each rule's grade of each model against its
 -- baseline per scenario: critical | warning | ok, with the paired test behind it.
 CREATE TABLE IF NOT EXISTS alerts (

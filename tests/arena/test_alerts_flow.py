@@ -9,11 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, build_sensor_context
+from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, MultiPartitionKey, build_sensor_context
 
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.stages.prompts import build_prompts
 from holistic_dagster.stages.scores import compute_scores
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
@@ -84,3 +86,45 @@ def test_a_critical_alert_fails_its_blocking_check_and_is_posted_once(graded, mo
             build_sensor_context(instance=instance, resources={"holistic": graded["resource"]}, cursor=first.cursor)
         )
         assert "no new check results" in str(again.skip_message) and len(receiver.bodies) == 1
+
+
+def test_an_answer_that_changes_when_asked_again_is_a_stability_alert(arena_world, graded, tmp_path):
+    wh, catalog = graded["wh"], arena_world["catalog"]
+    http = f"backend: openai, base_url: '{arena_world['server'].base_url}', api_key_env: null, max_attempts: 1"
+    models = write(
+        tmp_path / "flaky.yaml",
+        f"models:\n  oracle: {{{http}, path: oracle}}\n  flaky: {{{http}, path: flaky, previous: oracle}}\n",
+    )
+    stage = StageContext(wh, catalog, models)
+    build_prompts(stage, "a1", "mini_qa", "flaky")
+    run_completions(stage, "a1", "mini_qa", "flaky")  # each prompt's first answer: the correct one
+    resource = HolisticResource(
+        warehouse_path=str(wh.path),
+        catalog_dir=str(catalog.root),
+        models_file=str(models),
+        alerts_file=str(write(tmp_path / "stability.yaml", "rules:\n  - {kind: stability, critical: {below: 0.9}}\n")),
+    )
+    defs, instance = build_definitions(catalog, resource), graded["instance"]
+    instance.add_dynamic_partitions("version", ["a1"])
+    instance.add_dynamic_partitions("model", ["flaky", "oracle"])
+    for model in ("flaky", "oracle"):
+        key = MultiPartitionKey({"model": model, "version": "a1"})
+        assert defs.resolve_job_def("stability_job").execute_in_process(partition_key=key, instance=instance).success
+    asked = wh.df("SELECT model, instance_id, repeat, agrees FROM stability WHERE version = 'a1' ORDER BY ALL")
+    assert len(asked) == 2 * 2 * 5  # 2 models x 2 repeats x the 5 instances (fewer than the 20 sampled)
+    # flaky: the 2nd request of a prompt is hedged, the 3rd correct again: half of its answers agree
+    flaky = asked[asked["model"] == "flaky"]
+    assert flaky.groupby("repeat")["agrees"].mean().tolist() == [0.0, 1.0]
+    assert asked[asked["model"] == "oracle"]["agrees"].all()
+    run = defs.resolve_job_def("leaderboard_job").execute_in_process(
+        partition_key="a1", instance=instance, asset_selection=[AssetKey(["alerts"])], raise_on_error=False
+    )
+    (finding,) = wh.df("SELECT * FROM alerts WHERE version = 'a1'").itertuples()
+    assert (finding.level, finding.model, finding.baseline, finding.value, finding.baseline_value) == (
+        "critical",
+        "flaky",
+        "oracle",
+        0.5,
+        1.0,
+    )
+    assert not {c.check_name: c.passed for c in run.get_asset_check_evaluations()}["no_critical_alert"]

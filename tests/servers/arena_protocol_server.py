@@ -5,6 +5,7 @@ real OpenAI client, completion cache, Dagster run and DuckDB. The `model` field 
   contestants (a question-answer prompt ending "<question>\\nAnswer:"):
     oracle  -> the question's correct answer          wrong -> "Berlin" (wrong for every question here)
     verbose -> the correct answer, then a long padding paragraph
+    flaky   -> the correct answer on the 1st, 3rd, ... request of a prompt, a hedged one on the others
   (a prompt that is not a scenario's is a logged user message: its known question is looked up in it)
   judges (MT-Bench's pairwise prompt, with or without the reference answer):
     rule-judge   -> [[A]] or [[B]] for the one answer that contains the reference (or, without one, the
@@ -52,7 +53,10 @@ class ArenaProtocolTestServer(LoopbackServer):
             text = self._judge(model, prompt)
         else:
             correct = self.answers[self._question(prompt)]
-            text = {"oracle": f" {correct}", "wrong": " Berlin", "verbose": f" {correct}.{PADDING}"}[model]
+            flaky = f" {correct}" if self.hits[(model, prompt)] % 2 else f" Perhaps {correct}, or not."
+            text = {"oracle": f" {correct}", "wrong": " Berlin", "verbose": f" {correct}.{PADDING}", "flaky": flaky}[
+                model
+            ]
         words = len(text.split())
         return JSONResponse(
             {
