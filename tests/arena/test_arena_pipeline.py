@@ -17,14 +17,17 @@ def test_every_pair_that_answered_an_instance_battles_once_per_judge(arena_world
     battles = wh.df("SELECT * FROM battles WHERE version = 'a1' AND judge = 'rule-judge'")
     assert len(battles) == 3 * len(QA)  # 3 pairs of contestants x 5 instances
     assert set(zip(battles["model_a"], battles["model_b"])) == {
-        ("demo-gpt2-untrained", "oracle"), ("demo-gpt2-untrained", "wrong"), ("oracle", "wrong"),
-    }  # fmt: skip
+        ("demo-gpt2-untrained", "oracle"),
+        ("demo-gpt2-untrained", "wrong"),
+        ("oracle", "wrong"),
+    }
     assert (battles["error"] == "").all() and battles["consistent"].all()
     # the rule: the one answer containing the reference wins; neither (untrained vs wrong) is a tie
     winner = {(r.model_a, r.model_b): r.winner for r in battles.itertuples()}
     assert winner[("oracle", "wrong")] == "a" and winner[("demo-gpt2-untrained", "oracle")] == "b"
-    assert set(battles.loc[battles["model_b"] == "wrong", "winner"].where(battles["model_a"] != "oracle")
-               .dropna()) == {"tie"}  # fmt: skip
+    assert set(battles.loc[battles["model_b"] == "wrong", "winner"].where(battles["model_a"] != "oracle").dropna()) == {
+        "tie"
+    }
     # both position orders were asked: the drawn order shows a's answer first in about half of the battles
     assert 0 < battles["a_first"].sum() < len(battles)
 
@@ -47,8 +50,9 @@ def test_ratings_follow_the_verdicts_with_the_baseline_at_1000(arena_world):
         "SELECT * FROM arena_ratings WHERE version = 'a1' AND judge = 'rule-judge' AND method = 'bradley_terry'"
     ).set_index("model")
     assert bt.loc["wrong", "rating"] == pytest.approx(1000.0) and bt.loc["wrong", ["ci_low", "ci_high"]].tolist() == [
-        pytest.approx(1000.0), pytest.approx(1000.0)
-    ]  # fmt: skip
+        pytest.approx(1000.0),
+        pytest.approx(1000.0),
+    ]
     # untrained and wrong lost every battle to the oracle and tied each other: the same rating
     assert bt.loc["demo-gpt2-untrained", "rating"] == pytest.approx(1000.0, abs=1e-3)
     assert bt.loc["oracle", "rating"] > 1500 and bt.loc["oracle", "note"].startswith("unbounded")
@@ -56,8 +60,10 @@ def test_ratings_follow_the_verdicts_with_the_baseline_at_1000(arena_world):
     assert bt.loc["wrong", ["num_battles", "wins"]].tolist() == [10, 2.5]  # five ties against the untrained
     assert bt.loc["oracle", "mean_answer_tokens"] == 1.0
     assert set(wh.df("SELECT DISTINCT method FROM arena_ratings")["method"]) == {
-        "bradley_terry", "bradley_terry_style", "online_elo"
-    }  # fmt: skip
+        "bradley_terry",
+        "bradley_terry_style",
+        "online_elo",
+    }
     biased = wh.df("SELECT * FROM arena_ratings WHERE judge = 'biased-judge' AND method = 'bradley_terry'")
     assert biased["rating"].tolist() == pytest.approx([1000.0] * 3)  # all ties: nobody is better
     rates = wh.df("SELECT * FROM arena_win_rates WHERE judge = 'rule-judge'").set_index(["model", "opponent"])
@@ -135,9 +141,10 @@ def test_holistic_arena_judges_and_prints_the_ratings(arena_world, tmp_path):
     rule = out.stdout.split("judge rule-judge")[1]
     table = rule.split("win rate of row")[0]
     lines = {line.split()[1]: line for line in table.splitlines() if line.startswith("│ ") and len(line.split()) > 2}
-    assert lines["oracle"].split("│")[2].strip().startswith(str(round(arena_world["wh"].df(
+    oracle = arena_world["wh"].df(
         "SELECT rating FROM arena_ratings WHERE judge = 'rule-judge' AND method = 'bradley_terry' AND model = 'oracle'"
-    ).iat[0, 0])))  # fmt: skip
+    )
+    assert lines["oracle"].split("│")[2].strip().startswith(f"{oracle.iat[0, 0]:.0f}* [")
     assert "wrong = 1000" in rule and "position inconsistency 0.0%" in rule and "* unbounded: never lost" in rule
     biased = out.stdout.split("judge biased-judge")[1]
     assert "position inconsistency 100.0%" in biased
@@ -146,3 +153,34 @@ def test_holistic_arena_judges_and_prints_the_ratings(arena_world, tmp_path):
     assert shown.exit_code == 0 and "judge rule-judge" in shown.stdout
     none = CliRunner().invoke(app, ["arena", "--version", "a0", "--db", db], env=env)
     assert none.exit_code == 1 and "has no `arena:` section" in none.stderr
+
+
+def test_a_local_transformers_model_judges_through_the_same_path(arena_world):
+    """A judge through the transformers backend (the untrained demo model: it writes no verdict, so every battle is
+    an error row, and a max_failure_rate of 1 lets the check pass)."""
+    suite = arena_world["root"] / "assets" / "suites" / "a1.yaml"
+    edit_file(
+        suite,
+        "judges: [rule-judge, biased-judge]",
+        "judges: [demo-gpt2-untrained]\n  max_tokens: 4\n  max_failure_rate: 1.0",
+    )
+    try:
+        result = run_arena(arena_world["defs"], arena_world["instance"], "a1")
+    finally:
+        edit_file(
+            suite,
+            "judges: [demo-gpt2-untrained]\n  max_tokens: 4\n  max_failure_rate: 1.0",
+            "judges: [rule-judge, biased-judge]",
+        )
+    assert result.success
+    wh = arena_world["wh"]
+    local = wh.df("SELECT * FROM battles WHERE judge = 'demo-gpt2-untrained'")
+    assert len(local) == 15 and (local["winner"] == "").all() and local["error"].str.contains("no verdict").all()
+    cached = wh.df(
+        "SELECT count(*) FROM completion_cache WHERE request_id IN (SELECT judge_request_first FROM battles "
+        "WHERE judge = 'demo-gpt2-untrained' UNION SELECT judge_request_second FROM battles WHERE judge = "
+        "'demo-gpt2-untrained')"
+    ).iat[0, 0]
+    assert cached == 30  # both orders of every battle, answered by the local model and cached
+    decoding = wh.df("SELECT decoding FROM provenance WHERE model = 'demo-gpt2-untrained'")["decoding"]
+    assert decoding.str.contains('"arena_judge"').any()
