@@ -72,8 +72,11 @@ class LatencyThreshold(_Strict):
     ratio: float = Field(ge=1.0)
 
 
-def _check_order(warning, critical) -> None:
-    """A critical threshold is at least as strict as the warning one (else the warning could never show)."""
+def _check_thresholds(warning, critical) -> None:
+    """A rule gives at least one threshold, and a critical one is at least as strict as the warning one (else the
+    warning could never show)."""
+    if warning is None and critical is None:
+        raise ValueError("give a warning or a critical threshold (or both)")
     if warning is None or critical is None:
         return
     for key, stricter in (("below", min), ("above", max), ("drop", max), ("ratio", max)):
@@ -109,9 +112,7 @@ class MetricRule(_Strict):
                 raise ValueError(str(e)) from None
             if spec.family != wanted or not spec.per_instance:
                 raise ValueError(f"metric {self.metric!r} has no per-instance {wanted} values to compare")
-        if self.warning is None and self.critical is None:
-            raise ValueError("give a warning or a critical threshold (or both)")
-        _check_order(self.warning, self.critical)
+        _check_thresholds(self.warning, self.critical)
         return self
 
     @property
@@ -129,9 +130,7 @@ class LatencyRule(_Strict):
 
     @model_validator(mode="after")
     def _valid(self) -> LatencyRule:
-        if self.warning is None and self.critical is None:
-            raise ValueError("give a warning or a critical threshold (or both)")
-        _check_order(self.warning, self.critical)
+        _check_thresholds(self.warning, self.critical)
         return self
 
     @property
@@ -151,11 +150,9 @@ class StabilityRule(_Strict):
 
     @model_validator(mode="after")
     def _valid(self) -> StabilityRule:
-        if self.warning is None and self.critical is None:
-            raise ValueError("give a warning or a critical threshold (or both)")
         if any(t is not None and t.above is not None for t in (self.warning, self.critical)):
             raise ValueError("agreement is better when higher: use below or drop, not above")
-        _check_order(self.warning, self.critical)
+        _check_thresholds(self.warning, self.critical)
         return self
 
     @property

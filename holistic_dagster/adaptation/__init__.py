@@ -306,3 +306,10 @@ def build_requests(
         if inst.split == "test":
             requests.extend(adapter.requests(inst, shots.get(inst.subset, [])))
     return requests
+
+
+def greedy_request(instance_id: str, prompt: str, max_tokens: int, count_tokens: Callable[[str], int]) -> Request:
+    """A free-text request outside a scenario's adapter (a judge's question, a logged user message): greedy, no
+    stop sequence, identified like every request (hashing.request_id)."""
+    rid = request_id(kind="generate", prompt=prompt, continuation="", max_tokens=max_tokens, temperature=0.0, stop=())
+    return Request(rid, instance_id, "generate", prompt, max_tokens=max_tokens, num_prompt_tokens=count_tokens(prompt))

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from holistic_dagster.adaptation import greedy_request
 from holistic_dagster.arena.battles import Battle
-from holistic_dagster.hashing import request_id
 from holistic_dagster.records import Request
 from holistic_dagster.templating import render_file
 
@@ -43,19 +43,7 @@ def judge_requests(battle: Battle, setup: JudgeSetup) -> tuple[Request, Request]
         prompt = render_file(setup.templates_dir, setup.template, variables).rstrip()
         if setup.chat_prompt:
             prompt = setup.chat_prompt(prompt)
-        rid = request_id(
-            kind="generate", prompt=prompt, continuation="", max_tokens=setup.max_tokens, temperature=0.0, stop=()
-        )
-        out.append(
-            Request(
-                rid,
-                battle.instance_id,
-                "generate",
-                prompt,
-                max_tokens=setup.max_tokens,
-                num_prompt_tokens=setup.count_tokens(prompt),
-            )
-        )
+        out.append(greedy_request(battle.instance_id, prompt, setup.max_tokens, setup.count_tokens))
     return out[0], out[1]
 
 

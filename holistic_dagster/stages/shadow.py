@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from holistic_dagster.adaptation import greedy_request
 from holistic_dagster.arena.battles import Answer, Battle, draw
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.hashing import request_id, sha256_file, sha256_json
+from holistic_dagster.hashing import sha256_file, sha256_json
 from holistic_dagster.metrics.statistics import bootstrap_ci
-from holistic_dagster.records import Request
 from holistic_dagster.shadow import ShadowSpec, read_traffic
 from holistic_dagster.stages.arena import run_judge
 from holistic_dagster.stages.completions import answer_requests
@@ -68,19 +68,7 @@ def answer_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str,
         requests = []
         for r in traffic.itertuples(index=False):
             prompt = layout(r.prompt) if layout else r.prompt
-            rid = request_id(
-                kind="generate", prompt=prompt, continuation="", max_tokens=spec.max_tokens, temperature=0.0, stop=()
-            )
-            requests.append(
-                Request(
-                    rid,
-                    r.record_id,
-                    "generate",
-                    prompt,
-                    max_tokens=spec.max_tokens,
-                    num_prompt_tokens=client.count_tokens(prompt),
-                )
-            )
+            requests.append(greedy_request(r.record_id, prompt, spec.max_tokens, client.count_tokens))
         decoding = {"method": "shadow", "max_tokens": spec.max_tokens, "temperature": 0.0, "stop": []}
         done, info, sent = answer_requests(stage, candidate, requests, decoding, f"{candidate} on traffic {log}")
         for q in requests:
