@@ -184,6 +184,15 @@ class AlertsSpec(_Strict):
     rules: tuple[Rule, ...] = ()
     webhook: WebhookSpec = WebhookSpec()
 
+    @field_validator("rules")
+    @classmethod
+    def _distinct_labels(cls, rules: tuple) -> tuple:
+        labels = [r.label for r in rules]
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        if twice:
+            raise ValueError(f"rules {twice} share a label: give them different `name`s (findings are keyed by it)")
+        return rules
+
     @field_validator("baseline")
     @classmethod
     def _slug(cls, v: str) -> str:

@@ -336,10 +336,17 @@ def compare(
     for r in frame.sort_values(["family", "scenario"]).itertuples():
         label = f"{r.metric} [{r.perturbation}]" if r.perturbation else r.metric
         table.add_row(
-            r.family, r.scenario, escape(label), str(r.n), f"{r.mean_a:.3f}", f"{r.mean_b:.3f}", f"{r.diff:+.3f}",
-            f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]", f"{r.p_value:.4f}",
+            r.family,
+            r.scenario,
+            escape(label),
+            str(r.n),
+            f"{r.mean_a:.3f}",
+            f"{r.mean_b:.3f}",
+            f"{r.diff:+.3f}",
+            f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]",
+            f"{r.p_value:.4f}",
             f"[{colour.get(r.verdict, 'dim')}]{r.verdict.replace('significant', 'sig.')}[/]",
-        )  # fmt: skip
+        )
     console.print(table)
     worse = frame[frame["verdict"] == "worse"]
     if len(worse):
@@ -400,14 +407,17 @@ def trace(
             + (f"\n[red]error: {escape(redact(co['error']))}[/]" if co["error"] else ""),
             title="completion",
         )
-    )  # fmt: skip
+    )
     if co["tokens"]:
         console.print(tokens)
     method = f"{pr['adapter_method']} ({pr['template']}), {pr['num_train_instances']} in-context examples"
     continuation = f"\n[dim]scored continuation:[/] {escape(repr(pr['continuation']))}" if pr["kind"] == "score" else ""
     console.print(Panel(escape(pr["prompt"]) + continuation, title=f"prompt: {method}"))
-    for key, title in (("evaluated_instance", "evaluated (perturbed) instance"), ("instance", "instance"),
-                       ("original_instance", "original instance")):  # fmt: skip
+    for key, title in (
+        ("evaluated_instance", "evaluated (perturbed) instance"),
+        ("instance", "instance"),
+        ("original_instance", "original instance"),
+    ):
         inst = chain[key]
         if not inst:
             continue
@@ -519,8 +529,13 @@ def arena_command(
             run_arena(defs, DagsterInstance.get(), version)
         except HolisticError as e:
             _fail(str(e))
+    why = (
+        f"no arena ratings for suite {version!r} yet: its arena has no judge models and nobody has voted on battles "
+        f"with its baseline (`holistic vote --version {version}`), or fewer than two models answered its arena "
+        "scenarios"
+    )
     try:
-        _print_arena(path, version)
+        _print_arena(path, version, "" if show else why)
     except HolisticError as e:
         _fail(str(e))
 
@@ -555,29 +570,17 @@ def vote(
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def _print_arena(path: Path, version: str) -> None:
+def _print_arena(path: Path, version: str, why_none: str = "") -> None:
+    """The arena section of the report (report.arena.arena_tables), in the terminal."""
+    from holistic_dagster.report.arena import arena_tables
     from holistic_dagster.warehouse import Warehouse
 
-    warehouse = Warehouse(path)
-    warehouse.ensure_schema()  # a warehouse written by an earlier release has no arena tables yet
-    ratings = warehouse.df(
-        "SELECT * FROM arena_ratings WHERE version = ? ORDER BY judge, method, rating DESC", [version]
-    )
-    if ratings.empty:
-        _fail(f"no arena ratings for suite version {version!r} in {path}: run `holistic arena --version {version}`")
-    battles = warehouse.df(
-        "SELECT judge, count(*) AS n, count(*) FILTER (WHERE winner = '') AS no_verdict, "
-        "count(*) FILTER (WHERE winner <> '' AND NOT consistent) AS inconsistent FROM battles WHERE version = ? "
-        "GROUP BY judge",
-        [version],
-    ).set_index("judge")
-    wins = warehouse.df("SELECT * FROM arena_win_rates WHERE version = ?", [version])
-    for judge, part in ratings.groupby("judge", sort=True):
-        bt = part[part["method"] == "bradley_terry"].set_index("model")
-        style = part[part["method"] == "bradley_terry_style"].set_index("model")["rating"]
-        online = part[part["method"] == "online_elo"].set_index("model")["rating"]
-        table = Table(title=f"arena ratings, judge {judge} (suite {version})", title_justify="left")
-        for column in (
+    judges = arena_tables(Warehouse(path), version)
+    if not judges:
+        _fail(why_none or f"no arena ratings for suite version {version!r} in {path}: run `holistic arena`")
+    for arena in judges:
+        table = Table(title=f"arena ratings, {arena.label} (suite {version})", title_justify="left")
+        columns = (
             "model",
             "Bradley-Terry [95% CI]",
             "style-controlled",
@@ -585,47 +588,44 @@ def _print_arena(path: Path, version: str) -> None:
             "battles",
             "wins",
             "mean answer tokens",
-        ):
+        )
+        for column in columns:
             table.add_column(column, justify="left" if column == "model" else "right")
-        for model, r in bt.iterrows():
-            star = "*" if r.note.startswith("unbounded") else ""  # the data do not bound it (never lost, ...)
+        for r in arena.rows:
+            star = lambda rating: "*" if rating.unbounded else ""  # noqa: E731
             table.add_row(
-                escape(model),
-                f"{r.rating:.0f}{star} [{r.ci_low:.0f}, {r.ci_high:.0f}]",
-                f"{style.get(model, float('nan')):.0f}{star}",
-                f"{online.get(model, float('nan')):.0f}",
+                escape(r.model),
+                f"{r.bradley_terry.text}{star(r.bradley_terry)} {r.bradley_terry.ci}",
+                f"{r.style.text}{star(r.style)}",
+                r.online.text,
                 str(r.num_battles),
-                f"{r.wins:g}",
-                f"{r.mean_answer_tokens:.1f}",
+                r.wins,
+                r.mean_answer_tokens,
             )
         console.print(table)
-        baseline = bt["baseline"].iat[0] if len(bt) else ""
         console.print(
-            f"  [dim]Bradley-Terry by maximum likelihood (ties half), Elo scale, {baseline} = 1000; CI: "
-            f"bootstrap over prompts. Online Elo depends on the order of battles; Bradley-Terry does not.[/]"
+            f"  [dim]Bradley-Terry by maximum likelihood (ties half), Elo scale, {arena.baseline} = 1000; CI: "
+            "bootstrap over prompts. Online Elo depends on the order of battles; Bradley-Terry does not.[/]"
         )
-        if bt["note"].str.startswith("unbounded").any():
+        if arena.human:
+            console.print(f"  [dim]{arena.num_battles} vote(s) by {arena.num_voters} voter(s)[/]")
+        else:
+            console.print(
+                f"  [dim]{arena.num_battles} battles: {arena.no_verdict} without a verdict (not votes); position "
+                f"inconsistency {arena.inconsistency} (a verdict that flips with the order counts as a tie)[/]"
+            )
+        if arena.any_unbounded:
             console.print(
                 "  [dim]* unbounded: never lost (or never won) against the baseline's group here; its rating only says "
                 "above (below) all, and style control is unreliable while one is unbounded[/]"
             )
-        if judge in battles.index:
-            b = battles.loc[judge]
-            voted = b.n - b.no_verdict
-            rate = f"{b.inconsistent / voted:.1%}" if voted else "-"
-            console.print(
-                f"  [dim]{b.n} battles: {b.no_verdict} without a verdict (not votes); position "
-                f"inconsistency {rate} (a verdict that flips with the order counts as a tie)[/]"
-            )
-        matrix = wins[wins["judge"] == judge].pivot(index="model", columns="opponent", values="win_rate")
-        if len(matrix):
-            grid = Table(title="win rate of row against column (ties half)", title_justify="left")
-            grid.add_column("")
-            for m in matrix.columns:
-                grid.add_column(escape(m), justify="right")
-            for m, row in matrix.iterrows():
-                grid.add_row(escape(m), *["-" if pd.isna(v) else f"{v:.2f}" for v in row])
-            console.print(grid)
+        grid = Table(title="win rate of row against column (ties half)", title_justify="left")
+        grid.add_column("")
+        for model, _ in arena.matrix:
+            grid.add_column(escape(model), justify="right")
+        for model, cells in arena.matrix:
+            grid.add_row(escape(model), *[c.text for c in cells])
+        console.print(grid)
 
 
 @app.command()

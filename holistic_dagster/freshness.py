@@ -69,9 +69,12 @@ class Step:
         return self.kind, self.partition
 
 
-def _rows(warehouse: Warehouse, table: str, where: str, params: list[Any]) -> list[Any]:
-    """Count and an order-free hash of a table's rows."""
-    frame = warehouse.df(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {table} t WHERE {where}", params)
+def _rows(warehouse: Warehouse, table: str, where: str, params: list[Any]) -> list[Any] | None:
+    """Count and an order-free hash of a table's rows (None for a table an earlier release did not have)."""
+    try:
+        frame = warehouse.df(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {table} t WHERE {where}", params)
+    except duckdb.CatalogException:
+        return None
     return [int(frame["n"].iat[0]), None if pd.isna(frame["h"].iat[0]) else int(frame["h"].iat[0])]
 
 
@@ -123,7 +126,7 @@ def evaluate_step(warehouse: Warehouse, catalog: Catalog, version: str, spec: Mo
 def summaries_step(warehouse: Warehouse, catalog: Catalog, version: str, registry: dict[str, ModelSpec]) -> Step:
     scored = {
         table: _rows(warehouse, table, "version = ?", [version]) if warehouse.path.exists() else None
-        for table in ("instance_scores", "scenario_metrics", "applicability")
+        for table in ("instance_scores", "scenario_metrics", "applicability", "stability")
     }
     alerts = settings.resources_dir() / "alerts.yaml"  # its rules grade the version (asset `alerts`)
     inputs = {

@@ -204,7 +204,7 @@ def _batch_definition():
     return asset.add_batch_definition_whole_dataframe("whole")
 
 
-def _validate(frame: pd.DataFrame, expectations: list) -> tuple[bool, dict[str, Any]]:
+def _validate(frame: pd.DataFrame, expectations: list, examples: bool = True) -> tuple[bool, dict[str, Any]]:
     import great_expectations as gx
 
     batch_definition = _batch_definition()  # creates the GX context the suite needs
@@ -216,10 +216,13 @@ def _validate(frame: pd.DataFrame, expectations: list) -> tuple[bool, dict[str, 
     for r in result.results:
         if not r.success:
             found = r.result.get("partial_unexpected_list") or r.result.get("observed_value")
-            details[r.expectation_config.type] = {
-                "unexpected_count": r.result.get("unexpected_count"),
-                "examples": _jsonable(found),
-            }
+            key = r.expectation_config.type
+            if key in details:  # the same expectation on another column or pattern
+                config = r.expectation_config.kwargs
+                key += "".join(f" {config[k]}" for k in ("column", "regex") if k in config)
+            details[key] = {"unexpected_count": r.result.get("unexpected_count")}
+            if examples:  # not for text that must not be stored (a PII check's offending values)
+                details[key]["examples"] = _jsonable(found)
     return bool(result.success), details
 
 
@@ -230,13 +233,19 @@ def _jsonable(value: Any) -> Any:
 
 
 def _outcome(
-    stage: str, name: str, frame: pd.DataFrame, expectations: list, *more: tuple[pd.DataFrame, list]
+    stage: str,
+    name: str,
+    frame: pd.DataFrame,
+    expectations: list,
+    *more: tuple[pd.DataFrame, list],
+    examples: bool = True,
 ) -> CheckOutcome:
-    """One check: expectations over a frame (and optionally over further frames, e.g. a subset)."""
+    """One check: expectations over a frame (and optionally over further frames, e.g. a subset). examples:
+    whether the details quote offending values."""
     spec = next(c for c in STAGE_CHECKS[stage] if c.name == name)
     passed, details = True, {"rows_checked": len(frame)}
     for part, part_expectations in ((frame, expectations), *more):
-        ok, found = _validate(part, part_expectations)
+        ok, found = _validate(part, part_expectations, examples)
         passed, details = passed and ok, {**details, **found}
     return CheckOutcome(name, passed, spec.description, details)
 
@@ -580,7 +589,7 @@ def check_traffic(warehouse: Warehouse, log: str, patterns: dict[str, str]) -> l
         for column in ("messages", "prompt", "production_text")
         for regex in patterns.values()
     ]
-    return [_outcome("shadow_traffic", "pii_removed", frame, expectations)]
+    return [_outcome("shadow_traffic", "pii_removed", frame, expectations, examples=False)]
 
 
 def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: float) -> list[CheckOutcome]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from holistic_dagster.catalog import _read_yaml, _Strict, _validate
 from holistic_dagster.errors import DataFormatError
@@ -23,7 +23,12 @@ from holistic_dagster.hashing import sha256_json
 # text patterns a deployment can name in pii.redact, each replaced by [<name>]
 PII_PATTERNS = {
     "email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
-    "phone": re.compile(r"(?<![\w+])\+?\d[\d ()./-]{7,}\d(?!\w)"),
+    # international (+country code, then groups) or North-American style ((415) 555-0100, 415-555-0100,
+    # 555-0100); not dates (1969-07-20), decimals or lists of years
+    "phone": re.compile(
+        r"(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){1,3}\d{3,4}"
+        r"|(?:\(\d{3}\)[ .-]?|\d{3}[ .-])?\d{3}[ .-]\d{4})(?!\w)"
+    ),
     "ipv4": re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"),
     "credit_card": re.compile(r"\b(?:\d[ -]?){13,16}\b"),
 }
@@ -59,6 +64,12 @@ class ShadowSpec(_Strict):
     bootstrap_samples: int = Field(1000, gt=0)
     seed: int = 0
     pii: PiiSpec = PiiSpec()
+
+    @model_validator(mode="after")
+    def _slice_kept(self) -> ShadowSpec:
+        if self.slice_by and self.slice_by in self.pii.drop_fields:
+            raise ValueError(f"slice_by {self.slice_by!r} is one of pii.drop_fields: it would be dropped first")
+        return self
 
     def traffic_path(self, home: Path) -> Path:
         path = Path(self.traffic_dir)
@@ -149,9 +160,9 @@ def parse_record(raw: dict[str, Any], line: int, spec: ShadowSpec) -> TrafficRec
     usage = response.get("usage") or {}
     latency = raw.get("latency_s", _get(raw, "metadata.latency_s"))
     return TrafficRecord(
-        record_id=str(raw.get("id") or response.get("id") or sha256_json(raw)[:16]),
+        record_id=redact_text(str(raw.get("id") or response.get("id") or sha256_json(raw)[:16]), spec.pii),
         line=line,
-        slice=str(_get(raw, spec.slice_by) or "") if spec.slice_by else "",
+        slice=redact_text(str(_get(raw, spec.slice_by) or ""), spec.pii) if spec.slice_by else "",
         messages=tuple(messages),
         prompt=prompt,
         response=redact_text(answer, spec.pii),

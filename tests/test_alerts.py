@@ -268,6 +268,10 @@ def write(tmp_path: Path, text: str) -> Path:
         ("rules:\n  - kind: metric\n    warning: {drop: 0.1}\n    critical: {drop: 0.05}\n", "less strict"),
         ("rules:\n  - kind: metric\n", "give a warning or a critical threshold"),
         ("rules:\n  - kind: stability\n    warning: {above: 0.5}\n", "agreement is better when higher"),
+        (
+            "rules:\n  - {kind: metric, critical: {below: 0.6}}\n  - {kind: metric, warning: {drop: 0.1}}\n",
+            "rules ['accuracy main'] share a label",
+        ),
         ("rules: [unclosed\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
     ],

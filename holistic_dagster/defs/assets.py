@@ -232,7 +232,7 @@ def alerts_asset() -> AssetsDefinition:
         automation_condition=SUMMARY_FOLLOWS,
         group_name="summary",
         kinds={"duckdb"},
-        deps=[AssetKey(["leaderboard"])],
+        deps=[AssetKey(["leaderboard"]), AssetDep(AssetKey(["stability"]), partition_mapping=BY_VERSION)],
         check_specs=_check_specs(["alerts"], "alerts"),
     )
     def alerts(context: AssetExecutionContext, holistic: HolisticResource):
@@ -282,7 +282,7 @@ def report_asset() -> AssetsDefinition:
         automation_condition=SUMMARY_FOLLOWS,
         group_name="summary",
         kinds={"html"},
-        deps=[AssetKey(["leaderboard"]), AssetKey(["regressions"])],
+        deps=[AssetKey(["leaderboard"]), AssetKey(["regressions"]), AssetKey(["arena", "ratings"])],
     )
     def report(context: AssetExecutionContext, holistic: HolisticResource):
         """The static HTML report of the suite version, a folder that opens offline: per family a models x
@@ -335,7 +335,7 @@ def arena_assets(scenarios: list[str]) -> list[AssetsDefinition]:
     @asset(
         key=["arena", "ratings"],
         partitions_def=version_partitions,
-        automation_condition=SUMMARY_FOLLOWS,
+        automation_condition=SUMMARY_FOLLOWS & AutomationCondition.all_deps_blocking_checks_passed(),
         group_name="arena",
         kinds={"duckdb"},
         deps=[AssetKey(["arena", "battles"])],

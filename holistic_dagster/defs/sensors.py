@@ -264,9 +264,13 @@ def alert_webhook(context: SensorEvaluationContext, holistic: HolisticResource):
     webhook whose URL is in the environment variable resources/alerts.yaml names (unset: nothing is posted).
     A post that fails is tried again on the next tick; the cursor is the last event posted."""
     spec = holistic.alerts()
-    after = int(context.cursor) if context.cursor else None
+    checks = EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+    if not context.cursor:  # the first tick starts from now: an instance's old failures are not news
+        newest = context.instance.get_event_records(checks, limit=1, ascending=False)
+        context.update_cursor(str(newest[0].storage_id) if newest else "0")
+        return SkipReason("started: failed checks from now on are posted")
     records = context.instance.get_event_records(
-        EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=after),
+        EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=int(context.cursor)),
         limit=500,
         ascending=True,
     )
@@ -285,6 +289,9 @@ def alert_webhook(context: SensorEvaluationContext, holistic: HolisticResource):
         where = check.asset_key.to_user_string() + (f" [{partitions[run_id]}]" if partitions[run_id] else "")
         items.append(Alert(level, f"{check.check_name} failed on {where}", check.description or ""))
     cursor = str(records[-1].storage_id)
+    if not items:
+        context.update_cursor(cursor)
+        return SkipReason(f"no failed check among {len(records)} new result(s)")
     try:
         sent = send_alerts(items, spec)
     except HolisticError as e:  # the URL never appears in it; tried again next tick

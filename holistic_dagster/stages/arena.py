@@ -4,7 +4,6 @@ suite's judge models in both position orders (table `battles`), and the ratings 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -13,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, schedule
+from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, draw, schedule
 from holistic_dagster.arena.judge import Judgement, JudgeSetup, combine, judge_requests, too_long
 from holistic_dagster.arena.ratings import bootstrap_ratings, online_elo, win_rate_matrix
 from holistic_dagster.catalog import ArenaSpec
@@ -162,9 +161,11 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     order, and the win-rate matrix. Battles without a verdict are not votes."""
     arena = arena_spec(stage, version)
     columns = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
+    # the suite's judges only: a judge taken out of arena.judges keeps its rows in `battles`, not its ratings
     battles = stage.warehouse.df(
-        f"SELECT judge, {columns} FROM battles WHERE version = ? AND winner <> '' ORDER BY judge, battle_id",
-        [version],
+        f"SELECT judge, {columns} FROM battles WHERE version = ? AND winner <> '' "
+        "AND judge IN (SELECT unnest(?::VARCHAR[])) ORDER BY judge, battle_id",
+        [version, list(arena.judges)],
     )
     # people's votes are the judge 'human', in the order they were cast (what online Elo follows)
     votes = stage.warehouse.df(
@@ -299,8 +300,7 @@ def _win_rates(version: str, judge: str, frame: pd.DataFrame) -> pd.DataFrame:
 def shown_order(battle: Battle, voter: str) -> tuple[Answer, Answer]:
     """The order a voter sees a battle's answers in ("Answer 1", "Answer 2"): drawn per voter and battle, so
     position favours neither model, and the same voter sees the same order on reload."""
-    digest = hashlib.sha256(f"{voter}/{battle.battle_id}".encode()).digest()
-    return (battle.a, battle.b) if digest[0] % 2 == 0 else (battle.b, battle.a)
+    return (battle.a, battle.b) if draw(0, voter, battle.battle_id) % 2 == 0 else (battle.b, battle.a)
 
 
 def voting_queue(stage: StageContext, version: str, voter: str) -> tuple[list[Battle], int]:

@@ -101,7 +101,12 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
     a verdict that flips with the order is a tie; no verdict is an error, never a vote); then each candidate's
     win rate against production per slice."""
     traffic = _traffic(stage, log).set_index("record_id")
-    answers = stage.warehouse.df("SELECT * FROM shadow_completions WHERE log = ? AND error = ''", [log])
+    # the answers to the log's current records (a changed log whose answers step failed left older ones)
+    answers = stage.warehouse.df(
+        "SELECT a.* FROM shadow_completions a JOIN traffic t USING (log, record_id) "
+        "WHERE a.log = ? AND a.error = '' AND a.prompt IS NOT NULL",
+        [log],
+    )
     battles = []
     for a in answers.itertuples(index=False):
         record = traffic.loc[a.record_id]
@@ -157,6 +162,7 @@ VERDICT_COLUMNS = [
     "provenance_id",
 ]
 SCORE = {"candidate": 1.0, "tie": 0.5, "production": 0.0}
+UNSLICED = "(no slice)"
 
 
 def win_rates(verdicts: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
@@ -165,9 +171,10 @@ def win_rates(verdicts: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
     voted = verdicts[verdicts["winner"] != ""]
     rows = []
     for (log, candidate, judge), part in voted.groupby(["log", "candidate", "judge"]):
-        for slice_, group in (
-            [("", part), *sorted(part.groupby("slice"))] if part["slice"].ne("").any() else [("", part)]
-        ):
+        # '' is all traffic; records the slice field is missing from are the slice UNSLICED
+        named = part.assign(slice=part["slice"].replace("", UNSLICED))
+        groups = [("", part), *sorted(named.groupby("slice"))] if part["slice"].ne("").any() else [("", part)]
+        for slice_, group in groups:
             scores = group["winner"].map(SCORE).to_numpy(float)
             low, high = bootstrap_ci(scores, n_boot=n_boot, seed=seed)
             rows.append(

@@ -62,6 +62,9 @@ def vote_app(stage: StageContext, version: str, default_voter: str | None = None
             return PlainTextResponse(str(e), status_code=400)
 
     async def vote(request: Request) -> Response:
+        origin = request.headers.get("origin")
+        if origin and origin != f"{request.url.scheme}://{request.headers.get('host')}":  # another site's form
+            return PlainTextResponse(f"votes are cast from this page, not from {origin}", status_code=403)
         # a plain HTML form (application/x-www-form-urlencoded): parsed here, no multipart library needed
         form = {k: v[-1] for k, v in parse_qs((await request.body()).decode("utf-8")).items()}
         try:

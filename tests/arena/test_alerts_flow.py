@@ -53,6 +53,10 @@ def graded(arena_world, tmp_path, monkeypatch):
 def test_a_critical_alert_fails_its_blocking_check_and_is_posted_once(graded, monkeypatch):
     defs, instance, wh = graded["defs"], graded["instance"], graded["wh"]
     instance.add_dynamic_partitions("version", ["a1"])
+    sensor, resources = defs.get_sensor_def("alert_webhook"), {"holistic": graded["resource"]}
+    # the sensor's first tick starts from now (an instance's old failures are not news)
+    start = build_sensor_context(instance=instance, resources=resources)
+    assert "started" in str(sensor(start).skip_message)
     run = defs.resolve_job_def("leaderboard_job").execute_in_process(
         partition_key="a1", instance=instance, asset_selection=[AssetKey(["alerts"])], raise_on_error=False
     )
@@ -70,21 +74,18 @@ def test_a_critical_alert_fails_its_blocking_check_and_is_posted_once(graded, mo
     ]
     assert rows.loc["accuracy drop", "level"] == "ok" and rows.loc["accuracy drop", "diff"] == pytest.approx(-1.0)
 
-    sensor = defs.get_sensor_def("alert_webhook")
     with WebhookReceiver() as receiver:
         monkeypatch.delenv("TEST_ALERT_HOOK", raising=False)
-        unset = sensor(build_sensor_context(instance=instance, resources={"holistic": graded["resource"]}))
+        unset = sensor(build_sensor_context(instance=instance, resources=resources, cursor=start.cursor))
         assert "none posted" in str(unset.skip_message) and not receiver.bodies
         monkeypatch.setenv("TEST_ALERT_HOOK", receiver.url())
-        first = build_sensor_context(instance=instance, resources={"holistic": graded["resource"]})
+        first = build_sensor_context(instance=instance, resources=resources, cursor=start.cursor)
         posted = sensor(first)
         assert "posted 1 of 1 failed check(s)" in str(posted.skip_message)
         (body,) = receiver.bodies
         assert "no_critical_alert failed on alerts [a1]" in body["text"] and "wrong vs oracle" in body["text"]
         assert TOKEN not in str(body)
-        again = sensor(
-            build_sensor_context(instance=instance, resources={"holistic": graded["resource"]}, cursor=first.cursor)
-        )
+        again = sensor(build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
         assert "no new check results" in str(again.skip_message) and len(receiver.bodies) == 1
 
 

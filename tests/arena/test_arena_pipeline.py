@@ -151,6 +151,15 @@ def test_holistic_arena_judges_and_prints_the_ratings(arena_world, tmp_path):
     assert "win rate of row against column" in rule
     shown = CliRunner().invoke(app, ["arena", "--version", "a1", "--db", db, "--show"], env=env)
     assert shown.exit_code == 0 and "judge rule-judge" in shown.stdout
+    # a judge taken out of the suite keeps its battles, not its ratings
+    suite = arena_world["root"] / "assets" / "suites" / "a1.yaml"
+    edit_file(suite, "judges: [rule-judge, biased-judge]", "judges: [rule-judge]")
+    try:
+        fewer = CliRunner().invoke(app, ["arena", "--version", "a1", "--db", db], env=env)
+    finally:
+        edit_file(suite, "judges: [rule-judge]", "judges: [rule-judge, biased-judge]")
+        run_arena(arena_world["defs"], arena_world["instance"], "a1")  # the world's ratings, for the other tests
+    assert fewer.exit_code == 0 and "judge rule-judge" in fewer.stdout and "biased-judge" not in fewer.stdout
     none = CliRunner().invoke(app, ["arena", "--version", "a0", "--db", db], env=env)
     assert none.exit_code == 1 and "has no `arena:` section" in none.stderr
 
@@ -172,6 +181,7 @@ def test_a_local_transformers_model_judges_through_the_same_path(arena_world):
             "judges: [demo-gpt2-untrained]\n  max_tokens: 4\n  max_failure_rate: 1.0",
             "judges: [rule-judge, biased-judge]",
         )
+        run_arena(arena_world["defs"], arena_world["instance"], "a1")  # the world's ratings, for the other tests
     assert result.success
     wh = arena_world["wh"]
     local = wh.df("SELECT * FROM battles WHERE judge = 'demo-gpt2-untrained'")

@@ -30,19 +30,21 @@ TRAFFIC = [
     ("geo", QA[3]["q"], "Kyoto"),
     ("trivia", QA[4]["q"], "Alexandria"),
     ("trivia", QA[0]["q"], "Lyon"),
+    ("", QA[1]["q"], "Milan"),  # a record without the slice field
 ]
 
 
 def log_line(k: int, route: str, question: str, answer: str) -> str:
     messages = [
         {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": f"Hi, I am bob@corp.example (call +1 415 555 0100). {question}"},
+        {"role": "user", "content": f"Hi, I am bob@corp.example (call +1 415 555 0100), since 1969-07-20. {question}"},
     ]
+    metadata = {"user_email": "carol@corp.example", "latency_s": 0.25 + k / 100, **({"route": route} if route else {})}
     return json.dumps(
         {
             "id": f"req-{k}",
             "timestamp": f"2026-12-01T10:0{k}:00Z",
-            "metadata": {"route": route, "user_email": "carol@corp.example", "latency_s": 0.25 + k / 100},
+            "metadata": metadata,
             "request": {"model": "prod-model", "messages": messages, "user": "u-7731", "temperature": 0.7},
             "response": {
                 "id": f"chatcmpl-{k}",
@@ -117,10 +119,10 @@ def test_the_sensor_picks_up_a_new_log_and_the_run_passes_its_checks(shadow_worl
 def test_pii_is_removed_before_anything_is_stored_or_sent(shadow_world):
     wh, server = shadow_world["wh"], shadow_world["server"]
     traffic = wh.df("SELECT * FROM traffic ORDER BY line")
-    assert len(traffic) == 6 and list(traffic["slice"]) == [t[0] for t in TRAFFIC]
-    assert (
-        traffic["prompt"].iat[0]
-        == f"system: You are a helpful assistant.\nuser: Hi, I am [email] (call [phone]). {QA[0]['q']}\nassistant:"
+    assert len(traffic) == 7 and list(traffic["slice"]) == [t[0] for t in TRAFFIC]
+    assert traffic["prompt"].iat[0] == (  # a date is no phone number
+        "system: You are a helpful assistant.\nuser: Hi, I am [email] (call [phone]), since 1969-07-20. "
+        f"{QA[0]['q']}\nassistant:"
     )
     stored = "\n".join(wh.df(f"SELECT * FROM {table}").to_csv() for table in TABLES)
     sent = "\n".join(prompt for _, prompt in server.hits)
@@ -134,18 +136,20 @@ def test_verdicts_and_win_rates_per_slice_by_hand(shadow_world):
     verdicts = wh.df("SELECT * FROM shadow_verdicts").set_index(["candidate", "record_id"])
     # the oracle ties where production is right, wins where it is wrong; "wrong" loses where production is right
     # and ties where both are wrong
-    assert [verdicts.loc[("oracle", f"req-{k}"), "winner"] for k in range(6)] == ["tie"] * 3 + ["candidate"] * 3
-    assert [verdicts.loc[("wrong", f"req-{k}"), "winner"] for k in range(6)] == ["production"] * 3 + ["tie"] * 3
+    assert [verdicts.loc[("oracle", f"req-{k}"), "winner"] for k in range(7)] == ["tie"] * 3 + ["candidate"] * 4
+    assert [verdicts.loc[("wrong", f"req-{k}"), "winner"] for k in range(7)] == ["production"] * 3 + ["tie"] * 4
     assert verdicts["consistent"].all() and (verdicts["error"] == "").all()
     rates = wh.df("SELECT * FROM shadow_win_rates").set_index(["candidate", "slice"])
-    # oracle: all 3 x 0.5 + 3 x 1 over 6; geo (req 0, 1, 3): 0.5, 0.5, 1; trivia (req 2, 4, 5): 0.5, 1, 1
-    assert rates.loc[("oracle", ""), ["n", "wins", "ties", "losses"]].tolist() == [6, 3, 3, 0]
-    assert rates.loc[("oracle", ""), "win_rate"] == pytest.approx(0.75)
+    # oracle: all 3 x 0.5 + 4 x 1 over 7; geo (req 0, 1, 3): 0.5, 0.5, 1; trivia (req 2, 4, 5): 0.5, 1, 1;
+    # req 6 (no slice field): 1
+    assert rates.loc[("oracle", ""), ["n", "wins", "ties", "losses"]].tolist() == [7, 4, 3, 0]
+    assert rates.loc[("oracle", ""), "win_rate"] == pytest.approx(5.5 / 7)
+    assert rates.loc[("oracle", "(no slice)"), ["n", "win_rate"]].tolist() == [1, 1.0]
     assert rates.loc[("oracle", "geo"), "win_rate"] == pytest.approx(2 / 3)
     assert rates.loc[("oracle", "trivia"), "win_rate"] == pytest.approx(5 / 6)
-    assert rates.loc[("wrong", ""), "win_rate"] == pytest.approx(0.25)
+    assert rates.loc[("wrong", ""), "win_rate"] == pytest.approx(2 / 7)
     low, high = rates.loc[("oracle", ""), ["ci_low", "ci_high"]]
-    assert 0.5 <= low < 0.75 < high <= 1.0
+    assert 0.5 <= low < 5.5 / 7 < high <= 1.0
 
 
 def test_a_rerun_sends_nothing_twice_and_a_bad_log_leaves_earlier_results_intact(shadow_world):
@@ -170,7 +174,7 @@ def test_a_rerun_sends_nothing_twice_and_a_bad_log_leaves_earlier_results_intact
     failed = job.execute_in_process(partition_key="2026-12-02", instance=instance, raise_on_error=False)
     assert not failed.success
     assert wh.df("SELECT count(*) FROM traffic WHERE log = '2026-12-02'").iat[0, 0] == 0
-    assert wh.df("SELECT count(*) FROM traffic WHERE log = '2026-12-01'").iat[0, 0] == 6
+    assert wh.df("SELECT count(*) FROM traffic WHERE log = '2026-12-01'").iat[0, 0] == 7
 
 
 def test_no_configuration_says_what_to_write_and_the_example_is_valid(tmp_path):

@@ -35,12 +35,20 @@ def test_votes_cast_in_a_browser_land_as_rows_and_the_ratings_follow(arena_world
         assert requests.get(f"{base}/").status_code == 400  # no voter id: the page says how to give one
         bad = requests.post(f"{base}/vote", data={"voter": "<script>", "battle_id": "x", "choice": "first"})
         assert bad.status_code == 400 and "voter id" in bad.text
+        elsewhere = requests.post(
+            f"{base}/vote",
+            data={"voter": "alice", "battle_id": "x", "choice": "first"},
+            headers={"Origin": "http://evil.example"},
+        )
+        assert elsewhere.status_code == 403  # another site's form cannot vote
         page.goto(f"{base}/?voter=alice")
         for k in range(15):
             assert page.inner_text("#progress") == f"{k} of 15 voted"
             # anonymous before the vote: no model name anywhere but in the reveal of the previous vote
-            html = page.evaluate("() => document.documentElement.outerHTML.replace("
-                                 "document.getElementById('reveal')?.outerHTML ?? '', '')")  # fmt: skip
+            html = page.evaluate(
+                "() => document.documentElement.outerHTML.replace("
+                "document.getElementById('reveal')?.outerHTML ?? '', '')"
+            )
             assert not [m for m in MODELS if m in html]
             choice = _choice(page.inner_text("#question"), page.inner_text("#answer-1"), page.inner_text("#answer-2"))
             page.click(f"#vote-{choice}")
