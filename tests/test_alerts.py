@@ -296,8 +296,16 @@ def test_files_missing_and_shipped(tmp_path, monkeypatch):
     monkeypatch.setenv("HOLISTIC_RESOURCES", str(tmp_path))
     assert load_alerts() == AlertsSpec()  # the default file is optional: no rules
     assert write(tmp_path, "# every line commented out\n") and load_alerts() == AlertsSpec()
+    text = (REPO_ROOT / "resources" / "alerts.yaml").read_text()
     shipped = load_alerts(REPO_ROOT / "resources" / "alerts.yaml")
-    assert shipped.baseline == "previous" and shipped.rules and shipped.webhook.url_env == "HOLISTIC_ALERT_WEBHOOK"
+    # no rule active by default (a critical finding fails the run); the commented example rules are valid
+    assert (
+        shipped.baseline == "previous" and shipped.rules == () and shipped.webhook.url_env == "HOLISTIC_ALERT_WEBHOOK"
+    )
+    example = text.split("#   rules:\n")[1].split("\nbaseline:")[0]
+    uncommented = "rules:\n" + "\n".join(line.removeprefix("#   ") for line in example.splitlines()) + "\n"
+    rules = load_alerts(write(tmp_path, uncommented)).rules
+    assert [r.kind for r in rules] == ["metric", "metric", "latency", "stability"]
 
 
 # --- the webhook ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 
 from tests.defs.dagster_dev import dagster_dev as start_dagster_dev
 from tests.defs.dagster_dev import graphql, wait_for_run
-from tests.helpers import chromium_page
+from tests.helpers import chromium_page, wait_until
 
 pytestmark = pytest.mark.slow  # `dagster dev` (webserver and daemon) and a headless browser
 
@@ -27,15 +27,26 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
     for scenario in ("synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"):
         assert {f"{scenario}/{stage}" for stage in ("dataset", "prompts", "completions", "scores")} <= keys
     assert "leaderboard" in keys and all(n["isPartitioned"] for n in nodes)
-    node = graphql(
-        port,
-        """{ assetNodeOrError(assetKey: {path: ["mmlu", "completions"]}) { ... on AssetNode {
+    query = """{ assetNodeOrError(assetKey: {path: ["mmlu", "completions"]}) { ... on AssetNode {
         partitionKeysByDimension { name partitionKeys }
-        assetChecksOrError { ... on AssetChecks { checks { name blocking } } } } } }""",
-    )["assetNodeOrError"]
-    dims = {d["name"]: set(d["partitionKeys"]) for d in node["partitionKeysByDimension"]}
+        assetChecksOrError { ... on AssetChecks { checks { name blocking } } } } } }"""
     registered = {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
-    assert dims == {"model": registered, "version": {"v1", "v2", "v3", "v4"}}
+    expected = {"model": registered, "version": {"v1", "v2", "v3", "v4"}}
+
+    def dimensions() -> dict:
+        node = graphql(port, query)["assetNodeOrError"]
+        return {d["name"]: set(d["partitionKeys"]) for d in node["partitionKeysByDimension"]}
+
+    # the registry's models and the catalog's versions become partitions at the model_registry sensor's first
+    # tick, whenever the daemon gets to it
+    wait_until(
+        lambda: dimensions() == expected,
+        timeout_s=180,
+        interval_s=1,
+        what="the registry's partitions",
+        diagnostics=lambda: str(dimensions()),
+    )
+    node = graphql(port, query)["assetNodeOrError"]
     checks = {c["name"]: c["blocking"] for c in node["assetChecksOrError"]["checks"]}
     assert checks == {"one_completion_per_request": True, "completions_valid": True}
 
