@@ -67,6 +67,7 @@ def judge_battles(stage: StageContext, version: str) -> dict[str, Any]:
     completion cache: a re-run sends nothing it has answered); each judge's rows replace its earlier ones at
     once. Human votes (judge 'human') are left as they are."""
     arena = arena_spec(stage, version)
+    stage.warehouse.ensure_schema()  # a warehouse from an earlier release gets the arena's tables
     if not arena.judges:  # people's votes only (holistic vote)
         return {"num_battles": 0, "judges": "none: the suite's arena names no judge models (arena.judges)"}
     battles = scheduled_battles(stage, version)
@@ -160,6 +161,7 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     prompts, the same with style control (answer length difference as a covariate), online Elo in battle
     order, and the win-rate matrix. Battles without a verdict are not votes."""
     arena = arena_spec(stage, version)
+    stage.warehouse.ensure_schema()
     columns = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
     # the suite's judges only: a judge taken out of arena.judges keeps its rows in `battles`, not its ratings
     battles = stage.warehouse.df(
