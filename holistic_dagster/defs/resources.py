@@ -21,7 +21,7 @@ from holistic_dagster.errors import CatalogError
 from holistic_dagster.shadow import ShadowSpec, load_shadow_spec
 from holistic_dagster.stages import StageContext
 from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import open_warehouse
 
 
 class _Backend(ConfigurableResource):
@@ -125,7 +125,7 @@ class HolisticResource(ConfigurableResource):
         return StageContext(
             clients=backends.client if backends else get_client,
             toxicity=toxicity.classifier if toxicity else get_classifier,
-            warehouse=Warehouse(self.warehouse_path),
+            warehouse=open_warehouse(self.warehouse_path),
             catalog=self.catalog(),
             models_file=Path(self.models_file),
             run_id=run_id,

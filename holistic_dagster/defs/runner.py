@@ -16,7 +16,7 @@ from holistic_dagster import freshness
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import open_warehouse
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -114,7 +114,7 @@ def evaluate_suite(
         announce(f"marked {len(abandoned)} run(s) failed whose process was killed: {', '.join(abandoned)}")
     register_partitions(instance, models, [version])
     holistic = defs.resources["holistic"]
-    warehouse, registry = Warehouse(holistic.warehouse_path), holistic.models()
+    warehouse, registry = open_warehouse(holistic.warehouse_path), holistic.models()
     datasets = [AssetKey([s, "dataset"]) for s in scenarios]
     per_model = [AssetKey([s, stage]) for s in scenarios for stage in ("prompts", "completions", "scores")]
     jobs = [

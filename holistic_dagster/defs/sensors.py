@@ -34,7 +34,7 @@ from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
 from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.shadow import log_key
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import open_warehouse
 
 
 def suite_assets(catalog: Catalog, version: str, stages: tuple[str, ...]) -> list[AssetKey]:
@@ -192,7 +192,7 @@ def make_votes_sensor(ratings_job):
     def arena_votes(context: SensorEvaluationContext, holistic: HolisticResource):
         """New votes cast on `holistic vote`'s page (table `votes`) -> the arena ratings of their suite version
         are fitted again. The cursor is, per version, the number of votes and the time of the latest."""
-        warehouse = Warehouse(holistic.warehouse_path)
+        warehouse = open_warehouse(holistic.warehouse_path)
         if not warehouse.path.exists():
             return SkipReason("no warehouse yet")
         try:

@@ -3,25 +3,30 @@
 DuckDB allows one writing process per file, and a read-only connection cannot open while another process
 writes. Every connection therefore takes a file lock beside the database for its (short) lifetime: stages
 compute without it and hold it only to write. Each write replaces one partition in one transaction, so a
-failed stage leaves earlier results intact and no partial rows.
+failed stage leaves earlier results intact and no partial rows. Many writer processes (Celery workers, several
+hosts) write a SharedStore instead (shared.py): open_warehouse picks one by the path's name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
 from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
+
+if TYPE_CHECKING:
+    from holistic_dagster.warehouse.shared import SharedStore
 
 SCHEMA_VERSION = "2"
 TABLES = (
@@ -67,6 +72,32 @@ class WarehouseWriteError(HolisticError):
 # a query connection reaches nothing but its own file: no other files (COPY TO, read_csv, glob, EXPORT), no
 # other databases (ATTACH), no extensions (INSTALL, LOAD), no persistent secrets; and it cannot undo that (SET)
 SANDBOX = {"enable_external_access": False, "lock_configuration": True}
+OUT_OF_REACH = "out of holistic query's reach"
+_OTHER_FILES = (
+    "holistic query reads the warehouse only: other files and databases (read_csv, ATTACH, COPY TO, EXPORT), "
+    "extensions and secrets are out of its reach."
+)
+_WRITES_REFUSED = (
+    "holistic query opens the warehouse read-only: statements that write (INSERT, UPDATE, DELETE, CREATE, DROP, ...) "
+    "are refused."
+)
+_ROW_WRITES = {duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE,
+               duckdb.StatementType.MERGE_INTO}  # fmt: skip
+
+
+def open_warehouse(path: Path | str) -> Warehouse | SharedStore:
+    """A path named *.duckdb, or an existing file, is one DuckDB file (one writer at a time); an existing folder,
+    or a path ending in a separator, is a shared results store that many processes write at once."""
+    if str(path).endswith(("/", os.sep)) or Path(path).is_dir():
+        from holistic_dagster.warehouse.shared import SharedStore
+
+        return SharedStore(path)
+    if Path(path).suffix == ".duckdb" or Path(path).is_file():
+        return Warehouse(path)
+    raise HolisticError(
+        f"warehouse {path}: name a DuckDB file *.duckdb, or create the folder first for a results store that many "
+        "processes write at once"
+    )
 
 
 class Warehouse:
@@ -193,27 +224,35 @@ class Warehouse:
         """A user's SQL on a read-only, sandboxed connection: statements that write, and any that reach another
         file, another database, an extension or a setting, are refused by the engine."""
         with self.connect(sandboxed=True) as con:
-            try:
-                cursor = con.execute(sql)
-            except duckdb.PermissionException as e:  # file system, extensions: enable_external_access
-                raise ReadOnlyError(
-                    "holistic query reads the warehouse only: other files and databases (read_csv, ATTACH, COPY "
-                    f"TO, EXPORT), extensions and secrets are out of its reach. ({e})"
-                ) from None
-            except duckdb.InvalidInputException as e:
-                message = str(e).lower()
-                if "configuration" in message:  # SET / PRAGMA: lock_configuration
-                    raise ReadOnlyError(
-                        f"holistic query reads the warehouse only: its settings cannot be changed (SET, PRAGMA). ({e})"
-                    ) from None
-                if "read-only" in message or "read only" in message:
-                    raise ReadOnlyError(
-                        "holistic query opens the warehouse read-only: statements that write "
-                        f"(INSERT, UPDATE, DELETE, CREATE, DROP, ...) are refused. ({e})"
-                    ) from None
-                raise
-            columns = [d[0] for d in cursor.description or []]
-            return columns, cursor.fetchall()
+            return run_user_query(con, sql)
+
+
+def run_user_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
+    """Runs a user's SQL on a sandboxed connection, saying in words what the sandbox refused."""
+    try:
+        cursor = con.execute(sql)
+    except duckdb.PermissionException as e:  # file system, extensions: enable_external_access
+        raise ReadOnlyError(_OTHER_FILES + f" ({e})") from None
+    except duckdb.InvalidInputException as e:
+        message = str(e).lower()
+        if "configuration" in message:  # SET / PRAGMA: lock_configuration
+            raise ReadOnlyError(
+                f"holistic query reads the warehouse only: its settings cannot be changed (SET, PRAGMA). ({e})"
+            ) from None
+        if "read-only" in message or "read only" in message:
+            raise ReadOnlyError(_WRITES_REFUSED + f" ({e})") from None
+        raise
+    except (duckdb.CatalogException, duckdb.BinderException) as e:
+        # a shared store's tables are views: writing rows into one fails when bound, before the read-only check
+        if any(statement.type in _ROW_WRITES for statement in con.extract_statements(sql)):
+            raise ReadOnlyError(_WRITES_REFUSED + f" ({e})") from None
+        raise
+    except duckdb.Error as e:
+        if OUT_OF_REACH in str(e):  # a shared store's files, which the sandbox reads through a read-only filesystem
+            raise ReadOnlyError(_OTHER_FILES + f" ({str(e).strip().splitlines()[-1]})") from None
+        raise
+    columns = [d[0] for d in cursor.description or []]
+    return columns, cursor.fetchall()
 
 
 class BackgroundWriter:
