@@ -329,6 +329,9 @@ class ModelSpec(_Strict):
     previous: str | None = None
     # automation: re-evaluate when the server reports a new revision (TGI /info, OpenAI-compatible /v1/models)
     watch: bool = False
+    # scale-out (resources/celery.yaml): the Celery queue this model's requests run on, e.g. one per GPU host or
+    # TGI server; unset, the deployment's requests_queue
+    queue: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
 
     @field_validator("name")
     @classmethod

@@ -32,7 +32,11 @@ err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 
 DbOption = Annotated[
     Optional[Path],
-    typer.Option("--db", help="DuckDB warehouse file (default: $HOLISTIC_WAREHOUSE or data/warehouse.duckdb)"),
+    typer.Option(
+        "--db",
+        help="DuckDB warehouse file, or the folder of a shared results store (default: $HOLISTIC_WAREHOUSE or "
+        "data/warehouse.duckdb)",
+    ),
 ]
 
 
@@ -187,9 +191,9 @@ def _evaluate(
 def _all_unchanged(path: Path, catalog, version: str, names: list[str], registry: dict) -> list[str]:
     """One line per step when every step of the evaluation can be skipped (holistic_dagster.freshness), else []."""
     from holistic_dagster import freshness
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
-    warehouse = Warehouse(path)
+    warehouse = open_warehouse(path)
     lines = []
     for label, inputs in freshness.suite_steps(warehouse, catalog, version, names, registry):
         step = freshness.mark_skippable(warehouse, catalog, inputs())
@@ -202,10 +206,10 @@ def _all_unchanged(path: Path, catalog, version: str, names: list[str], registry
 def _finish(path: Path, version: str, home: Path, started: float, tour: bool) -> None:
     _print_leaderboard(path, version, full=False)
     from holistic_dagster.stages.summaries import report_path
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
     console.print(f"\n{'Demo' if tour else 'Evaluation'} finished in {time.perf_counter() - started:.0f} s.")
-    console.print(f"Report (HTML, opens offline): [cyan]{report_path(Warehouse(path), version)}[/]")
+    console.print(f"Report (HTML, opens offline): [cyan]{report_path(open_warehouse(path), version)}[/]")
     console.print(f"Results (DuckDB): [cyan]{path}[/]")
     console.print(
         "  holistic query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\""
@@ -217,9 +221,9 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
     from holistic_dagster.catalog import Catalog
     from holistic_dagster.metrics import is_headline
     from holistic_dagster.stages.summaries import leaderboard
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
-    warehouse = Warehouse(path)
+    warehouse = open_warehouse(path)
     frame = leaderboard(warehouse, version, family)
     if frame.empty:
         _fail(f"no results for suite version {version!r} in {path}")
@@ -316,14 +320,19 @@ def compare(
     """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
     from holistic_dagster.catalog import Catalog
     from holistic_dagster.stages.summaries import compare_models
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
     try:
         catalog = Catalog()
         level = alpha if alpha is not None else catalog.suite(version).regression_alpha
         frame = compare_models(
-            Warehouse(_warehouse_path(db)), version, model_a, model_b, level, main_metric=catalog.main_metrics(version)
+            open_warehouse(_warehouse_path(db)),
+            version,
+            model_a,
+            model_b,
+            level,
+            main_metric=catalog.main_metrics(version),
         )
     except HolisticError as e:
         _fail(str(e))
@@ -371,11 +380,13 @@ def trace(
 
     from holistic_dagster.redaction import redact  # rows stored before errors were redacted
     from holistic_dagster.trace import trace_score
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
     try:
-        chain = trace_score(Warehouse(_warehouse_path(db)), model, version, scenario, instance, metric, family or "")
+        chain = trace_score(
+            open_warehouse(_warehouse_path(db)), model, version, scenario, instance, metric, family or ""
+        )
     except HolisticError as e:
         _fail(str(e))
     if as_json:
@@ -455,11 +466,11 @@ def report(
     whose index.html is the leaderboard per family, with a page per scenario and its predictions."""
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.summaries import find_regressions, summarize, write_report
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
     try:
-        stage = StageContext(Warehouse(_warehouse_path(db)))
+        stage = StageContext(open_warehouse(_warehouse_path(db)))
         summarize(stage, version)
         find_regressions(stage, version)
         written = write_report(stage, version, predictions)
@@ -478,10 +489,10 @@ def query(
     as_csv: Annotated[bool, typer.Option("--csv", help="print CSV instead of a table")] = False,
 ) -> None:
     """Run SQL on a read-only connection to the warehouse (tables, and views scores, leaderboard, lineage)."""
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
     try:
-        columns, rows = Warehouse(_warehouse_path(db)).query(sql)
+        columns, rows = open_warehouse(_warehouse_path(db)).query(sql)
     except HolisticError as e:
         _fail(str(e))
     except Exception as e:  # a SQL error from DuckDB: show it plainly
@@ -555,7 +566,7 @@ def vote(
     from holistic_dagster.catalog import Catalog
     from holistic_dagster.stages.context import StageContext
     from holistic_dagster.vote import vote_app
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
     try:
@@ -564,7 +575,7 @@ def vote(
             _fail(f"suite {version!r} has no `arena:` section (assets/suites/{version}.yaml): nothing to vote on")
     except HolisticError as e:
         _fail(str(e))
-    app = vote_app(StageContext(Warehouse(_warehouse_path(db)), catalog), version, voter)
+    app = vote_app(StageContext(open_warehouse(_warehouse_path(db)), catalog), version, voter)
     query = f"?voter={voter}" if voter else "?voter=<your id>"
     console.print(f"[bold]holistic vote[/]: suite [cyan]{version}[/] at [cyan]http://127.0.0.1:{port}/{query}[/]")
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
@@ -573,9 +584,9 @@ def vote(
 def _print_arena(path: Path, version: str, why_none: str = "") -> None:
     """The arena section of the report (report.arena.arena_tables), in the terminal."""
     from holistic_dagster.report.arena import arena_tables
-    from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse import open_warehouse
 
-    judges = arena_tables(Warehouse(path), version)
+    judges = arena_tables(open_warehouse(path), version)
     if not judges:
         _fail(why_none or f"no arena ratings for suite version {version!r} in {path}: run `holistic arena`")
     for arena in judges:
@@ -637,6 +648,31 @@ def ui(port: Annotated[int, typer.Option(help="webserver port")] = 3000) -> None
     args = [str(dagster), "dev", "-w", str(settings.REPO_ROOT / "workspace.yaml"), "-p", str(port)]
     console.print(f"DAGSTER_HOME={home}\n{' '.join(args)}")
     raise typer.Exit(_supervise(args))
+
+
+@app.command()
+def worker(
+    queues: Annotated[
+        str, typer.Option(help="comma-separated queues to consume (default: resources/celery.yaml's cpu and requests)")
+    ] = "",
+    name: Annotated[str, typer.Option(help="worker name; the host name is appended (name@host)")] = "holistic",
+    concurrency: Annotated[int, typer.Option(help="steps this worker runs at once (one process each)")] = 1,
+) -> None:
+    """Start a Celery worker for scale-out (HOLISTIC_EXECUTOR=celery): it runs the steps that runs send to its
+    queues, on the broker named in resources/celery.yaml, with this checkout's code. See docs/scaling.md."""
+    from holistic_dagster.scaleout import load_celery_settings
+
+    try:
+        config = load_celery_settings()
+        config.broker()  # a clear error now, not Celery's retry loop against localhost
+    except HolisticError as e:
+        _fail(str(e))
+    queues = queues or f"{config.cpu_queue},{config.requests_queue}"
+    args = [sys.executable, "-m", "celery", "-A", "holistic_dagster.celery_app", "worker", "-Q", queues]
+    args += ["-n", f"{name}@%h", "-c", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+    console.print(f"[bold]holistic worker[/] {name}: queues {queues} on {config.shown_broker()}")
+    sys.stdout.flush()
+    os.execv(sys.executable, args)  # Celery's own signal handling (TERM: finish the running step, then stop)
 
 
 def _supervise(args: list[str], grace_s: float = 30) -> int:

@@ -14,6 +14,7 @@ from dagster import (
     definitions,
 )
 
+from holistic_dagster import settings
 from holistic_dagster.automation import automation_config
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.assets import (
@@ -88,6 +89,8 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
     code_versions = {s: catalog.code_version(s) for s in scenarios}
     cron = automation_config(Path(holistic.models_file).parent)["rerun_stale_cron"]
     return Definitions(
+        # steps as Celery tasks where the deployment says so (settings.executor); otherwise Dagster's default
+        executor=_scale_out_executor(),
         assets=[
             *assets,
             leaderboard_asset(scenarios),
@@ -141,6 +144,14 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             "toxicity_classifier": ToxicityClassifierResource(),
         },
     )
+
+
+def _scale_out_executor():
+    if settings.executor() != "celery":
+        return None
+    from holistic_dagster.defs.celery import holistic_celery_executor
+
+    return holistic_celery_executor
 
 
 @definitions

@@ -29,8 +29,14 @@ def home_dir() -> Path:
 
 
 def warehouse_path() -> Path:
-    """The DuckDB results file (HOLISTIC_WAREHOUSE)."""
-    return _path("HOLISTIC_WAREHOUSE", home_dir() / "warehouse.duckdb")
+    """Where results go (HOLISTIC_WAREHOUSE); warehouse.open_warehouse tells the two kinds apart by the path.
+    A name ending in .duckdb (the default), or an existing file: one DuckDB file, written by one process at a
+    time. An existing folder, or a value ending in "/": a shared results store (warehouse/shared.py), Parquet
+    files that many processes write at once, e.g. Celery workers on several hosts sharing the folder."""
+    path = _path("HOLISTIC_WAREHOUSE", home_dir() / "warehouse.duckdb")
+    if os.environ.get("HOLISTIC_WAREHOUSE", "").endswith(("/", os.sep)):
+        path.mkdir(parents=True, exist_ok=True)  # a Path drops the trailing "/": the folder itself says "store"
+    return path
 
 
 def data_dirs() -> list[Path]:
@@ -48,9 +54,34 @@ def allow_download() -> bool:
     return os.environ.get("HOLISTIC_OFFLINE", "") not in ("1", "true", "yes")
 
 
+EXECUTORS = ("in_process", "celery")
+
+
+def executor() -> str:
+    """How Dagster runs a job's steps (HOLISTIC_EXECUTOR): `in_process` by default (the CLI runs in one process;
+    runs launched from the UI use Dagster's multiprocess executor); `celery`: every step as a task on Celery
+    workers (resources/celery.yaml, docs/scaling.md)."""
+    from holistic_dagster.errors import CatalogError
+
+    value = os.environ.get("HOLISTIC_EXECUTOR", "") or "in_process"
+    if value not in EXECUTORS:
+        raise CatalogError(f"HOLISTIC_EXECUTOR={value!r}: expected one of {', '.join(EXECUTORS)}")
+    return value
+
+
 def dagster_config_file() -> Path:
-    """The instance configuration to use: dagster.postgres.yaml when DAGSTER_PG_HOST is set (PostgreSQL storage,
-    connection from DAGSTER_PG_* variables), otherwise dagster.yaml (embedded SQLite)."""
+    """The instance configuration to use: dagster.celery.yaml with HOLISTIC_EXECUTOR=celery (PostgreSQL storage,
+    which workers on other hosts share, and a run queue), dagster.postgres.yaml when DAGSTER_PG_HOST is set
+    (PostgreSQL storage, connection from DAGSTER_PG_* variables), otherwise dagster.yaml (embedded SQLite)."""
+    if executor() == "celery":
+        if not os.environ.get("DAGSTER_PG_HOST"):
+            from holistic_dagster.errors import CatalogError
+
+            raise CatalogError(
+                "HOLISTIC_EXECUTOR=celery keeps Dagster's runs and events in PostgreSQL, which every worker reaches: "
+                "set DAGSTER_PG_HOST, DAGSTER_PG_PORT, DAGSTER_PG_USER, DAGSTER_PG_PASSWORD and DAGSTER_PG_DB"
+            )
+        return REPO_ROOT / "dagster.celery.yaml"
     name = "dagster.postgres.yaml" if os.environ.get("DAGSTER_PG_HOST") else "dagster.yaml"
     return REPO_ROOT / name
 

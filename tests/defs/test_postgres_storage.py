@@ -4,63 +4,21 @@ non-root user, on a free loopback port): runs, event logs, dynamic partitions an
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
-
 import pytest
 from dagster import DagsterInstance
 
 from holistic_dagster.settings import prepare_dagster_home
 from tests.defs.dagster_dev import dagster_dev, graphql, wait_for_run
-from tests.helpers import free_port, wait_until
+from tests.helpers import wait_until
+from tests.services import postgres_cluster
 
 pytestmark = pytest.mark.slow  # a PostgreSQL cluster and `dagster dev`, started twice
-
-PG_BIN = next(
-    (Path(d) for d in ("/usr/local/bin", "/usr/lib/postgresql/15/bin") if (Path(d) / "initdb").exists()), None
-)
-
-
-def _as_owner(cmd: list[str], owner: str | None) -> list[str]:
-    # initdb and postgres refuse to run as root: run them as the cluster's owner
-    return ["runuser", "-u", owner, "--", *cmd] if owner else cmd
 
 
 @pytest.fixture(scope="module")
 def postgres():
-    if PG_BIN is None:
-        pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not found in /usr/local/bin or /usr/lib/postgresql/15/bin")
-    # outside pytest's own (root-only) temporary folder, so the cluster's owner can reach it
-    root = Path(tempfile.mkdtemp(prefix="holistic-pg-"))
-    data, sockets = root / "data", root / "sock"
-    sockets.mkdir()
-    owner = None
-    if os.geteuid() == 0:
-        owner = "postgres"
-        if subprocess.run(["id", owner], capture_output=True).returncode != 0:
-            subprocess.run(["useradd", "--system", "--no-create-home", owner], check=True)
-        os.chmod(root, 0o755)
-        for path in (root, sockets):
-            shutil.chown(path, owner)
-    port = free_port()
-    run = lambda cmd: subprocess.run(_as_owner(cmd, owner), check=True, capture_output=True, text=True)  # noqa: E731
-    run([str(PG_BIN / "initdb"), "-D", str(data), "-U", "dagster", "--auth=trust", "-E", "UTF8", "--no-sync"])
-    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
-    run([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "pg.log"), "-w", "start"])
-    try:
-        yield {  # initdb's own `postgres` database holds Dagster's tables
-            "DAGSTER_PG_HOST": "127.0.0.1",
-            "DAGSTER_PG_PORT": str(port),
-            "DAGSTER_PG_USER": "dagster",
-            "DAGSTER_PG_PASSWORD": "unused-with-trust-auth",
-            "DAGSTER_PG_DB": "postgres",
-        }
-    finally:
-        subprocess.run(_as_owner([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], owner))
-        shutil.rmtree(root, ignore_errors=True)
+    with postgres_cluster() as env:
+        yield env
 
 
 SENSOR = """{ sensorOrError(sensorSelector: {repositoryLocationName: "%s", repositoryName: "__repository__",

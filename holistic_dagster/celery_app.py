@@ -1,0 +1,21 @@
+"""The Celery app a worker runs (`holistic worker`, or `celery -A holistic_dagster.celery_app worker -Q ...`):
+dagster_celery's step task on the broker that resources/celery.yaml names, plus a remote-control command that
+answers this checkout's code fingerprint, so a run refuses workers started from other code."""
+
+from __future__ import annotations
+
+from celery.worker.control import inspect_command
+from dagster_celery.make_app import make_app
+from dagster_celery.tasks import create_task
+
+from holistic_dagster.scaleout import app_args, code_fingerprint, load_celery_settings
+
+CODE_VERSION_COMMAND = "holistic_code_version"
+
+app = make_app(app_args(load_celery_settings()))
+execute_plan = create_task(app)
+
+
+@inspect_command(name=CODE_VERSION_COMMAND)
+def holistic_code_version(state) -> dict[str, str]:
+    return {"code_version": code_fingerprint()}

@@ -1,0 +1,204 @@
+"""Steps as Celery tasks (HOLISTIC_EXECUTOR=celery): dagster-celery's executor and its execution loop, with
+three things a multi-host evaluation needs that it lacks:
+- routing: a step that sends model requests goes to its model's queue (the registry entry's `queue`, e.g. one per
+  GPU host or TGI server, or resources/celery.yaml's requests_queue); every other step to the CPU queue;
+- a step is only sent to a queue that some worker consumes, from this checkout's code: otherwise the run fails at
+  once naming the setting to change, instead of waiting in STARTED for a worker that never comes;
+- a step whose worker died (SIGKILL, a lost host) is sent again, to whichever worker of its queue is alive, up to
+  max_sends: the dead worker's finished requests come from the completion cache.
+Whole runs stay with Dagster's run launcher (a run is a light process that only sends steps and waits), so one
+run's steps spread over every worker, and a model's requests stay on the hosts that serve it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from dagster import executor, multiple_process_executor_requirements
+from dagster._core.events import EngineEventData
+from dagster._core.execution.retries import RetryMode
+from dagster_celery.executor import CeleryExecutor, _submit_task
+from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
+from kombu.exceptions import OperationalError
+
+from holistic_dagster import settings
+from holistic_dagster.catalog import load_models
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.scaleout import CelerySettings, app_args, code_fingerprint, load_celery_settings
+
+# an unreachable or restarted Redis: the client's own, kombu's, and the socket's
+BROKER_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError, OSError)
+MODEL_REQUESTS_POOL = "model_requests"  # the pool of every step that sends model requests (defs/assets.py)
+INSPECT_TIMEOUT_S = 2.0
+
+
+class ScaleOutError(HolisticError):
+    """The run cannot send a step: no broker, no worker on the step's queue, or workers from other code."""
+
+
+class HolisticCeleryExecutor(CeleryExecutor):
+    def __init__(self, config: CelerySettings):
+        args = app_args(config)
+        super().__init__(
+            retries=RetryMode(RetryMode.ENABLED),
+            broker=args["broker"],
+            backend=args["backend"],
+            config_source=args["config_source"],
+        )
+        self.config = config
+
+    def execute(self, plan_context, execution_plan):
+        from dagster_celery.core_execution_loop import core_celery_execution_loop
+
+        router = StepRouter(self.config, plan_context)
+        return core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=router.send)
+
+
+@executor(name="holistic_celery", requirements=multiple_process_executor_requirements())
+def holistic_celery_executor(_init_context) -> HolisticCeleryExecutor:
+    """Every step as a task on the Celery workers of resources/celery.yaml's broker (see docs/scaling.md)."""
+    return HolisticCeleryExecutor(load_celery_settings())
+
+
+class StepRouter:
+    def __init__(self, config: CelerySettings, plan_context):
+        self.config, self.plan_context = config, plan_context
+        self._checked: set[str] = set()  # queues with a worker of this code
+
+    def queue_for(self, step) -> tuple[str, str]:
+        """The step's queue and the setting that chose it (for error messages)."""
+        if DAGSTER_CELERY_QUEUE_TAG in step.tags:
+            return step.tags[DAGSTER_CELERY_QUEUE_TAG], f"the op tag {DAGSTER_CELERY_QUEUE_TAG}"
+        if step.pool != MODEL_REQUESTS_POOL:
+            return self.config.cpu_queue, "cpu_queue in resources/celery.yaml"
+        model = self.plan_context.dagster_run.tags.get("dagster/partition/model")
+        if model:
+            models_file = settings.resources_dir() / "models.yaml"
+            spec = load_models(Path(models_file)).get(model)
+            if spec is not None and spec.queue:
+                return spec.queue, f"`queue` of model {model!r} in {models_file}"
+        return self.config.requests_queue, "requests_queue in resources/celery.yaml"
+
+    def send(self, app, plan_context, step, _queue, priority, known_state) -> WatchedResult:
+        queue, setting = self.queue_for(step)
+        self.check_queue(app, queue, setting)
+        yield_event = lambda message, data=None: plan_context.instance.report_engine_event(  # noqa: E731
+            message, plan_context.dagster_run, EngineEventData(data or {}), step_key=step.key
+        )
+        return WatchedResult(
+            lambda: _submit_task(app, plan_context, step, queue, priority, known_state),
+            app,
+            self.config,
+            step.key,
+            report=yield_event,
+            recheck=lambda: self.check_queue(app, queue, setting, again=True),
+        )
+
+    def check_queue(self, app, queue: str, setting: str, again: bool = False) -> None:
+        """Raises ScaleOutError unless a worker of this code consumes `queue`. Workers that are starting may not
+        answer at once: asks for up to worker_wait_s before giving up."""
+        if queue in self._checked and not again:
+            return
+        deadline, wrong_code, queues = time.monotonic() + self.config.worker_wait_s, {}, {}
+        while True:
+            try:
+                inspect = app.control.inspect(timeout=INSPECT_TIMEOUT_S)
+                queues = {w: {q["name"] for q in qs} for w, qs in (inspect.active_queues() or {}).items()}
+                versions = inspect._request("holistic_code_version") or {}
+            except BROKER_ERRORS as e:
+                raise ScaleOutError(
+                    f"cannot reach the Celery broker ({self.config.shown_broker()}): {str(e).rstrip('.')}. Start it, "
+                    f"or point {self.config.broker_env} at one that runs"
+                ) from e
+            ours = code_fingerprint()
+            consumers = [w for w, qs in queues.items() if queue in qs]
+            wrong_code = {w: (versions.get(w) or {}).get("code_version", "unknown") for w in consumers}
+            if any(v == ours for v in wrong_code.values()):
+                self._checked.add(queue)
+                return
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        if consumers:
+            raise ScaleOutError(
+                f"the workers on queue {queue!r} run other code than this run (code version {ours}; "
+                + ", ".join(f"{w}: {v}" for w, v in wrong_code.items())
+                + "): restart them from the same checkout (`holistic worker`)"
+            )
+        listening = ", ".join(f"{w}: {sorted(qs)}" for w, qs in sorted(queues.items())) or "no worker answers"
+        raise ScaleOutError(
+            f"no Celery worker consumes queue {queue!r} (chosen by {setting}) on {self.config.shown_broker()} "
+            f"({listening}): start one with `holistic worker --queues {queue}`, or correct the setting"
+        )
+
+
+class WatchedResult:
+    """A step's Celery result that sends the step again when its worker is gone: the pool process was killed
+    (Celery reports WorkerLostError), or the whole worker stopped answering pings while holding the step.
+    Offers what dagster-celery's loop uses: ready(), get(), revoke()."""
+
+    def __init__(self, send, app, config: CelerySettings, step_key: str, report, recheck):
+        self._send, self.app, self.config, self.step_key = send, app, config, step_key
+        self._report, self._recheck = report, recheck
+        self.result = send()
+        self.sends, self._missed, self._last_check = 1, 0, time.monotonic()
+
+    def ready(self) -> bool:
+        try:
+            return self._ready()
+        except BROKER_ERRORS as e:
+            # the run cannot tell whether its steps still run: it fails, saying how to finish the work
+            raise ScaleOutError(
+                f"step {self.step_key}: lost the Celery broker / result backend ({self.config.shown_broker()}): "
+                f"{str(e).rstrip('.')}. Once it is back, re-execute this run from failure: finished requests come "
+                "from the completion cache, finished steps are not run again"
+            ) from e
+
+    def _ready(self) -> bool:
+        if self.result.ready():
+            error = self.result.result if self.result.failed() else None
+            if type(error).__name__ == "WorkerLostError":
+                return not self._send_again(f"its worker process was lost ({error})")
+            return True
+        if time.monotonic() - self._last_check >= self.config.worker_check_s:
+            self._last_check = time.monotonic()
+            worker = self._holder()
+            if worker and not self.app.control.ping(destination=[worker], timeout=INSPECT_TIMEOUT_S):
+                self._missed += 1
+                if self._missed >= self.config.missed_pings:
+                    self.result.revoke()
+                    return not self._send_again(f"its worker {worker} stopped answering ({self._missed} pings)")
+            else:
+                self._missed = 0
+        return False
+
+    def _holder(self) -> str | None:
+        """The worker running the step (task_track_started), None while it waits in the queue."""
+        if self.result.state != "STARTED":
+            return None
+        info: Any = self.result.info
+        return info.get("hostname") if isinstance(info, dict) else None
+
+    def _send_again(self, why: str) -> bool:
+        """True if sent again; False once max_sends is reached (the step then fails with the task's error)."""
+        if self.sends >= self.config.max_sends:
+            self._report(f"step {self.step_key}: {why}; not sent again (max_sends {self.config.max_sends} reached)")
+            return False
+        self._recheck()  # some live worker still consumes the queue, or a clear error
+        self.result = self._send()
+        self.sends += 1
+        self._missed = 0
+        self._report(
+            f"step {self.step_key}: {why}; sent again (send {self.sends} of at most {self.config.max_sends}); "
+            "its finished requests come from the completion cache",
+            {"sends": str(self.sends)},
+        )
+        return True
+
+    def get(self):
+        return self.result.get()
+
+    def revoke(self) -> None:
+        self.result.revoke()
