@@ -8,14 +8,15 @@ from celery.worker.control import inspect_command
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 
-from holistic_dagster.scaleout import app_args, code_fingerprint, load_celery_settings
-
-CODE_VERSION_COMMAND = "holistic_code_version"
+from holistic_dagster.scaleout import CODE_VERSION_COMMAND, app_args, code_fingerprint, load_celery_settings
 
 app = make_app(app_args(load_celery_settings()))
 execute_plan = create_task(app)
 
 
 @inspect_command(name=CODE_VERSION_COMMAND)
-def holistic_code_version(state) -> dict[str, str]:
-    return {"code_version": code_fingerprint()}
+def holistic_code_version(state) -> dict[str, object]:
+    """This worker's code fingerprint and the queues it consumes: what a run checks before it sends a step (one
+    broadcast, rather than Celery's active_queues and a second one)."""
+    consumer = state.consumer.task_consumer
+    return {"code_version": code_fingerprint(), "queues": sorted(q.name for q in consumer.queues) if consumer else []}

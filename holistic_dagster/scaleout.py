@@ -19,6 +19,8 @@ from holistic_dagster.catalog import _read_yaml, _Strict, _validate
 from holistic_dagster.errors import CatalogError
 
 QUEUE_PATTERN = r"^[A-Za-z0-9_.-]+$"
+# the remote-control command a worker answers with its code fingerprint and queues (celery_app.py)
+CODE_VERSION_COMMAND = "holistic_code_version"
 
 
 class CelerySettings(_Strict):

@@ -26,12 +26,20 @@ from kombu.exceptions import OperationalError
 from holistic_dagster import settings
 from holistic_dagster.catalog import load_models
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.scaleout import CelerySettings, app_args, code_fingerprint, load_celery_settings
+from holistic_dagster.scaleout import (
+    CODE_VERSION_COMMAND,
+    CelerySettings,
+    app_args,
+    code_fingerprint,
+    load_celery_settings,
+)
 
 # an unreachable or restarted Redis: the client's own, kombu's, and the socket's
 BROKER_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError, OSError)
 MODEL_REQUESTS_POOL = "model_requests"  # the pool of every step that sends model requests (defs/assets.py)
-INSPECT_TIMEOUT_S = 2.0
+# a broadcast waits this long for every worker's answer (a run asks once, and again only for a queue not seen)
+INSPECT_TIMEOUT_S = 1.0
+PING_TIMEOUT_S = 2.0  # one worker's answer: returns as soon as it comes
 
 
 class ScaleOutError(HolisticError):
@@ -66,6 +74,7 @@ class StepRouter:
     def __init__(self, config: CelerySettings, plan_context):
         self.config, self.plan_context = config, plan_context
         self._checked: set[str] = set()  # queues with a worker of this code
+        self._workers: dict[str, dict[str, Any]] | None = None  # the workers' last answers
 
     def queue_for(self, step) -> tuple[str, str]:
         """The step's queue and the setting that chose it (for error messages)."""
@@ -97,41 +106,49 @@ class StepRouter:
         )
 
     def check_queue(self, app, queue: str, setting: str, again: bool = False) -> None:
-        """Raises ScaleOutError unless a worker of this code consumes `queue`. Workers that are starting may not
-        answer at once: asks for up to worker_wait_s before giving up."""
+        """Raises ScaleOutError unless a worker of this code consumes `queue`. The workers' answers are kept for the
+        run; workers that are starting may not answer at once: asks again for up to worker_wait_s."""
         if queue in self._checked and not again:
             return
-        deadline, wrong_code, queues = time.monotonic() + self.config.worker_wait_s, {}, {}
+        deadline, ours = time.monotonic() + self.config.worker_wait_s, code_fingerprint()
         while True:
-            try:
-                inspect = app.control.inspect(timeout=INSPECT_TIMEOUT_S)
-                queues = {w: {q["name"] for q in qs} for w, qs in (inspect.active_queues() or {}).items()}
-                versions = inspect._request("holistic_code_version") or {}
-            except BROKER_ERRORS as e:
-                raise ScaleOutError(
-                    f"cannot reach the Celery broker ({self.config.shown_broker()}): {str(e).rstrip('.')}. Start it, "
-                    f"or point {self.config.broker_env} at one that runs"
-                ) from e
-            ours = code_fingerprint()
-            consumers = [w for w, qs in queues.items() if queue in qs]
-            wrong_code = {w: (versions.get(w) or {}).get("code_version", "unknown") for w in consumers}
-            if any(v == ours for v in wrong_code.values()):
+            if again or self._workers is None or queue not in {q for w in self._workers.values() for q in w["queues"]}:
+                self._workers = self._ask_workers(app)
+                again = False
+            consumers = {w: info["code_version"] for w, info in self._workers.items() if queue in info["queues"]}
+            if ours in consumers.values():
                 self._checked.add(queue)
                 return
             if time.monotonic() > deadline:
                 break
             time.sleep(1)
+            self._workers = None
         if consumers:
             raise ScaleOutError(
                 f"the workers on queue {queue!r} run other code than this run (code version {ours}; "
-                + ", ".join(f"{w}: {v}" for w, v in wrong_code.items())
+                + ", ".join(f"{w}: {v}" for w, v in sorted(consumers.items()))
                 + "): restart them from the same checkout (`holistic worker`)"
             )
-        listening = ", ".join(f"{w}: {sorted(qs)}" for w, qs in sorted(queues.items())) or "no worker answers"
+        listening = ", ".join(f"{w}: {info['queues']}" for w, info in sorted(self._workers.items()))
         raise ScaleOutError(
             f"no Celery worker consumes queue {queue!r} (chosen by {setting}) on {self.config.shown_broker()} "
-            f"({listening}): start one with `holistic worker --queues {queue}`, or correct the setting"
+            f"({listening or 'no worker answers'}): start one with `holistic worker --queues {queue}`, or correct "
+            "the setting"
         )
+
+    def _ask_workers(self, app) -> dict[str, dict[str, Any]]:
+        """{worker: {"code_version", "queues"}} from every worker that answers within INSPECT_TIMEOUT_S."""
+        try:
+            replies = app.control.inspect(timeout=INSPECT_TIMEOUT_S)._request(CODE_VERSION_COMMAND) or {}
+        except BROKER_ERRORS as e:
+            raise ScaleOutError(
+                f"cannot reach the Celery broker ({self.config.shown_broker()}): {str(e).rstrip('.')}. Start it, "
+                f"or point {self.config.broker_env} at one that runs"
+            ) from e
+        return {
+            w: {"code_version": r.get("code_version", "unknown"), "queues": r.get("queues", [])}
+            for w, r in replies.items()
+        }
 
 
 class WatchedResult:
@@ -165,7 +182,7 @@ class WatchedResult:
         if time.monotonic() - self._last_check >= self.config.worker_check_s:
             self._last_check = time.monotonic()
             worker = self._holder()
-            if worker and not self.app.control.ping(destination=[worker], timeout=INSPECT_TIMEOUT_S):
+            if worker and not self.app.control.ping(destination=[worker], timeout=PING_TIMEOUT_S):
                 self._missed += 1
                 if self._missed >= self.config.missed_pings:
                     self.result.revoke()

@@ -186,6 +186,25 @@ def _in_process_results(root: Path, models: list[str]) -> Warehouse:
     return stage.warehouse
 
 
+def _launch_held_mid_step(cluster, model: str, answers: int) -> str:
+    """Launches the model's evaluation; returns once its completions step has `answers` answers in the cache and
+    waits on the server for the rest (until server.release())."""
+    store, instance = open_warehouse(cluster["store"]), cluster["instance"]
+    cached = "SELECT count(*) AS n FROM completion_cache"
+    before = store.df(cached)["n"].iat[0]  # the other models' answers
+    cluster["server"].hold_after(answers)
+    run_id = _launch(cluster, "evaluate_model", f"{model}|v1")
+    wait_until(
+        lambda: store.df(cached)["n"].iat[0] >= before + answers,
+        timeout_s=300,
+        interval_s=0.5,
+        what=f"{model}'s first {answers} answers in the completion cache",
+        diagnostics=lambda: _diagnostics(cluster, run_id),
+        alive=lambda: not instance.get_run_by_id(run_id).is_finished,
+    )
+    return run_id
+
+
 SCORES = "SELECT model, instance_id, metric, value FROM instance_scores WHERE family = 'accuracy' ORDER BY ALL"
 TEXTS = "SELECT model, request_id, text FROM completions ORDER BY ALL"
 
@@ -240,19 +259,8 @@ def test_redis_restarted_mid_step_the_run_fails_naming_the_broker_and_its_reexec
         open_warehouse(cluster["store"]),
         cluster["redis"],
     )
-    server.hold_after(2)  # the completions step is running (2 answers, the rest held) when Redis goes away
-    cached = "SELECT count(*) AS n FROM completion_cache"
-    before = store.df(cached)["n"].iat[0]
-    run_id = _launch(cluster, "evaluate_model", "m5|v1")
+    run_id = _launch_held_mid_step(cluster, "m5", answers=2)  # its completions step runs when Redis goes away
     try:
-        wait_until(
-            lambda: store.df(cached)["n"].iat[0] >= before + 2,
-            timeout_s=300,
-            interval_s=0.5,
-            what="m5's first 2 answers in the completion cache",
-            diagnostics=lambda: _diagnostics(cluster, run_id),
-            alive=lambda: not instance.get_run_by_id(run_id).is_finished,
-        )
         redis.stop()
         wait_until(lambda: instance.get_run_by_id(run_id).is_finished, timeout_s=120, what="the run to end")
         errors = [
@@ -282,18 +290,7 @@ def test_redis_restarted_mid_step_the_run_fails_naming_the_broker_and_its_reexec
 def test_a_worker_killed_mid_step_the_step_finishes_on_the_other_without_resending_finished_requests(cluster, datasets):
     instance, server, store = cluster["instance"], cluster["server"], open_warehouse(cluster["store"])
     server.hits.clear()
-    server.hold_after(3)  # 3 answers, then every request waits: the kill comes mid-step, whatever the timing
-    cached = "SELECT count(*) AS n FROM completion_cache"
-    before = store.df(cached)["n"].iat[0]  # the other models' answers
-    run_id = _launch(cluster, "evaluate_model", "m4|v1")
-    wait_until(
-        lambda: store.df(cached)["n"].iat[0] >= before + 3,
-        timeout_s=300,
-        interval_s=0.5,
-        what="m4's first 3 answers in the completion cache",
-        diagnostics=lambda: _diagnostics(cluster, run_id),
-        alive=lambda: not instance.get_run_by_id(run_id).is_finished,
-    )
+    run_id = _launch_held_mid_step(cluster, "m4", answers=3)  # the kill comes mid-step, whatever the timing
     answered_first = {p for p, n in server.hits.items() if n}  # received so far (3 answered + the held ones)
     holder = wait_until(
         lambda: next((w for s, w in _workers_by_step(instance, run_id) if s == "mini_qa__completions"), None),
