@@ -87,3 +87,40 @@ def wait_for_run(port: int, run_id: str, timeout_s: float = 180) -> str:
         return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
     return wait_until(finished, timeout_s=timeout_s, interval_s=1, what=f"run {run_id} to finish")
+
+
+REPOSITORY = "__repository__"  # a code location's only repository, built from a Definitions object
+
+
+def launch_run(port: int, location: str, job: str, partition: str) -> str:
+    """Launches `job` for one partition through GraphQL, as the UI does; returns the run id."""
+    tags = [{"key": "dagster/partition", "value": partition}]
+    if "|" in partition:  # a multi-partition key names each dimension too (model|version), as the UI does
+        model, version = partition.split("|")
+        tags += [
+            {"key": "dagster/partition/model", "value": model},
+            {"key": "dagster/partition/version", "value": version},
+        ]
+    launched = graphql(
+        port,
+        """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
+        __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+        {"p": {"selector": {"repositoryLocationName": location, "repositoryName": REPOSITORY, "jobName": job},
+               "executionMetadata": {"tags": tags}}},
+    )["launchRun"]  # fmt: skip
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return launched["run"]["runId"]
+
+
+def launch_backfill(port: int, location: str, job: str, partitions: list[str]) -> str:
+    """A partition backfill of `job` (the daemon turns it into one run per partition); returns its id."""
+    backfill = graphql(
+        port,
+        """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+        __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
+        {"p": {"selector": {"partitionSetName": f"{job}_partition_set",
+                            "repositorySelector": {"repositoryLocationName": location, "repositoryName": REPOSITORY}},
+               "partitionNames": partitions}},
+    )["launchPartitionBackfill"]  # fmt: skip
+    assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
+    return backfill["backfillId"]

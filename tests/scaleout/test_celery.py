@@ -21,7 +21,7 @@ from holistic_dagster.stages.prompts import build_prompts
 from holistic_dagster.stages.scores import compute_scores
 from holistic_dagster.warehouse import Warehouse, open_warehouse
 from tests.conftest import write, write_qa_scenario
-from tests.defs.dagster_dev import dagster_dev, graphql, wait_for_run
+from tests.defs.dagster_dev import dagster_dev, graphql, launch_backfill, launch_run, wait_for_run
 from tests.helpers import wait_until
 from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
 from tests.services import CeleryWorker, RedisServer, postgres_cluster
@@ -32,7 +32,6 @@ QUESTIONS = [
     {"q": f"What is {a} plus {b}?", "a": str(a + b)} for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (9, 1), (2, 2)]
 ]
 BACKFILL = ["m1", "m2", "m3"]  # m1 on queue gpu-a (worker w1 only), m2 on gpu-b (w2 only), m3 on `requests` (both)
-REPOSITORY = "__repository__"
 
 
 def _models(base_url: str) -> str:
@@ -113,23 +112,7 @@ def cluster(tmp_path_factory, untrained_client, shared_data):
 
 
 def _launch(cluster, job: str, partition: str) -> str:
-    tags = [{"key": "dagster/partition", "value": partition}]
-    if "|" in partition:  # a multi-partition key names each dimension too (model|version), as the UI does
-        model, version = partition.split("|")
-        tags += [
-            {"key": "dagster/partition/model", "value": model},
-            {"key": "dagster/partition/version", "value": version},
-        ]
-    launched = graphql(
-        cluster["port"],
-        """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
-        __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
-        {"p": {"selector": {"repositoryLocationName": cluster["location"], "repositoryName": REPOSITORY,
-                            "jobName": job},
-               "executionMetadata": {"tags": tags}}},
-    )["launchRun"]  # fmt: skip
-    assert launched["__typename"] == "LaunchRunSuccess", launched
-    return launched["run"]["runId"]
+    return launch_run(cluster["port"], cluster["location"], job, partition)
 
 
 def _finished(cluster, run_id: str, timeout_s: float = 600) -> str:
@@ -218,16 +201,7 @@ def datasets(cluster):
 
 def test_a_backfill_of_three_models_spreads_over_both_workers_by_queue(cluster, datasets):
     instance = cluster["instance"]
-    backfill = graphql(
-        cluster["port"],
-        """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
-        __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
-        {"p": {"selector": {"partitionSetName": "evaluate_model_partition_set",
-                            "repositorySelector": {"repositoryLocationName": cluster["location"],
-                                                   "repositoryName": REPOSITORY}},
-               "partitionNames": [f"{m}|v1" for m in BACKFILL]}},
-    )["launchPartitionBackfill"]  # fmt: skip
-    assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
+    launch_backfill(cluster["port"], cluster["location"], "evaluate_model", [f"{m}|v1" for m in BACKFILL])
     run_ids = wait_until(  # the daemon turns the backfill into one run per partition
         lambda: (ids := [_run_id_for(instance, f"{m}|v1") for m in BACKFILL]) and all(ids) and ids,
         timeout_s=300,
