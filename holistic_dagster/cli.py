@@ -511,6 +511,32 @@ def query(
     console.print(f"{len(rows)} row(s)")
 
 
+@app.command()
+def views(
+    out: Annotated[Path, typer.Argument(help="the DuckDB file to write (views only)")],
+    db: DbOption = None,
+) -> None:
+    """Write a small DuckDB file of views over a shared results store's files (tables, and views scores,
+    leaderboard, lineage), for any DuckDB client: `duckdb -readonly OUT`. It reads the files as they are now
+    and later: no refresh needed."""
+    from holistic_dagster.warehouse import open_warehouse
+    from holistic_dagster.warehouse.shared import SharedStore
+
+    try:
+        store = open_warehouse(_warehouse_path(db))
+    except HolisticError as e:
+        _fail(str(e))
+    if not isinstance(store, SharedStore):
+        _fail(
+            f"{store.path} is a DuckDB file already: open it with any DuckDB client (`duckdb -readonly {store.path}`)"
+        )
+    try:
+        path = store.write_views_file(out)
+    except (HolisticError, OSError) as e:
+        _fail(str(e))
+    console.print(f"views over [cyan]{store.path}[/] written to [cyan]{path}[/]: `duckdb -readonly {path}`")
+
+
 @app.command("arena")
 def arena_command(
     version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,

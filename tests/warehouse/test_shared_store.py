@@ -365,3 +365,19 @@ def test_a_views_file_serves_any_duckdb_client(tmp_path):
         assert con.execute("SELECT count(*) FROM lineage").fetchone() == (0,)
     assert json.loads((store.path / "holistic-store.json").read_text())["format"] == 1
     assert sorted(p.name for p in Path(store.path).iterdir() if p.is_dir()) == sorted(TABLES)
+
+
+def test_holistic_views_writes_the_views_file_and_says_so_for_a_duckdb_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+
+    store = SharedStore(tmp_path / "store")
+    store.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    result = CliRunner().invoke(app, ["views", str(tmp_path / "views.duckdb"), "--db", str(store.path)])
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(tmp_path / "views.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM source_files").fetchone() == (2,)
+    Warehouse(tmp_path / "w.duckdb").replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 1)})
+    result = CliRunner().invoke(app, ["views", str(tmp_path / "v2.duckdb"), "--db", str(tmp_path / "w.duckdb")])
+    assert result.exit_code != 0 and "is a DuckDB file already" in result.output
