@@ -71,6 +71,11 @@ def main() -> None:
     """The console entry point: an unexpected error is one line naming it (its traceback with --debug)."""
     try:
         app()
+    except HolisticError as e:  # the user's to act on, and it says how: the message alone
+        if _debug:
+            raise
+        err.print(f"[bold red]error:[/] {escape(str(e).strip())}")
+        sys.exit(1)
     except Exception as e:
         if _debug:
             raise

@@ -164,6 +164,15 @@ def test_ui_stopped_with_sigterm_stops_everything_it_started(tmp_path):
         stop_session(proc)
 
 
+def test_a_configuration_error_is_its_message_alone(tmp_path):
+    shown = run("ui", HOLISTIC_EXECUTOR="celery", DAGSTER_PG_HOST="", DAGSTER_HOME=str(tmp_path))
+    assert shown.returncode == 1
+    assert shown.stderr.strip().splitlines() == [
+        "error: HOLISTIC_EXECUTOR=celery keeps Dagster's runs and events in PostgreSQL, which every worker reaches: "
+        "set DAGSTER_PG_HOST, DAGSTER_PG_PORT, DAGSTER_PG_USER, DAGSTER_PG_PASSWORD and DAGSTER_PG_DB"
+    ]
+
+
 def test_an_unexpected_error_is_one_line_and_its_traceback_only_with_debug(tmp_path):
     garbage = tmp_path / "not-a-warehouse.duckdb"
     garbage.write_text("these bytes are not a DuckDB database\n")
