@@ -65,7 +65,7 @@ def cluster(tmp_path_factory, untrained_client, shared_data):
     write(catalog / "suites" / "v1.yaml", "version: v1\nscenarios:\n  mini_qa: {max_eval_instances: 6}\n")
     shutil.copytree(REPO_ROOT / "resources", resources)
     (resources / "shadow.yaml").unlink(missing_ok=True)
-    write(resources / "celery.yaml", "worker_check_s: 1\nmissed_pings: 2\n")
+    write(resources / "celery.yaml", "worker_check_s: 1\nmissed_pings: 3\n")  # a lost worker found in ~5 s
     store = root / "store"
     store.mkdir()
     with (
