@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,8 +30,15 @@ def _as_owner(cmd: list[str], owner: str | None) -> list[str]:
     return ["runuser", "-u", owner, "--", *cmd] if owner else cmd
 
 
+class PostgresEnv(dict):
+    """The DAGSTER_PG_* variables that reach a cluster, and its stop() and start() (same port, same data)."""
+
+    stop: Callable[[], object]
+    start: Callable[[], object]
+
+
 @contextmanager
-def postgres_cluster() -> Iterator[dict[str, str]]:
+def postgres_cluster() -> Iterator[PostgresEnv]:
     """A PostgreSQL cluster (initdb as a non-root user); yields the DAGSTER_PG_* variables that reach it."""
     if PG_BIN is None:
         pytest.fail("PostgreSQL binaries (initdb, pg_ctl) not found in /usr/local/bin or /usr/lib/postgresql/15/bin")
@@ -53,14 +60,20 @@ def postgres_cluster() -> Iterator[dict[str, str]]:
     # room for a webserver, a daemon, runs and workers, each with its own connection pool
     options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
     run([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "pg.log"), "-w", "start"])
-    try:
-        yield {  # initdb's own `postgres` database holds Dagster's tables
+    cluster = PostgresEnv(  # initdb's own `postgres` database holds Dagster's tables
+        {
             "DAGSTER_PG_HOST": "127.0.0.1",
             "DAGSTER_PG_PORT": str(port),
             "DAGSTER_PG_USER": "dagster",
             "DAGSTER_PG_PASSWORD": "unused-with-trust-auth",
             "DAGSTER_PG_DB": "postgres",
         }
+    )
+    pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "pg.log"), "-w"]
+    cluster.stop = lambda: run([*pg_ctl, "-m", "fast", "stop"])
+    cluster.start = lambda: run([*pg_ctl, "start"])
+    try:
+        yield cluster
     finally:
         subprocess.run(_as_owner([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], owner))
         shutil.rmtree(root, ignore_errors=True)

@@ -96,6 +96,8 @@ class StepRouter:
         yield_event = lambda message, data=None: plan_context.instance.report_engine_event(  # noqa: E731
             message, plan_context.dagster_run, EngineEventData(data or {}), step_key=step.key
         )
+        # (dagster-celery's own "Submitting celery task ... to queue" names its default queue, not this one)
+        yield_event(f"step {step.key} goes to queue {queue!r} (chosen by {setting})", {"queue": queue})
         return WatchedResult(
             lambda: _submit_task(app, plan_context, step, queue, priority, known_state),
             app,

@@ -51,6 +51,8 @@ models:
     {entry}: m4
   m5:
     {entry}: m5
+  m6:
+    {entry}: m6
 """
 
 
@@ -91,7 +93,7 @@ def cluster(tmp_path_factory, untrained_client, shared_data):
         env["DAGSTER_HOME"] = str(home)
         mp.setenv("DAGSTER_HOME", str(home))
         instance = DagsterInstance.get()
-        register_partitions(instance, ["m1", "m2", "m3", "m4", "m5"], ["v1"])
+        register_partitions(instance, ["m1", "m2", "m3", "m4", "m5", "m6"], ["v1"])
         workers = [
             CeleryWorker("w1", "cpu,requests,gpu-a", env, root / "w1.log"),
             CeleryWorker("w2", "cpu,requests,gpu-b", env, root / "w2.log"),
@@ -103,7 +105,7 @@ def cluster(tmp_path_factory, untrained_client, shared_data):
             with dagster_dev(env, log) as (port, location):
                 yield {
                     "port": port, "location": location, "instance": instance, "server": server, "workers": workers,
-                    "store": store, "root": root, "log": log, "redis": redis,
+                    "store": store, "root": root, "log": log, "redis": redis, "postgres": pg,
                 }  # fmt: skip
         finally:
             for w in workers:
@@ -124,6 +126,23 @@ def _finished(cluster, run_id: str, timeout_s: float = 600) -> str:
     if status != "SUCCESS":
         raise AssertionError(f"run {run_id}: {status}\n{_diagnostics(cluster, run_id)}")
     return status
+
+
+def _reexecute_from_failure(cluster, run_id: str) -> str:
+    """Re-executes a failed run from its failed steps, as the UI's button does; returns the new run's id."""
+    again = graphql(
+        cluster["port"],
+        """mutation($p: ReexecutionParams!) { launchRunReexecution(reexecutionParams: $p) {
+        __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+        {"p": {"parentRunId": run_id, "strategy": "FROM_FAILURE"}},
+    )["launchRunReexecution"]
+    assert again["__typename"] == "LaunchRunSuccess", again
+    return again["run"]["runId"]
+
+
+def _status(cluster, run_id: str) -> str:
+    query = '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id
+    return graphql(cluster["port"], query)["runOrError"]["status"]
 
 
 def _diagnostics(cluster, run_id: str | None = None) -> str:
@@ -248,14 +267,7 @@ def test_redis_restarted_mid_step_the_run_fails_naming_the_broker_and_its_reexec
         if redis.proc.poll() is not None:
             redis.start()  # the same port, empty: its queues and results are gone
         server.release()
-    again = graphql(
-        cluster["port"],
-        """mutation($p: ReexecutionParams!) { launchRunReexecution(reexecutionParams: $p) {
-        __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
-        {"p": {"parentRunId": run_id, "strategy": "FROM_FAILURE"}},
-    )["launchRunReexecution"]
-    assert again["__typename"] == "LaunchRunSuccess", again
-    assert _finished(cluster, again["run"]["runId"]) == "SUCCESS"
+    assert _finished(cluster, _reexecute_from_failure(cluster, run_id)) == "SUCCESS"
     local = _in_process_results(cluster["root"], ["m5"])
     assert store.df(SCORES).query("model == 'm5'").reset_index(drop=True).equals(local.df(SCORES))
     assert store.df(TEXTS).query("model == 'm5'").reset_index(drop=True).equals(local.df(TEXTS))
@@ -289,4 +301,34 @@ def test_a_worker_killed_mid_step_the_step_finishes_on_the_other_without_resendi
         assert all(n <= 2 for n in server.hits.values())  # a request held at the kill is sent once more, at most
         assert store.df("SELECT count(*) AS n FROM completions WHERE model = 'm4'")["n"].iat[0] == len(QUESTIONS)
     finally:
-        server.release()  # (the killed worker stays down: this is the module's last test)
+        server.release()  # (the killed worker stays down: the next test needs only the other)
+
+
+def test_postgres_restarted_mid_step_the_run_ends_and_a_reexecution_finishes(cluster, datasets):
+    # the module's last test: after a restart, Dagster's webserver answers its first requests with errors (each
+    # storage's held connection is stale) before it reconnects
+    server, store, pg = cluster["server"], open_warehouse(cluster["store"]), cluster["postgres"]
+    run_id = _launch_held_mid_step(cluster, "m6", answers=2)
+    try:
+        pg.stop()  # every process's connections to it die
+        pg.start()
+    finally:
+        server.release()
+
+    def ended(run_id: str) -> str:  # (the webserver's first answers after the restart may be errors)
+        return wait_until(
+            lambda: (status := _status(cluster, run_id)) in ("SUCCESS", "FAILURE", "CANCELED") and status,
+            timeout_s=300,
+            interval_s=1,
+            what=f"run {run_id} to end after PostgreSQL restarted (not to stay STARTED)",
+            ignoring=(OSError,),
+        )
+
+    if ended(run_id) != "SUCCESS":  # failed clearly: a re-execution from failure finishes the work
+        again = wait_until(
+            lambda: _reexecute_from_failure(cluster, run_id), timeout_s=60, what="a re-execution", ignoring=(OSError,)
+        )
+        assert ended(again) == "SUCCESS", _diagnostics(cluster, again)
+    local = _in_process_results(cluster["root"], ["m6"])
+    assert store.df(SCORES).query("model == 'm6'").reset_index(drop=True).equals(local.df(SCORES))
+    assert store.df(TEXTS).query("model == 'm6'").reset_index(drop=True).equals(local.df(TEXTS))
