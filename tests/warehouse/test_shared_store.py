@@ -103,6 +103,7 @@ def _contents(warehouse, table: str) -> pd.DataFrame:
     return warehouse.df(f"SELECT {listed} FROM {table} {where} ORDER BY ALL")
 
 
+@pytest.mark.slow  # the real stages on a demo model: the full suite's, not the fast tier's
 def test_the_stages_write_the_same_results_as_into_the_duckdb_file(tmp_path, small_catalog, untrained_client):
     from holistic_dagster.stages.completions import run_completions
 
@@ -260,6 +261,7 @@ def _check_consistent(store: SharedStore) -> None:
     assert duplicated.values.tolist() == [[0, 0]]
 
 
+@pytest.mark.slow  # four writer processes: the full suite's, not the fast tier's
 def test_four_writer_processes_and_a_reader_never_see_a_partial_partition(tmp_path):
     store, reads = SharedStore(tmp_path / "store"), tmp_path / "reads"
     reads.mkdir()
@@ -304,6 +306,7 @@ while True:  # until killed
 """
 
 
+@pytest.mark.slow  # a writer process, killed: the full suite's, not the fast tier's
 def test_a_writer_killed_mid_write_leaves_nothing_half_visible(tmp_path):
     store, rows = SharedStore(tmp_path / "store"), 200_000
     store.ensure_schema()
