@@ -53,6 +53,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # tests.services and bench.http_concurrency, run as a script from the repo root
 
 from bench.http_concurrency import fixed_latency_server  # noqa: E402
+from tests.conftest import write, write_qa_scenario  # noqa: E402
 from tests.defs.dagster_dev import (  # noqa: E402
     launch_backfill,
     launch_run,
@@ -69,11 +70,6 @@ STEPS = (f"{SCENARIO}__prompts", f"{SCENARIO}__completions", f"{SCENARIO}__score
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
 def build_world(root: Path, questions: int, models: list[str], concurrency: int, base_url: str) -> Path:
     """A catalog of one suite with one generated scenario, and a registry of stub-backed models; returns the
     resources folder."""
@@ -82,19 +78,7 @@ def build_world(root: Path, questions: int, models: list[str], concurrency: int,
     for definition in [*(catalog / "suites").glob("*.yaml"), *(catalog / "scenarios").glob("*.yaml")]:
         definition.unlink()  # the jobs hold only this scenario's steps
     records = [{"q": f"What is {i} plus {i + 1}?", "a": str(2 * i + 1)} for i in range(questions)]
-    write(data / "mini" / "qa.jsonl", "".join(json.dumps(r) + "\n" for r in records))
-    write(
-        catalog / "scenarios" / f"{SCENARIO}.yaml",
-        f"""name: {SCENARIO}
-description: Generated sums (bench/scaleout.py).
-source: {{dir: mini, revision: bench}}
-format: jsonl
-splits: {{test: qa.jsonl}}
-instance: {{input: "{{{{ q }}}}", target: "{{{{ a }}}}"}}
-adapter: {{method: generation, max_tokens: 3}}
-metrics: [exact_match]
-""",
-    )
+    write_qa_scenario(catalog, data, records, "Generated sums (bench/scaleout.py).")  # scenario mini_qa
     write(
         catalog / "suites" / f"{VERSION}.yaml",
         f"version: {VERSION}\nscenarios:\n  {SCENARIO}: {{max_eval_instances: {questions}}}\n",
@@ -286,8 +270,8 @@ def queue_check_s(env: dict[str, str], queue: str, tries: int = 3) -> float:
     """What a run's first step on a queue spends asking the workers (defs/celery.py StepRouter.check_queue)."""
     from dagster_celery.make_app import make_app
 
-    from holistic_dagster.defs.celery import StepRouter
-    from holistic_dagster.scaleout import app_args, load_celery_settings
+    from holistic_dagster.defs.celery import StepRouter, app_args
+    from holistic_dagster.scaleout import load_celery_settings
 
     config = load_celery_settings()
     app = make_app(app_args(config))

@@ -699,7 +699,7 @@ def worker(
     except HolisticError as e:
         _fail(str(e))
     queues = queues or f"{config.cpu_queue},{config.requests_queue}"
-    args = [sys.executable, "-m", "celery", "-A", "holistic_dagster.celery_app", "worker", "-Q", queues]
+    args = [sys.executable, "-m", "celery", "-A", "holistic_dagster.defs.celery_app", "worker", "-Q", queues]
     args += ["-n", f"{name}@%h", "-c", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
     console.print(f"[bold]holistic worker[/] {name}: queues {queues} on {config.shown_broker()}")
     sys.stdout.flush()

@@ -1,7 +1,7 @@
 """Scale-out settings (resources/celery.yaml): which Celery broker the runs and workers share, which queue each
 step goes to, and the code fingerprint that tells a worker started from another checkout. Free of Dagster:
-the executor (defs/celery.py) and the worker entry point (celery_app.py) both build their Celery app from
-`app_args`, so the two can never disagree about the broker or the queues."""
+the executor (defs/celery.py) and the worker entry point (defs/celery_app.py) both build their Celery app from
+these settings (defs/celery.py's app_args), so the two can never disagree about the broker or the queues."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import hashlib
 import os
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from kombu.utils.url import maybe_sanitize_url
 from pydantic import Field
@@ -19,7 +18,7 @@ from holistic_dagster.catalog import _read_yaml, _Strict, _validate
 from holistic_dagster.errors import CatalogError
 
 QUEUE_PATTERN = r"^[A-Za-z0-9_.-]+$"
-# the remote-control command a worker answers with its code fingerprint and queues (celery_app.py)
+# the remote-control command a worker answers with its code fingerprint and queues (defs/celery_app.py)
 CODE_VERSION_COMMAND = "holistic_code_version"
 
 
@@ -59,26 +58,6 @@ def load_celery_settings(path: Path | None = None) -> CelerySettings:
     if not path.exists():
         return CelerySettings()
     return _validate(CelerySettings, _read_yaml(path) or {}, path)
-
-
-def app_args(config: CelerySettings) -> dict[str, Any]:
-    """Arguments of dagster_celery's make_app, the same for the run that sends steps and the workers."""
-    from dagster_celery.config import DEFAULT_CONFIG
-
-    return {
-        "broker": config.broker(),
-        "backend": config.backend(),
-        "include": [],
-        "config_source": {
-            **DEFAULT_CONFIG,
-            "task_default_queue": config.cpu_queue,
-            # a running step's task says which worker holds it: the run pings that worker (defs/celery.py)
-            "task_track_started": True,
-            # each worker process takes one step at a time: a long completions step never holds back a queued one
-            "worker_prefetch_multiplier": 1,
-            "broker_connection_retry_on_startup": True,
-        },
-    }
 
 
 @cache

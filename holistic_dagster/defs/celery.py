@@ -19,6 +19,7 @@ import redis
 from dagster import executor, multiple_process_executor_requirements
 from dagster._core.events import EngineEventData
 from dagster._core.execution.retries import RetryMode
+from dagster_celery.config import DEFAULT_CONFIG
 from dagster_celery.executor import CeleryExecutor, _submit_task
 from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
 from kombu.exceptions import OperationalError
@@ -29,7 +30,6 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.scaleout import (
     CODE_VERSION_COMMAND,
     CelerySettings,
-    app_args,
     code_fingerprint,
     load_celery_settings,
 )
@@ -40,6 +40,24 @@ MODEL_REQUESTS_POOL = "model_requests"  # the pool of every step that sends mode
 # a broadcast waits this long for every worker's answer (a run asks once, and again only for a queue not seen)
 INSPECT_TIMEOUT_S = 1.0
 PING_TIMEOUT_S = 2.0  # one worker's answer: returns as soon as it comes
+
+
+def app_args(config: CelerySettings) -> dict[str, Any]:
+    """Arguments of dagster_celery's make_app, the same for the run that sends steps and the workers."""
+    return {
+        "broker": config.broker(),
+        "backend": config.backend(),
+        "include": [],
+        "config_source": {
+            **DEFAULT_CONFIG,
+            "task_default_queue": config.cpu_queue,
+            # a running step's task says which worker holds it: the run pings that worker (WatchedResult)
+            "task_track_started": True,
+            # each worker process takes one step at a time: a long completions step never holds back a queued one
+            "worker_prefetch_multiplier": 1,
+            "broker_connection_retry_on_startup": True,
+        },
+    }
 
 
 class ScaleOutError(HolisticError):

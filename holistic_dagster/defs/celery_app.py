@@ -1,4 +1,4 @@
-"""The Celery app a worker runs (`holistic worker`, or `celery -A holistic_dagster.celery_app worker -Q ...`):
+"""The Celery app a worker runs (`holistic worker`, or `celery -A holistic_dagster.defs.celery_app worker -Q ...`):
 dagster_celery's step task on the broker that resources/celery.yaml names, plus a remote-control command that
 answers this checkout's code fingerprint, so a run refuses workers started from other code."""
 
@@ -8,7 +8,8 @@ from celery.worker.control import inspect_command
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 
-from holistic_dagster.scaleout import CODE_VERSION_COMMAND, app_args, code_fingerprint, load_celery_settings
+from holistic_dagster.defs.celery import app_args
+from holistic_dagster.scaleout import CODE_VERSION_COMMAND, code_fingerprint, load_celery_settings
 
 app = make_app(app_args(load_celery_settings()))
 execute_plan = create_task(app)
