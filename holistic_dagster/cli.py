@@ -161,6 +161,13 @@ def _evaluate(
             console.print(f"[bold]>[/] {line}")
         _finish(path, version, home, started, tour)
         return
+    from holistic_dagster import validation
+    from holistic_dagster.clients import start_model_processes
+
+    # what takes seconds to load (Great Expectations, each local model) loads in processes of its own, on the
+    # other core, while this one loads Dagster and builds the datasets
+    validation.start_background()
+    start_model_processes([registry[name] for name in names])
     from dagster import DagsterInstance
 
     from holistic_dagster.definitions import build_definitions

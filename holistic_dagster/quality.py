@@ -7,9 +7,7 @@ downstream stages from running on bad data.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -20,6 +18,7 @@ from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.redaction import redact
 from holistic_dagster.stages.prompts import prompted_method
+from holistic_dagster.validation import Expectation, expect, validate
 from holistic_dagster.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -192,51 +191,11 @@ def check_stage(
     raise ValueError(f"no checks for stage {name!r} here (regressions are checked on the comparisons frame)")
 
 
-@lru_cache(maxsize=1)
-def _batch_definition():
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    asset = context.data_sources.add_pandas("holistic").add_dataframe_asset("stage_table")
-    return asset.add_batch_definition_whole_dataframe("whole")
-
-
-def _validate(frame: pd.DataFrame, expectations: list, examples: bool = True) -> tuple[bool, dict[str, Any]]:
-    import great_expectations as gx
-
-    batch_definition = _batch_definition()  # creates the GX context the suite needs
-    suite = gx.ExpectationSuite(name="stage")
-    for e in expectations:
-        suite.add_expectation(e)
-    result = batch_definition.get_batch(batch_parameters={"dataframe": frame}).validate(suite)
-    details = {}
-    for r in result.results:
-        if not r.success:
-            found = r.result.get("partial_unexpected_list") or r.result.get("observed_value")
-            key = r.expectation_config.type
-            if key in details:  # the same expectation on another column or pattern
-                config = r.expectation_config.kwargs
-                key += "".join(f" {config[k]}" for k in ("column", "regex") if k in config)
-            details[key] = {"unexpected_count": r.result.get("unexpected_count")}
-            if examples:  # not for text that must not be stored (a PII check's offending values)
-                details[key]["examples"] = _jsonable(found)
-    return bool(result.success), details
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in list(value)[:10]]
-    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
-
-
 def _outcome(
     stage: str,
     name: str,
     frame: pd.DataFrame,
-    expectations: list,
+    expectations: list[Expectation],
     *more: tuple[pd.DataFrame, list],
     examples: bool = True,
 ) -> CheckOutcome:
@@ -245,7 +204,7 @@ def _outcome(
     spec = next(c for c in STAGE_CHECKS[stage] if c.name == name)
     passed, details = True, {"rows_checked": len(frame)}
     for part, part_expectations in ((frame, expectations), *more):
-        ok, found = _validate(part, part_expectations, examples)
+        ok, found = validate(part, part_expectations, examples)
         passed, details = passed and ok, {**details, **found}
     return CheckOutcome(name, passed, spec.description, details)
 
@@ -258,8 +217,6 @@ WITHOUT_REFERENCES = ("language_modeling", "ranking_binary")
 def check_dataset(
     warehouse: Warehouse, version: str, scenario: str, needs_references: bool = True
 ) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     frame = warehouse.df(
         "SELECT instance_id, split, num_correct_references, perturbation, original_instance_id, input "
         "FROM instances WHERE version = ? AND scenario = ?",
@@ -276,30 +233,28 @@ def check_dataset(
     perturbed["linked"] = perturbed["orig"].notna()
     perturbed["changed"] = perturbed["linked"] & (perturbed["input"] != perturbed["orig"])
     return [
-        _outcome(
-            "dataset", "instances_nonempty", originals, [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]
-        ),
+        _outcome("dataset", "instances_nonempty", originals, [expect.ExpectTableRowCountToBeBetween(min_value=1)]),
         _outcome(
             "dataset",
             "instance_ids_unique",
             frame,
-            [gx.expectations.ExpectColumnValuesToBeUnique(column="instance_id")],
+            [expect.ExpectColumnValuesToBeUnique(column="instance_id")],
         ),
         _outcome(
             "dataset",
             "correct_reference_exists",
             test if "accuracy" in applies and needs_references else test.iloc[0:0],
-            [gx.expectations.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)],
+            [expect.ExpectColumnValuesToBeBetween(column="num_correct_references", min_value=1)],
         ),
         _outcome(
             "dataset",
             "perturbations_linked",
             perturbed,
-            [gx.expectations.ExpectColumnValuesToBeInSet(column="linked", value_set=[True])],
+            [expect.ExpectColumnValuesToBeInSet(column="linked", value_set=[True])],
             # a perturbation that also rewrites references (fairness) may change only them
             (
                 perturbed[~perturbed["perturbation"].isin(_REWRITING_REFERENCES)],
-                [gx.expectations.ExpectColumnValuesToBeInSet(column="changed", value_set=[True])],
+                [expect.ExpectColumnValuesToBeInSet(column="changed", value_set=[True])],
             ),
         ),
     ]
@@ -316,8 +271,6 @@ def _applies(warehouse: Warehouse, version: str, scenario: str) -> set[str]:
 
 
 def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     # a request asks about some text: its prompt, or (language modeling's first window, scored after the model's
     # start token) its continuation alone
     frame = warehouse.df(
@@ -334,8 +287,8 @@ def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str)
             "prompts_cover_instances",
             frame,
             [
-                gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
-                gx.expectations.ExpectColumnDistinctValuesToEqualSet(column="instance_id", value_set=test_ids),
+                expect.ExpectTableRowCountToBeBetween(min_value=1),
+                expect.ExpectColumnDistinctValuesToEqualSet(column="instance_id", value_set=test_ids),
             ],
         ),
         _outcome(
@@ -343,8 +296,8 @@ def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str)
             "prompt_rows_unique",
             frame,
             [
-                gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "request_id"]),
-                gx.expectations.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=1),
+                expect.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "request_id"]),
+                expect.ExpectColumnValueLengthsToBeBetween(column="prompt", min_value=1),
             ],
         ),
     ]
@@ -353,8 +306,6 @@ def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str)
 def check_completions(
     warehouse: Warehouse, version: str, scenario: str, model: str, max_failure_rate: float = 0.0
 ) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     keys = [model, version, scenario]
     frame = warehouse.df(
         "SELECT request_id, logprob, error, error <> '' AS failed FROM completions WHERE model = ? AND version = ? "
@@ -369,8 +320,8 @@ def check_completions(
         "completions",
         "completions_valid",
         frame,
-        [gx.expectations.ExpectColumnMeanToBeBetween(column="failed", max_value=max_failure_rate)],
-        (frame[~frame["failed"]], [gx.expectations.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0)]),
+        [expect.ExpectColumnMeanToBeBetween(column="failed", max_value=max_failure_rate)],
+        (frame[~frame["failed"]], [expect.ExpectColumnValuesToBeBetween(column="logprob", max_value=0.0)]),
     )
     if len(failures):  # say how many and why
         # quoted into Dagster's event log: redacted (again, for rows stored before redaction) before it is cut
@@ -388,9 +339,9 @@ def check_completions(
             "one_completion_per_request",
             frame,
             [
-                gx.expectations.ExpectColumnValuesToBeUnique(column="request_id"),
-                gx.expectations.ExpectTableRowCountToEqual(value=len(requested)),
-                gx.expectations.ExpectColumnValuesToBeInSet(column="request_id", value_set=requested),
+                expect.ExpectColumnValuesToBeUnique(column="request_id"),
+                expect.ExpectTableRowCountToEqual(value=len(requested)),
+                expect.ExpectColumnValuesToBeInSet(column="request_id", value_set=requested),
             ],
         ),
         valid,
@@ -400,8 +351,6 @@ def check_completions(
 def check_scores(
     warehouse: Warehouse, version: str, scenario: str, model: str, metrics_per_instance: int
 ) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     keys = [model, version, scenario]
     frame = warehouse.df(
         "SELECT s.instance_id, s.metric, s.family, s.value, s.perturbation, i.perturbation AS instance_perturbation "
@@ -445,7 +394,7 @@ def check_scores(
             "scores",
             "scores_in_range",
             frame,
-            [gx.expectations.ExpectColumnValuesToNotBeNull(column="value")],
+            [expect.ExpectColumnValuesToNotBeNull(column="value")],
             *_within_bounds(frame),
             *_within_bounds(aggregates),
         ),
@@ -453,12 +402,12 @@ def check_scores(
             "scores",
             "score_counts_consistent",
             frame,
-            [gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "family", "metric"])],
+            [expect.ExpectCompoundColumnsToBeUnique(column_list=["instance_id", "family", "metric"])],
             (
                 per_original,
                 [
-                    gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
-                    gx.expectations.ExpectColumnValuesToBeInSet(column="num_rows", value_set=[metrics_per_instance]),
+                    expect.ExpectTableRowCountToBeBetween(min_value=1),
+                    expect.ExpectColumnValuesToBeInSet(column="num_rows", value_set=[metrics_per_instance]),
                 ],
             ),
         ),
@@ -467,8 +416,8 @@ def check_scores(
             "applicable_families_filled",
             grid,
             [
-                gx.expectations.ExpectColumnValuesToBeInSet(column="filled_as_declared", value_set=[True]),
-                gx.expectations.ExpectColumnValuesToBeInSet(column="num_unexplained", value_set=[0]),
+                expect.ExpectColumnValuesToBeInSet(column="filled_as_declared", value_set=[True]),
+                expect.ExpectColumnValuesToBeInSet(column="num_unexplained", value_set=[0]),
             ],
         ),
     ]
@@ -488,14 +437,12 @@ PER_ORIGINAL = ("accuracy", *PER_INSTANCE_FAMILIES)  # the families with a row p
 
 def _within_bounds(frame: pd.DataFrame) -> list[tuple[pd.DataFrame, list]]:
     """(rows, [expect value within bounds]) for each distinct bounds the registry declares for the rows' metrics."""
-    import great_expectations as gx
-
     bounds = frame["metric"].map(lambda name: metric(name).bounds)
     return [
         (
             frame[bounds == b],
             [
-                gx.expectations.ExpectColumnValuesToBeBetween(
+                expect.ExpectColumnValuesToBeBetween(
                     column="value",
                     min_value=None if b[0] == -float("inf") else b[0],
                     max_value=None if b[1] == float("inf") else b[1],
@@ -507,8 +454,6 @@ def _within_bounds(frame: pd.DataFrame) -> list[tuple[pd.DataFrame, list]]:
 
 
 def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     frame = warehouse.df(
         "SELECT model, scenario, count(value) AS num_values FROM scenario_metrics WHERE version = ? GROUP BY ALL",
         [version],
@@ -523,16 +468,14 @@ def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) 
             "leaderboard_complete",
             grid,
             [
-                gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
-                gx.expectations.ExpectColumnValuesToBeBetween(column="num_values", min_value=1),
+                expect.ExpectTableRowCountToBeBetween(min_value=1),
+                expect.ExpectColumnValuesToBeBetween(column="num_values", min_value=1),
             ],
         )
     ]
 
 
 def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_failure_rate: float) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     frame = warehouse.df(
         "SELECT b.judge, b.battle_id, b.winner, b.model_a, b.model_b, ca.request_id AS found_a, "
         "cb.request_id AS found_b FROM battles b "
@@ -547,14 +490,14 @@ def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_fai
         (
             frame[frame["judge"] == judge],
             [
-                gx.expectations.ExpectColumnValuesToBeInSet(
+                expect.ExpectColumnValuesToBeInSet(
                     column="winner", value_set=["a", "b", "tie"], mostly=1.0 - max_failure_rate
                 )
             ],
         )
         for judge in judges
     ]
-    has_rows = [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)]
+    has_rows = [expect.ExpectTableRowCountToBeBetween(min_value=1)]
     verdicts = _outcome("battles", "verdicts_parse", frame, has_rows, *per_judge)
     if not verdicts.passed:
         rates = {j: round(float((part["winner"] == "").mean()), 4) for j, (part, _) in zip(judges, per_judge)}
@@ -570,22 +513,20 @@ def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_fai
         "battles_traceable",
         frame.assign(distinct=frame["model_a"] != frame["model_b"]),
         [
-            gx.expectations.ExpectColumnValuesToNotBeNull(column="found_a"),
-            gx.expectations.ExpectColumnValuesToNotBeNull(column="found_b"),
-            gx.expectations.ExpectColumnValuesToBeInSet(column="distinct", value_set=[True]),
+            expect.ExpectColumnValuesToNotBeNull(column="found_a"),
+            expect.ExpectColumnValuesToNotBeNull(column="found_b"),
+            expect.ExpectColumnValuesToBeInSet(column="distinct", value_set=[True]),
         ],
     )
     return [verdicts, linked]
 
 
 def check_traffic(warehouse: Warehouse, log: str, patterns: dict[str, str]) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     frame = warehouse.df(
         "SELECT record_id, messages::VARCHAR AS messages, prompt, production_text FROM traffic WHERE log = ?", [log]
     )
-    expectations = [gx.expectations.ExpectTableRowCountToBeBetween(min_value=1)] + [
-        gx.expectations.ExpectColumnValuesToNotMatchRegex(column=column, regex=regex)
+    expectations = [expect.ExpectTableRowCountToBeBetween(min_value=1)] + [
+        expect.ExpectColumnValuesToNotMatchRegex(column=column, regex=regex)
         for column in ("messages", "prompt", "production_text")
         for regex in patterns.values()
     ]
@@ -593,12 +534,10 @@ def check_traffic(warehouse: Warehouse, log: str, patterns: dict[str, str]) -> l
 
 
 def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: float) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     frame = warehouse.df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
     expectations = [
-        gx.expectations.ExpectTableRowCountToBeBetween(min_value=1),
-        gx.expectations.ExpectColumnValuesToBeInSet(
+        expect.ExpectTableRowCountToBeBetween(min_value=1),
+        expect.ExpectColumnValuesToBeInSet(
             column="winner", value_set=["candidate", "production", "tie"], mostly=1.0 - max_failure_rate
         ),
     ]
@@ -606,8 +545,6 @@ def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: floa
 
 
 def check_ratings(warehouse: Warehouse, version: str) -> list[CheckOutcome]:
-    import great_expectations as gx
-
     frame = warehouse.df(
         "SELECT judge, model, rating, ci_low, ci_high, model = baseline AS is_baseline FROM arena_ratings "
         "WHERE version = ? AND method = 'bradley_terry'",
@@ -620,21 +557,13 @@ def check_ratings(warehouse: Warehouse, version: str) -> list[CheckOutcome]:
             "ratings_consistent",
             frame,
             [
-                gx.expectations.ExpectColumnValuesToNotBeNull(column="rating"),
-                gx.expectations.ExpectColumnPairValuesAToBeGreaterThanB(
-                    column_A="rating", column_B="ci_low", or_equal=True
-                ),
-                gx.expectations.ExpectColumnPairValuesAToBeGreaterThanB(
-                    column_A="ci_high", column_B="rating", or_equal=True
-                ),
+                expect.ExpectColumnValuesToNotBeNull(column="rating"),
+                expect.ExpectColumnPairValuesAToBeGreaterThanB(column_A="rating", column_B="ci_low", or_equal=True),
+                expect.ExpectColumnPairValuesAToBeGreaterThanB(column_A="ci_high", column_B="rating", or_equal=True),
             ],
             (
                 baseline,
-                [
-                    gx.expectations.ExpectColumnValuesToBeBetween(
-                        column="rating", min_value=999.999999, max_value=1000.000001
-                    )
-                ],
+                [expect.ExpectColumnValuesToBeBetween(column="rating", min_value=999.999999, max_value=1000.000001)],
             ),
         )
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -53,9 +54,13 @@ def keep_tokens_within(text: str, tokens: Sequence[str], *per_token: Sequence) -
 _CLIENTS: dict[tuple, ModelClient] = {}
 
 
+def _key(spec: ModelSpec) -> tuple:
+    return tuple(sorted(spec.model_dump().items()))
+
+
 def get_client(spec: ModelSpec) -> ModelClient:
     """One client per model per process: weights are loaded once and reused by every stage."""
-    key = tuple(sorted(spec.model_dump().items()))
+    key = _key(spec)
     if key not in _CLIENTS:
         if spec.backend == "transformers":
             from holistic_dagster.clients.transformers_client import TransformersClient
@@ -72,3 +77,25 @@ def get_client(spec: ModelSpec) -> ModelClient:
         else:  # pragma: no cover - the registry schema only admits known backends
             raise CatalogError(f"model {spec.name!r}: unknown backend {spec.backend!r}")
     return _CLIENTS[key]
+
+
+def start_model_processes(specs: Sequence[ModelSpec]) -> None:
+    """From now on, get_client gives these local (transformers) models in processes of their own
+    (clients.model_process): the first starts loading at once, each next one when the one before is ready."""
+    from holistic_dagster.clients.model_process import ModelProcessClient
+
+    following = None
+    for spec in reversed([s for s in specs if s.backend == "transformers" and _key(s) not in _CLIENTS]):
+        following = _CLIENTS[_key(spec)] = ModelProcessClient(spec, then=following)
+    if following:
+        following.start()
+        atexit.register(stop_model_processes)
+
+
+def stop_model_processes() -> None:
+    from holistic_dagster.clients.model_process import ModelProcessClient
+
+    for key, client in list(_CLIENTS.items()):
+        if isinstance(client, ModelProcessClient):
+            client.close()
+            del _CLIENTS[key]

@@ -1,0 +1,161 @@
+"""A local transformers model loaded in a process of its own, behind the ModelClient interface.
+
+Loading a local model costs seconds of CPU before its first token: importing torch and transformers and the
+model's classes (about 6 s on a 2-core machine) and reading the weights. In one process that time adds to
+everything else a command does first (Dagster, the datasets, the checks). `holistic evaluate` therefore starts
+each local model in a spawned process as it begins, and the stages talk to it through `ModelProcessClient`: the
+same TransformersClient runs there, so completions, log-probabilities and the recorded description are those
+of the in-process client; finished batches stream back as they finish (the completion cache still saves each
+at once). Models start one after another: the next model's process is started when the previous one is ready.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.records import Completion, Request
+
+
+class ModelProcessError(HolisticError):
+    pass
+
+
+def _sendable(error: BaseException) -> BaseException:
+    """The error itself when it survives pickling (a HolisticError naming file and record does), else its text."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return ModelProcessError(f"{type(error).__name__}: {error}")
+
+
+def _serve(spec: ModelSpec, connection) -> None:
+    """The model's process: load the model, say what the client needs to know, then answer calls until the pipe
+    closes. generate and score send each finished batch as it finishes, then the result."""
+    try:
+        from holistic_dagster.clients.transformers_client import TransformersClient
+
+        client = TransformersClient(spec)
+        connection.send(("ready", {"max_context": client.max_context, "describe": client.describe()}))
+    except BaseException as e:
+        connection.send(("error", _sendable(e)))
+        return
+    while True:
+        try:
+            method, args = connection.recv()
+        except (EOFError, OSError):  # the client closed the pipe or its process ended
+            return
+        try:
+            if method in ("generate", "score"):
+                result = getattr(client, method)(args[0], lambda done: connection.send(("done", done)))
+            elif method == "chat_prompt":
+                result = client.chat_prompt(*args)
+            else:
+                result = getattr(client, method)(*args)
+            connection.send(("result", result))
+        except Exception as e:
+            connection.send(("error", _sendable(e)))
+
+
+class ModelProcessClient:
+    """A TransformersClient in a spawned process (see the module's docstring)."""
+
+    backend = "transformers"
+    supports_prompt_logprobs = True
+
+    def __init__(self, spec: ModelSpec, then: ModelProcessClient | None = None):
+        self.spec = spec
+        self._then = then  # started once this one is ready
+        self._process = None
+        self._info: dict[str, Any] | None = None
+        self._lock = threading.RLock()
+        self._tokens: dict[str, int] = {}
+        self.chat_prompt = self._chat_prompt if spec.chat else None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._process is None:
+                context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of Dagster's threads
+                self._connection, child = context.Pipe()
+                self._process = context.Process(
+                    target=_serve, args=(self.spec, child), daemon=True, name=f"holistic-model-{self.spec.name}"
+                )
+                self._process.start()
+                child.close()
+
+    def _receive(self) -> tuple[str, Any]:
+        try:
+            return self._connection.recv()
+        except (EOFError, OSError):
+            self._process.join(timeout=5)
+            raise ModelProcessError(
+                f"the process of model {self.spec.name!r} ended unexpectedly (exit code {self._process.exitcode}): "
+                "out of memory, or killed"
+            ) from None
+
+    def _ready(self) -> dict[str, Any]:
+        with self._lock:
+            if self._info is None:
+                self.start()
+                status, value = self._receive()
+                if status == "error":
+                    raise value
+                self._info = value
+                if self._then:
+                    self._then.start()
+            return self._info
+
+    def _call(self, method: str, *args, on_done=None) -> Any:
+        with self._lock:
+            self._ready()
+            self._connection.send((method, args))
+            while True:
+                status, value = self._receive()
+                if status == "done":
+                    if on_done:
+                        on_done(value)
+                    continue
+                if status == "error":
+                    raise value
+                return value
+
+    @property
+    def max_context(self) -> int:
+        return self._ready()["max_context"]
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._ready()["describe"])
+
+    def count_tokens(self, text: str) -> int:
+        if text not in self._tokens:  # prompts count the same few-shot block once per question
+            if len(self._tokens) > 100_000:
+                self._tokens.clear()
+            self._tokens[text] = self._call("count_tokens", text)
+        return self._tokens[text]
+
+    def truncate_left(self, text: str, max_tokens: int) -> str:
+        return self._call("truncate_left", text, max_tokens)
+
+    def _chat_prompt(self, prompt: str) -> str:
+        return self._call("chat_prompt", prompt)
+
+    def generate(self, requests: Sequence[Request], on_done=None) -> list[Completion]:
+        return self._call("generate", list(requests), on_done=on_done) if requests else []
+
+    def score(self, requests: Sequence[Request], on_done=None) -> list[Completion]:
+        return self._call("score", list(requests), on_done=on_done) if requests else []
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None:
+                self._connection.close()  # the server returns on EOF
+                self._process.join(timeout=10)
+                if self._process.is_alive():
+                    self._process.kill()
+                self._process = None

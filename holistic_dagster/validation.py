@@ -1,0 +1,164 @@
+"""Great Expectations validation of one frame, in this process or in a background one.
+
+Importing Great Expectations 1.x costs about 3 s of CPU (it pulls in scipy, altair and SQLAlchemy), which a
+short evaluation paid before its first check. The checks therefore name their expectations with `expect`
+(plain specs: the GX class name and its arguments) and GX objects are built where the validation runs. A
+command that knows checks will follow (`holistic evaluate`) calls `start_background()` first: a spawned process
+imports GX on the machine's other core while this one imports Dagster and the model, then validates each frame
+it is sent. Results are the same either way: both paths run `validate_here`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing
+import os
+import threading
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A Great Expectations expectation by class name (great_expectations.expectations.<type>) and arguments."""
+
+    type: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def build(self):
+        import great_expectations as gx
+
+        return getattr(gx.expectations, self.type)(**self.kwargs)
+
+
+class _Expectations:
+    """`expect.ExpectColumnValuesToBeUnique(column="id")`: GX's own class names, checked when built."""
+
+    def __getattr__(self, name: str):
+        if not name.startswith("Expect"):
+            raise AttributeError(name)
+        return lambda **kwargs: Expectation(name, kwargs)
+
+
+expect = _Expectations()
+
+
+@lru_cache(maxsize=1)
+def _batch_definition():
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    asset = context.data_sources.add_pandas("holistic").add_dataframe_asset("stage_table")
+    return asset.add_batch_definition_whole_dataframe("whole")
+
+
+def validate_here(
+    frame: pd.DataFrame, expectations: list[Expectation], examples: bool = True
+) -> tuple[bool, dict[str, Any]]:
+    """(all passed, details per failed expectation type: unexpected_count and, with examples, offending values)."""
+    import great_expectations as gx
+
+    batch_definition = _batch_definition()  # creates the GX context the suite needs
+    suite = gx.ExpectationSuite(name="stage")
+    for e in expectations:
+        suite.add_expectation(e.build())
+    result = batch_definition.get_batch(batch_parameters={"dataframe": frame}).validate(suite)
+    details = {}
+    for r in result.results:
+        if not r.success:
+            found = r.result.get("partial_unexpected_list") or r.result.get("observed_value")
+            key = r.expectation_config.type
+            if key in details:  # the same expectation on another column or pattern
+                config = r.expectation_config.kwargs
+                key += "".join(f" {config[k]}" for k in ("column", "regex") if k in config)
+            details[key] = {"unexpected_count": r.result.get("unexpected_count")}
+            if examples:  # not for text that must not be stored (a PII check's offending values)
+                details[key]["examples"] = _jsonable(found)
+    return bool(result.success), details
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in list(value)[:10]]
+    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+
+def _serve(connection) -> None:
+    """The background process: import GX at once, then validate what arrives until the pipe closes."""
+    _batch_definition()
+    while True:
+        try:
+            frame, expectations, examples = connection.recv()
+        except (EOFError, OSError):  # the parent closed the pipe or died
+            return
+        try:
+            reply = ("ok", validate_here(frame, expectations, examples))
+        except Exception as e:  # the parent raises it, as validating here would have
+            reply = ("error", e)
+        connection.send(reply)
+
+
+class BackgroundValidator:
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of Dagster's threads
+        self._connection, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child,), daemon=True, name="holistic-gx")
+        self._process.start()
+        child.close()
+        self._lock = threading.Lock()
+
+    def validate(self, frame, expectations, examples) -> tuple[bool, dict[str, Any]]:
+        with self._lock:
+            self._connection.send((frame, expectations, examples))
+            status, value = self._connection.recv()
+        if status == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        self._connection.close()  # the server returns on EOF
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+_background: BackgroundValidator | None = None
+
+
+def start_background() -> None:
+    """Validate in a background process from now on in this process (started once; ends when this one does)."""
+    global _background
+    if _background is None:
+        _background = BackgroundValidator()
+        atexit.register(stop_background)
+
+
+def stop_background() -> None:
+    global _background
+    if _background is not None:
+        _background.close()
+        _background = None
+
+
+def validate(
+    frame: pd.DataFrame, expectations: list[Expectation], examples: bool = True
+) -> tuple[bool, dict[str, Any]]:
+    """validate_here's result, computed in the background process when one was started."""
+    global _background
+    if _background is not None:
+        try:
+            return _background.validate(frame, expectations, examples)
+        except (EOFError, OSError, BrokenPipeError) as e:  # it died (killed, out of memory): go on without it
+            log.warning("the background validation process ended (%s): validating in this process", e)
+            _background = None
+    return validate_here(frame, expectations, examples)
