@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import atexit
 import logging
-import multiprocessing
 import os
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+
+from holistic_dagster import background
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -110,11 +111,7 @@ def _serve(connection) -> None:
 
 class BackgroundValidator:
     def __init__(self) -> None:
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of Dagster's threads
-        self._connection, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child,), daemon=True, name="holistic-gx")
-        self._process.start()
-        child.close()
+        self._process, self._connection = background.spawn(_serve, "holistic-gx")
         self._lock = threading.Lock()
 
     def validate(self, frame, expectations, examples) -> tuple[bool, dict[str, Any]]:
@@ -126,10 +123,7 @@ class BackgroundValidator:
         return value
 
     def close(self) -> None:
-        self._connection.close()  # the server returns on EOF
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
+        background.stop(self._process, self._connection)
 
 
 _background: BackgroundValidator | None = None

@@ -11,12 +11,12 @@ at once). Models start one after another: the next model's process is started wh
 
 from __future__ import annotations
 
-import multiprocessing
 import pickle
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from holistic_dagster import background
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
@@ -35,7 +35,7 @@ def _sendable(error: BaseException) -> BaseException:
         return ModelProcessError(f"{type(error).__name__}: {error}")
 
 
-def _serve(spec: ModelSpec, connection) -> None:
+def _serve(connection, spec: ModelSpec) -> None:
     """The model's process: load the model, say what the client needs to know, then answer calls until the pipe
     closes. generate and score send each finished batch as it finishes, then the result."""
     try:
@@ -81,13 +81,8 @@ class ModelProcessClient:
     def start(self) -> None:
         with self._lock:
             if self._process is None:
-                context = multiprocessing.get_context("spawn")  # a fresh interpreter: no fork of Dagster's threads
-                self._connection, child = context.Pipe()
-                self._process = context.Process(
-                    target=_serve, args=(self.spec, child), daemon=True, name=f"holistic-model-{self.spec.name}"
-                )
-                self._process.start()
-                child.close()
+                name = f"holistic-model-{self.spec.name}"
+                self._process, self._connection = background.spawn(_serve, name, self.spec)
 
     def _receive(self) -> tuple[str, Any]:
         try:
@@ -154,8 +149,5 @@ class ModelProcessClient:
     def close(self) -> None:
         with self._lock:
             if self._process is not None:
-                self._connection.close()  # the server returns on EOF
-                self._process.join(timeout=10)
-                if self._process.is_alive():
-                    self._process.kill()
+                background.stop(self._process, self._connection)
                 self._process = None
