@@ -144,8 +144,9 @@ class HttpClientBase:
 
 
 def _event_loop_factory():
-    """uvloop's event loop where installed (uvicorn's standard extra brings it): about half the CPU per request
-    of asyncio's own at high concurrency, which lets 2 cores keep up with one GPU server."""
+    """uvloop's event loop where installed (uvicorn's standard extra brings it): less CPU per request than
+    asyncio's own at high concurrency (bench/http_concurrency.py, 64 in flight: TGI 3.2-3.4x ideal instead of
+    3.9-4.2x on 2 cores)."""
     try:
         import uvloop
     except ImportError:

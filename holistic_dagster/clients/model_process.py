@@ -110,15 +110,21 @@ class ModelProcessClient:
         with self._lock:
             self._ready()
             self._connection.send((method, args))
-            while True:
+            try:
                 status, value = self._receive()
-                if status == "done":
+                while status == "done":
                     if on_done:
                         on_done(value)
-                    continue
-                if status == "error":
-                    raise value
-                return value
+                    status, value = self._receive()
+            except BaseException:
+                # interrupted mid-answer (on_done failed, Ctrl-C, the process died): what is still in the pipe
+                # belongs to this call, so the next use starts a new process
+                self.close()
+                self._info = None
+                raise
+            if status == "error":
+                raise value
+            return value
 
     @property
     def max_context(self) -> int:

@@ -101,3 +101,20 @@ def test_the_next_model_starts_when_the_one_before_is_ready():
     assert second.count_tokens("a b c") == first.count_tokens("a b c")
     first.close()
     second.close()
+
+
+def test_a_call_interrupted_mid_answer_leaves_the_client_usable(untrained_client):
+    """on_done raising (the completion cache's disk is full, say) leaves the rest of that answer in the pipe:
+    the next call must not read it as its own."""
+    client = ModelProcessClient(model_spec("demo-gpt2-untrained"))
+    requests = [_generate(p) for p in PROMPTS]
+
+    def full_disk(_):
+        raise OSError("No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        client.generate(requests, full_disk)
+    _same(client.generate(requests), untrained_client.generate(requests))
+    scored = [_score(PROMPTS[1], " blue")]
+    _same(client.score(scored), untrained_client.score(scored))
+    client.close()
