@@ -95,6 +95,8 @@ def _exit(code) -> None:
     if code is not None and not isinstance(code, int):  # as SystemExit does with a message
         print(code, file=sys.stderr)
         code = 1
+    if sys.getprofile() is not None or sys.gettrace() is not None:  # a profiler or debugger reports at teardown
+        sys.exit(code)
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
