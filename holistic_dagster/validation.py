@@ -116,8 +116,14 @@ class BackgroundValidator:
 
     def validate(self, frame, expectations, examples) -> tuple[bool, dict[str, Any]]:
         with self._lock:
-            self._connection.send((frame, expectations, examples))
-            status, value = self._connection.recv()
+            try:
+                self._connection.send((frame, expectations, examples))
+                status, value = self._connection.recv()
+            except BaseException:
+                # interrupted mid-answer (Ctrl-C) or the helper died: its pipe can no longer be trusted, and the
+                # next validation runs in this process (validate)
+                self.close()
+                raise
         if status == "error":
             raise value
         return value
@@ -152,7 +158,7 @@ def validate(
     if _background is not None:
         try:
             return _background.validate(frame, expectations, examples)
-        except (EOFError, OSError, BrokenPipeError) as e:  # it died (killed, out of memory): go on without it
+        except (EOFError, OSError) as e:  # it died (killed, out of memory): go on without it
             log.warning("the background validation process ended (%s): validating in this process", e)
             _background = None
     return validate_here(frame, expectations, examples)
