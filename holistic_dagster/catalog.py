@@ -351,6 +351,9 @@ class ModelSpec(_Strict):
 
 
 _PARSED: dict[tuple[str, bytes], Any] = {}  # (path, its content's digest) -> the parsed YAML
+# libyaml's parser where PyYAML was built with it (the wheels are): the same safe loading, 5-10x faster than the
+# pure-Python one (a command reads every scenario file of the catalog to build its definitions)
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _read_yaml(path: Path) -> Any:
@@ -363,7 +366,7 @@ def _read_yaml(path: Path) -> Any:
     key = (str(path), hashlib.blake2b(content, digest_size=16).digest())
     if key not in _PARSED:
         try:
-            _PARSED[key] = yaml.safe_load(content.decode("utf-8"))
+            _PARSED[key] = yaml.load(content.decode("utf-8"), Loader=_YAML_LOADER)
         except yaml.YAMLError as e:
             raise CatalogError(f"{path}: not valid YAML: {e}") from None
         except UnicodeDecodeError as e:

@@ -20,7 +20,7 @@ import random
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ class TokenBudget:
     truncate_left: Callable[[str, int], str]  # keep the last n tokens of a text
     # lays a rendered prompt out as the model's chat (a local model with `chat: true`); None: plain text
     chat_prompt: Callable[[str], str] | None = None
+    # counts many texts in one call, where that is cheaper than one call each (a model in another process)
+    count_tokens_many: Callable[[list[str]], list[int]] | None = None
 
 
 _WORD_ENDS = re.compile(r"\S(?=\s)")  # a non-space character followed by whitespace
@@ -176,7 +178,27 @@ class Adapter:
     """Renders prompts for one scenario with the sandboxed template and builds the requests."""
 
     def __init__(self, spec: AdapterSpec, templates_dir: Path, budget: TokenBudget):
-        self.spec, self.templates_dir, self.budget = spec, templates_dir, budget
+        self.spec, self.templates_dir = spec, templates_dir
+        self._count_once = budget.count_tokens
+        self._counts: dict[str, int] = {}  # a text's count, asked once (a few-shot prompt is counted twice)
+        self._primed: dict[str, str] = {}  # instance_id -> its prompt with every few-shot example (prime)
+        self.budget = replace(budget, count_tokens=self._count)
+
+    def _count(self, text: str) -> int:
+        if text not in self._counts:
+            self._counts[text] = self._count_once(text)
+        return self._counts[text]
+
+    def prime(self, tests: list[Instance], shots: dict[str, list[Instance]]) -> None:
+        """Renders and counts, in one call to the model's tokenizer, each question's prompt as it most often
+        ends up (every few-shot example kept): a model in another process then answers one call instead of one
+        per prompt. Nothing to do for methods whose prompts are not fitted this way, or without count_tokens_many."""
+        many = self.budget.count_tokens_many
+        if many is None or self.spec.method in ("language_modeling", "ranking_binary"):
+            return
+        self._primed = {t.instance_id: self._render(t, shots.get(t.subset, [])) for t in tests}
+        texts = [text for text in dict.fromkeys(self._primed.values()) if text not in self._counts]
+        self._counts.update(zip(texts, many(texts)))
 
     def _render(self, instance: Instance, train: list[Instance], passage: str | None = None) -> str:
         s = self.spec
@@ -207,7 +229,8 @@ class Adapter:
         """Drop few-shot examples (last first) until the prompt fits; then truncate it from the left."""
         limit = self.budget.max_context - reserve
         for k in range(len(train), -1, -1):
-            prompt = self._render(instance, train[:k], passage)
+            primed = self._primed.pop(instance.instance_id, None) if k == len(train) and passage is None else None
+            prompt = primed or self._render(instance, train[:k], passage)
             if self.budget.count_tokens(prompt) <= limit:
                 return prompt, k, False
         return self.budget.truncate_left(prompt, max(limit, 1)), 0, True
@@ -301,11 +324,9 @@ def build_requests(
     # ranking: each held-out query gives two examples (a relevant and an irrelevant passage), as in HELM
     k = -(-spec.max_train_instances // 2) if spec.method == "ranking_binary" else spec.max_train_instances
     shots = {subset: select_few_shot(pool, k, seed) for subset, pool in pools.items()}
-    requests: list[Request] = []
-    for inst in instances:
-        if inst.split == "test":
-            requests.extend(adapter.requests(inst, shots.get(inst.subset, [])))
-    return requests
+    tests = [inst for inst in instances if inst.split == "test"]
+    adapter.prime(tests, shots)
+    return [request for inst in tests for request in adapter.requests(inst, shots.get(inst.subset, []))]
 
 
 def greedy_request(instance_id: str, prompt: str, max_tokens: int, count_tokens: Callable[[str], int]) -> Request:

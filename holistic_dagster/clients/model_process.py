@@ -140,6 +140,17 @@ class ModelProcessClient:
             self._tokens[text] = self._call("count_tokens", text)
         return self._tokens[text]
 
+    def count_tokens_many(self, texts: list[str]) -> list[int]:
+        """One round trip for all the texts not counted yet (a prompts stage asks for hundreds)."""
+        counts = {text: self._tokens[text] for text in texts if text in self._tokens}
+        missing = [text for text in dict.fromkeys(texts) if text not in counts]
+        if missing:
+            counts.update(zip(missing, self._call("count_tokens_many", missing)))
+            if len(self._tokens) + len(missing) > 100_000:
+                self._tokens.clear()
+            self._tokens.update((text, counts[text]) for text in missing)
+        return [counts[text] for text in texts]
+
     def truncate_left(self, text: str, max_tokens: int) -> str:
         return self._call("truncate_left", text, max_tokens)
 

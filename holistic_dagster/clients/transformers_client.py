@@ -88,6 +88,9 @@ class TransformersClient:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def count_tokens_many(self, texts: list[str]) -> list[int]:
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
+
     def truncate_left(self, text: str, max_tokens: int) -> str:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return self.tokenizer.decode(ids[-max_tokens:]) if len(ids) > max_tokens else text

@@ -26,7 +26,11 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
             f"context window of {client.max_context} tokens: lower `max_tokens` in its adapter"
         )
     budget = TokenBudget(
-        client.max_context, client.count_tokens, client.truncate_left, getattr(client, "chat_prompt", None)
+        client.max_context,
+        client.count_tokens,
+        client.truncate_left,
+        getattr(client, "chat_prompt", None),
+        getattr(client, "count_tokens_many", None),
     )
     requests = build_requests(
         load_dataset(stage, version, scenario), adapter, stage.catalog.templates_dir, budget, pin.seed

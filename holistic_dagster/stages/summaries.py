@@ -18,7 +18,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import FAMILIES, NO_CI, REFERENCE_FAMILIES, is_headline, lower_is_better, metric
-from holistic_dagster.metrics.calibration import calibration_metrics
+from holistic_dagster.metrics.calibration import calibration_metrics_per_row
 from holistic_dagster.metrics.scoring import CORRECTNESS
 from holistic_dagster.metrics.statistics import (
     N_BOOT,
@@ -205,13 +205,21 @@ def _calibration_ci(rows, c, n_boot: int, seed: int, memo: dict) -> tuple[float,
     return float(low), float(high)
 
 
+BOOT_BATCH_CELLS = 2_000_000  # resampled pairs scored at once: a few tens of MB however large the scenario
+
+
 def _calibration_boot(pairs: pd.DataFrame, n_boot: int, seed: int) -> dict[str, np.ndarray] | None:
     p, k = pairs["p"].to_numpy(), pairs["c"].to_numpy()
     if len(p) == 0:
         return None
     rng = np.random.default_rng(seed)
-    samples = [calibration_metrics(p[i], k[i]) for i in (rng.integers(0, len(p), size=len(p)) for _ in range(n_boot))]
-    return {m: np.array([x[m] for x in samples]) for m in samples[0]}
+    resamples = [rng.integers(0, len(p), size=len(p)) for _ in range(n_boot)]
+    step = max(1, BOOT_BATCH_CELLS // len(p))
+    parts = [
+        calibration_metrics_per_row(p[block], k[block])
+        for block in (np.stack(resamples[i : i + step]) for i in range(0, n_boot, step))
+    ]
+    return {m: np.concatenate([part[m] for part in parts]) for m in parts[0]}
 
 
 def headline_columns(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.DataFrame:

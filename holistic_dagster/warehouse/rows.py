@@ -4,7 +4,6 @@ schema.sql, and read back. The stages call these and never spell out a table's c
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
@@ -130,8 +129,9 @@ def completion_from_row(r: Any) -> Completion:
 
 
 def instance_score_row(s: InstanceScore, provenance_id: str) -> dict[str, Any]:
-    return {**asdict(s), "provenance_id": provenance_id}  # the columns are the record's fields
+    # the columns are the record's fields, all scalars: its __dict__ (asdict deep-copies each one)
+    return {**vars(s), "provenance_id": provenance_id}
 
 
 def scenario_metric_row(m: ScenarioMetric, provenance_id: str) -> dict[str, Any]:
-    return {**asdict(m), "provenance_id": provenance_id}
+    return {**vars(m), "provenance_id": provenance_id}

@@ -116,6 +116,37 @@ def test_too_long_prompts_lose_few_shot_examples_first_then_are_truncated(catalo
     assert WORDS.count_tokens(cut.prompt) == 33 and cut.prompt.endswith("long Answer:")  # the end survives
 
 
+@pytest.mark.parametrize("method", ["generation", "multiple_choice_joint", "multiple_choice_separate_original"])
+def test_prompts_counted_in_one_call_are_the_prompts_counted_one_by_one(catalog, method):
+    """A model in another process counts the full few-shot prompts in one call (count_tokens_many); the
+    requests are those of counting one at a time, and only what that call did not cover is counted alone."""
+    spec = AdapterSpec(method=method, max_train_instances=2, max_tokens=2)
+    train = [mc(f"t{i}", "word " * 10, ["a", "b"], 0, "train") for i in range(3)]
+    tests = [mc("short", "short question", ["yes", "no"], 1), mc("long", "long " * 30, ["yes", "no"], 0)]
+    alone, batched = [], []
+
+    def count(text: str) -> int:
+        alone.append(text)
+        return len(text.split())
+
+    def count_many(texts: list[str]) -> list[int]:
+        batched.append(list(texts))
+        return [len(t.split()) for t in texts]
+
+    one_by_one = build_requests(
+        [*train, *tests], spec, catalog.templates_dir, TokenBudget(50, count, WORDS.truncate_left), 0
+    )
+    counted_alone = list(alone)
+    alone.clear()
+    budget = TokenBudget(50, count, WORDS.truncate_left, count_tokens_many=count_many)
+    assert build_requests([*train, *tests], spec, catalog.templates_dir, budget, 0) == one_by_one
+    assert [r.num_train_instances for r in one_by_one if r.instance_id == "long"][0] < 2  # it had to drop shots
+    (full_prompts,) = batched  # one call: each question with both examples
+    assert len(full_prompts) == 2 and all(p.count("word") == 20 for p in full_prompts)
+    assert not set(full_prompts) & set(alone)  # never counted again
+    assert len(alone) == len(set(alone)) < len(counted_alone)  # the rest once each
+
+
 def test_request_id_changes_with_decoding_parameters(catalog):
     inst = [qa("e1", "q", "a")]
     a = build_requests(inst, AdapterSpec(method="generation", max_tokens=5), catalog.templates_dir, WORDS, 0)[0]

@@ -63,8 +63,13 @@ def test_answers_as_the_in_process_client(remote, untrained_client):
     scored = [_score(p, " yes") for p in PROMPTS] + [_score(PROMPTS[0], " 4")]
     _same(remote.score(scored), untrained_client.score(scored))
 
-    for text in (*PROMPTS, "", "naïve café ☕ " * 20):
+    texts = [*PROMPTS, "", "naïve café ☕ " * 20]
+    for text in texts:
         assert remote.count_tokens(text) == untrained_client.count_tokens(text)
+    fresh = [text + " again" for text in texts]  # not counted yet: one call for all of them
+    assert remote.count_tokens_many([*fresh, fresh[0], texts[1]]) == [
+        untrained_client.count_tokens(text) for text in [*fresh, fresh[0], texts[1]]
+    ]
     assert remote.truncate_left(PROMPTS[2], 4) == untrained_client.truncate_left(PROMPTS[2], 4)
     assert remote.max_context == untrained_client.max_context
     assert remote.describe() == untrained_client.describe()

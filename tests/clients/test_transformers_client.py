@@ -103,6 +103,9 @@ def test_token_counting_and_left_truncation(untrained_client):
     kept = untrained_client.truncate_left(text, 3)
     assert untrained_client.count_tokens(kept) <= 3 and text.endswith(kept.strip())
     assert untrained_client.truncate_left(text, n) == text
+    texts = [text, kept, "", "naïve café ☕ " * 20]
+    assert untrained_client.count_tokens_many(texts) == [untrained_client.count_tokens(t) for t in texts]
+    assert untrained_client.count_tokens_many([]) == []
 
 
 def test_describe_records_backend_revision_and_versions(untrained_client):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -23,6 +24,7 @@ from holistic_dagster.metrics.calibration import (
     CALIBRATION_METRICS,
     NO_LOGPROBS,
     calibration_metrics,
+    calibration_metrics_per_row,
     equal_mass_bin_edges,
     equal_mass_bins,
     expected_calibration_error,
@@ -89,6 +91,44 @@ def test_all_probabilities_equal_make_one_bin():
     # edges 0.8, 0.8, 1.0 -> [0.8, 1.0]: every 0.8 in the first bin: |0.8 - 2/3| = 2/15 (by count: 0.4)
     assert expected_calibration_error([0.8, 0.8, 0.8], [1, 0, 1], 10) == pytest.approx(2 / 15)
     assert equal_mass_bins([0.8, 0.8, 0.8], [1, 0, 1], 10) == [(pytest.approx(0.8), pytest.approx(2 / 3), 3)]
+
+
+def test_per_row_metrics_are_the_row_by_row_ones():
+    """The bootstrap's batched path gives calibration_metrics of each resample: the hand-checked rows above
+    (ties across run boundaries, all equal, a 1.0 on the last edge) and random ones, with and without ties."""
+    rows = [
+        ([0.2, 0.4, 0.4, 0.4, 0.9, 0.9], [1, 1, 0, 0, 1, 1]),
+        ([0.8, 0.8, 0.8, 0.8, 0.8, 0.8], [1, 0, 1, 1, 0, 0]),
+        ([0.7, 0.7, 0.7, 0.2, 1.0, 1.0], [0, 1, 1, 1, 1, 0]),
+    ]
+    got = calibration_metrics_per_row(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
+    assert got["ece_10_bin"][0] == pytest.approx(0.2)  # as test_tied_probabilities_share_a_bin...
+    assert got["ece_10_bin"][1] == pytest.approx(abs(0.8 - 0.5))  # one bin
+    for i, (p, c) in enumerate(rows):
+        assert {m: v[i] for m, v in got.items()} == pytest.approx(calibration_metrics(p, c), abs=1e-12)
+    rng = np.random.default_rng(7)
+    for n, values in ((1, None), (3, None), (25, None), (200, None), (40, [0.25, 0.5, 0.75, 1.0])):
+        p = rng.random((9, n)) if values is None else rng.choice(values, (9, n))
+        c = (rng.random((9, n)) < 0.5).astype(float)
+        got = calibration_metrics_per_row(p, c)
+        for i in range(9):
+            assert {m: v[i] for m, v in got.items()} == pytest.approx(calibration_metrics(p[i], c[i]), abs=1e-12)
+
+
+def test_the_bootstrap_resamples_pairs_as_one_at_a_time(monkeypatch):
+    """The leaderboard's calibration CIs: the same seeded resamples, each scored by calibration_metrics (batched
+    in blocks; here blocks of 40 of 900 pairs)."""
+    from holistic_dagster.stages import summaries
+
+    monkeypatch.setattr(summaries, "BOOT_BATCH_CELLS", 40 * 900)
+    rng = np.random.default_rng(3)
+    pairs = pd.DataFrame({"p": np.round(rng.random(900), 2), "c": (rng.random(900) < 0.6).astype(float)})
+    got = summaries._calibration_boot(pairs, n_boot=120, seed=11)
+    draw = np.random.default_rng(11)
+    p, c = pairs["p"].to_numpy(), pairs["c"].to_numpy()
+    want = [calibration_metrics(p[i], c[i]) for i in (draw.integers(0, 900, size=900) for _ in range(120))]
+    for m in CALIBRATION_METRICS:
+        assert got[m] == pytest.approx([w[m] for w in want], abs=1e-12)
 
 
 def _req(rid: str, iid: str) -> Request:
