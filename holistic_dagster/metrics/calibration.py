@@ -115,8 +115,8 @@ def calibration_metrics(probs: list[float], correct: list[float]) -> dict[str, f
 
 def calibration_metrics_per_row(probs: np.ndarray, correct: np.ndarray) -> dict[str, np.ndarray]:
     """calibration_metrics of every row of two (rows, n) arrays at once, as calling it row by row would give
-    (the bootstrap's resamples: a thousand calls cost half a second; this, a few milliseconds). Probabilities
-    outside [0, 1] (none come from log-probabilities) take the row-by-row path."""
+    (the bootstrap's resamples: 1,000 resamples of 639 pairs took 0.46-0.54 s one call each, 0.19 s here).
+    Probabilities outside [0, 1] (none come from log-probabilities) take the row-by-row path."""
     p, c = np.asarray(probs, float), np.asarray(correct, float)
     if p.shape[1] == 0 or not ((p >= 0) & (p <= 1)).all():
         rows = [calibration_metrics(pr, cr) for pr, cr in zip(p, c)]
