@@ -197,7 +197,10 @@ class Adapter:
         if many is None or self.spec.method in ("language_modeling", "ranking_binary"):
             return
         self._primed = {t.instance_id: self._render(t, shots.get(t.subset, [])) for t in tests}
-        texts = [text for text in dict.fromkeys(self._primed.values()) if text not in self._counts]
+        texts = list(self._primed.values())
+        if self.spec.method.startswith("multiple_choice_separate"):  # each choice's length is counted too
+            texts += [" " + r.output for t in tests for r in t.references]
+        texts = [text for text in dict.fromkeys(texts) if text not in self._counts]
         self._counts.update(zip(texts, many(texts)))
 
     def _render(self, instance: Instance, train: list[Instance], passage: str | None = None) -> str:

@@ -141,9 +141,12 @@ def test_prompts_counted_in_one_call_are_the_prompts_counted_one_by_one(catalog,
     budget = TokenBudget(50, count, WORDS.truncate_left, count_tokens_many=count_many)
     assert build_requests([*train, *tests], spec, catalog.templates_dir, budget, 0) == one_by_one
     assert [r.num_train_instances for r in one_by_one if r.instance_id == "long"][0] < 2  # it had to drop shots
-    (full_prompts,) = batched  # one call: each question with both examples
+    (counted,) = batched  # one call: each question with both examples (and, scoring choices, each choice)
+    full_prompts = [text for text in counted if "word" in text]
     assert len(full_prompts) == 2 and all(p.count("word") == 20 for p in full_prompts)
-    assert not set(full_prompts) & set(alone)  # never counted again
+    choices = {" yes", " no"} if method.startswith("multiple_choice_separate") else set()
+    assert set(counted) == set(full_prompts) | choices
+    assert not set(counted) & set(alone)  # never counted again
     assert len(alone) == len(set(alone)) < len(counted_alone)  # the rest once each
 
 
