@@ -54,6 +54,7 @@ from holistic_dagster.warehouse import (
     SCHEMA_VERSION,
     TABLES,
     WarehouseWriteError,
+    _literal,
     run_user_query,
 )
 
@@ -113,10 +114,6 @@ def _schema() -> _Schema:
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 class SharedStore:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import duckdb
 import pandas as pd
 import pytest
@@ -79,6 +82,35 @@ def test_query_reaches_nothing_but_the_warehouse(tmp_path, statement):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
     assert other.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 1
     assert wh.query("SELECT count(*) FROM source_files")[1] == [(2,)]  # reading the warehouse still works
+
+
+def _open_from_another_process(path) -> str:
+    """What another process gets when it opens the file read-write with DuckDB itself (no lock of ours)."""
+    code = (
+        "import duckdb, sys\n"
+        "try:\n    duckdb.connect(sys.argv[1]).close(); print('opened')\n"
+        "except duckdb.Error as e:\n    print(e)"
+    )
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_file_is_closed_between_connections_and_open_only_within_one(tmp_path):
+    """Connections attach the file to one in-memory instance the process keeps: the file itself must still be
+    closed when a connection ends, or no other process could write it."""
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 3)})
+    assert _open_from_another_process(wh.path).strip() == "opened"
+    with wh.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM source_files").fetchone() == (3,)
+        assert "lock" in _open_from_another_process(wh.path)  # DuckDB's own file lock, held by this process
+        with wh.connect(read_only=True) as inner:  # nested: the same attached file
+            assert inner.execute("SELECT count(*) FROM source_files").fetchone() == (3,)
+        assert con.execute("SELECT count(*) FROM source_files").fetchone() == (3,)  # the outer one still works
+        with pytest.raises(HolisticError, match="cannot write inside a read-only connection"):
+            wh.upsert("source_files", _files("v1", 1))
+    assert _open_from_another_process(wh.path).strip() == "opened"
+    wh.replace({"version": "v2", "scenario": "s"}, {"source_files": _files("v2", 1)})  # and writes again
+    assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 4
 
 
 def test_reading_a_missing_warehouse_says_what_to_do(tmp_path):
