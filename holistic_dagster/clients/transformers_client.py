@@ -106,7 +106,9 @@ class TransformersClient:
             "hardware": torch.cuda.get_device_name(0)
             if self.device.type == "cuda"
             else f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)",
-            "library_versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+            # plain str: torch's version is a TorchVersion, and unpickling one (the model process sends this
+            # description) imports all of torch in the receiving process
+            "library_versions": {"torch": str(torch.__version__), "transformers": transformers.__version__},
         }
 
     # --- generation -----------------------------------------------------------------------------------

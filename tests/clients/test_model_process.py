@@ -73,6 +73,8 @@ def test_answers_as_the_in_process_client(remote, untrained_client):
     assert remote.truncate_left(PROMPTS[2], 4) == untrained_client.truncate_left(PROMPTS[2], 4)
     assert remote.max_context == untrained_client.max_context
     assert remote.describe() == untrained_client.describe()
+    # plain values only: the evaluating process must not import torch to read the description
+    assert {type(v) for v in remote.describe()["library_versions"].values()} == {str}
     assert remote.generate([]) == [] and remote.score([]) == []
 
 
