@@ -329,39 +329,35 @@ def _schema_version(con: duckdb.DuckDBPyConnection) -> str | None:
 
 _ENGINES: dict[int, duckdb.DuckDBPyConnection] = {}  # by process: a forked child cannot use its parent's
 _ENGINE_LOCK = threading.Lock()
-_ATTACHED: dict[Path, tuple[str, bool, int]] = {}  # path -> (alias, read-only, connections using it)
+# path -> (the instance it is attached to, alias, read-only, connections using it)
+_ATTACHED: dict[Path, tuple[duckdb.DuckDBPyConnection, str, bool, int]] = {}
 _ALIASES = itertools.count()
 
 
-def _engine_cursor() -> duckdb.DuckDBPyConnection:
-    """A connection to this process's in-memory instance (one engine thread for our own reads and writes:
-    small tables, and a model's threads need the cores)."""
-    with _ENGINE_LOCK:
-        engine = _ENGINES.get(os.getpid())
-        if engine is None:
-            # what a big query spills goes to the system's temporary folder, not a `.tmp` in the working directory
-            spill = os.path.join(tempfile.gettempdir(), f"holistic-duckdb-{os.getpid()}")
-            engine = _ENGINES[os.getpid()] = duckdb.connect(config={"threads": 1, "temp_directory": spill})
-        return engine.cursor()
+def _engine() -> duckdb.DuckDBPyConnection:
+    """This process's in-memory instance (one engine thread for our own reads and writes: small tables, and a
+    model's threads need the cores). Called with _ENGINE_LOCK held."""
+    engine = _ENGINES.get(os.getpid())
+    if engine is None:
+        # what a big query spills goes to the system's temporary folder, not a `.tmp` in the working directory
+        spill = os.path.join(tempfile.gettempdir(), f"holistic-duckdb-{os.getpid()}")
+        engine = _ENGINES[os.getpid()] = duckdb.connect(config={"threads": 1, "temp_directory": spill})
+    return engine
 
 
 @contextmanager
 def _attached(path: Path, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection whose default database is the file at `path`, attached for the block's duration. Called with
     the file's lock held; a connection nested in another (same thread) uses the file already attached."""
-    con = _engine_cursor()
-    try:
-        with _ENGINE_LOCK:
-            alias, attached_read_only, users = _ATTACHED.get(path, ("", False, 0))
-            if users and attached_read_only and not read_only:
-                raise HolisticError(f"warehouse {path}: cannot write inside a read-only connection to it")
-            if not users:
-                alias, attached_read_only = f"warehouse_{next(_ALIASES)}", read_only
-                con.execute(f"ATTACH {_literal(str(path))} AS {alias}" + (" (READ_ONLY)" if read_only else ""))
-            _ATTACHED[path] = (alias, attached_read_only, users + 1)
-    except BaseException:
-        con.close()
-        raise
+    with _ENGINE_LOCK:
+        engine, alias, attached_read_only, users = _ATTACHED.get(path) or (_engine(), "", read_only, 0)
+        if users and attached_read_only and not read_only:
+            raise HolisticError(f"warehouse {path}: cannot write inside a read-only connection to it")
+        if not users:
+            alias = f"warehouse_{next(_ALIASES)}"
+            engine.execute(f"ATTACH {_literal(str(path))} AS {alias}" + (" (READ_ONLY)" if read_only else ""))
+        _ATTACHED[path] = (engine, alias, attached_read_only, users + 1)
+        con = engine.cursor()
     try:
         con.execute(f"USE {alias}")
         yield con
@@ -372,16 +368,17 @@ def _attached(path: Path, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection
 
 def _release(path: Path) -> None:
     with _ENGINE_LOCK:
-        alias, read_only, users = _ATTACHED.pop(path)
+        engine, alias, read_only, users = _ATTACHED.pop(path)
         if users > 1:
-            _ATTACHED[path] = (alias, read_only, users - 1)
+            _ATTACHED[path] = (engine, alias, read_only, users - 1)
             return
-        engine = _ENGINES[os.getpid()]
         try:
             engine.execute(f"DETACH {alias}")
         except duckdb.Error:
-            # the instance is unusable (e.g. invalidated by a failed write): closing it closes the file
-            del _ENGINES[os.getpid()]
+            # the instance is unusable (e.g. invalidated by a failed write): closing it closes the file, and the
+            # next connection starts a new one
+            if _ENGINES.get(os.getpid()) is engine:
+                del _ENGINES[os.getpid()]
             with contextlib.suppress(duckdb.Error):
                 engine.close()
 
