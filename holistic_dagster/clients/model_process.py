@@ -6,11 +6,14 @@ everything else a command does first (Dagster, the datasets, the checks). `holis
 each local model in a spawned process as it begins, and the stages talk to it through `ModelProcessClient`: the
 same TransformersClient runs there, so completions, log-probabilities and the recorded description are those
 of the in-process client; finished batches stream back as they finish (the completion cache still saves each
-at once). Models start one after another: the next model's process is started when the previous one is ready.
+at once). A model's process is ready as soon as its tokenizer is: the prompts stage needs only that, and the
+weights (the model's classes: seconds of imports) load meanwhile. Models start one after another: the next
+model's process is started when the previous one has its weights (its first batch is answered).
 """
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import threading
 from collections.abc import Sequence
@@ -41,11 +44,14 @@ def _serve(connection, spec: ModelSpec) -> None:
     try:
         from holistic_dagster.clients.transformers_client import TransformersClient
 
-        client = TransformersClient(spec)
+        client = TransformersClient(spec, load_model=False)
         connection.send(("ready", {"max_context": client.max_context, "describe": client.describe()}))
     except BaseException as e:
         connection.send(("error", _sendable(e)))
         return
+    # the weights load while the evaluation builds its prompts, which need only the tokenizer; a load that
+    # fails here fails again, with its message, at the first call that needs the model
+    threading.Thread(target=_load_quietly, args=(client,), name="load-model", daemon=True).start()
     while True:
         try:
             method, args = connection.recv()
@@ -61,6 +67,11 @@ def _serve(connection, spec: ModelSpec) -> None:
             connection.send(("result", result))
         except Exception as e:
             connection.send(("error", _sendable(e)))
+
+
+def _load_quietly(client) -> None:
+    with contextlib.suppress(Exception):
+        client.load_model()
 
 
 class ModelProcessClient:
@@ -102,8 +113,6 @@ class ModelProcessClient:
                 if status == "error":
                     raise value
                 self._info = value
-                if self._then:
-                    self._then.start()
             return self._info
 
     def _call(self, method: str, *args, on_done=None) -> Any:
@@ -112,6 +121,8 @@ class ModelProcessClient:
             self._connection.send((method, args))
             try:
                 status, value = self._receive()
+                if self._then and method in ("generate", "score") and status != "error":
+                    self._then.start()  # this model has its weights: the next one loads while this one works
                 while status == "done":
                     if on_done:
                         on_done(value)

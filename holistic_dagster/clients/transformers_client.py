@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import platform
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
 from holistic_dagster.catalog import ModelSpec
@@ -44,7 +45,10 @@ class TransformersClient:
     backend = "transformers"
     supports_prompt_logprobs = True
 
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, load_model: bool = True):
+        """load_model=False: the tokenizer, the context window and the description only; the weights load at
+        the first call that needs them, or when `load_model()` is called (the model's process does that in the
+        background while the evaluation builds its prompts: importing the model's classes costs seconds)."""
         self.spec = spec
         path = spec.path
         if path.startswith("demo:"):
@@ -61,12 +65,10 @@ class TransformersClient:
             else ("cpu" if spec.device == "auto" else spec.device)
         )
         self.tokenizer = AutoTokenizer.from_pretrained(path, revision=spec.revision)
-        self.model = AutoModelForCausalLM.from_pretrained(path, revision=spec.revision).to(self.device).eval()
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        window = getattr(self.model.config, "max_position_embeddings", None) or getattr(
-            self.model.config, "n_positions", 2048
-        )
+        config = AutoConfig.from_pretrained(path, revision=spec.revision)  # the model's own config, as it loads it
+        window = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 2048)
         self.max_context = spec.max_context or int(window)
         self.revision = spec.revision or (
             (gguf_models.gguf_revision(Path(path)) or _revision(Path(path))) if local else "unpinned"
@@ -74,9 +76,32 @@ class TransformersClient:
         if spec.chat and not self.tokenizer.chat_template:
             raise CatalogError(f"model {spec.name!r}: `chat: true` but {path} has no chat template")
         self.chat_prompt = self._chat_prompt if spec.chat else None
-        # every id that ends a turn (generation_config may list several, e.g. Llama 3's <|eot_id|>)
-        eos = getattr(self.model.generation_config, "eos_token_id", None)
-        self.eos_ids = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+        self._model = None
+        self._loading = threading.Lock()
+        if load_model:
+            self.load_model()
+
+    def load_model(self) -> Any:
+        """The model, its weights loaded once (concurrent callers wait for the one load)."""
+        with self._loading:
+            if self._model is None:
+                model = AutoModelForCausalLM.from_pretrained(self.path, revision=self.spec.revision)
+                model = model.to(self.device).eval()
+                # every id that ends a turn (generation_config may list several, e.g. Llama 3's <|eot_id|>)
+                eos = getattr(model.generation_config, "eos_token_id", None)
+                self._eos_ids = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+                self._model = model
+        return self._model
+
+    @property
+    def model(self) -> Any:
+        return self._model if self._model is not None else self.load_model()
+
+    @property
+    def eos_ids(self) -> set[int]:
+        if self._model is None:
+            self.load_model()
+        return self._eos_ids
 
     def _chat_prompt(self, prompt: str) -> str:
         """The prompt as the model's chat: one user turn, then the assistant's turn left open."""

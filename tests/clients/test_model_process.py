@@ -98,12 +98,14 @@ def test_a_killed_model_process_is_an_error_naming_the_model(untrained_client):
     client.close()
 
 
-def test_the_next_model_starts_when_the_one_before_is_ready():
+def test_the_next_model_starts_when_the_one_before_has_its_weights():
     second = ModelProcessClient(model_spec("demo-gpt2-untrained"))
     first = ModelProcessClient(model_spec("demo-gpt2-untrained"), then=second)
     first.start()
     assert second._process is None  # not started while the first one loads
-    assert first.max_context > 0
+    assert first.max_context > 0 and first.count_tokens("a b c") == 3  # ready with its tokenizer
+    assert second._process is None  # its weights may still be loading
+    assert first.generate([_generate(PROMPTS[0])])[0].num_completion_tokens > 0
     assert second._process is not None
     assert second.count_tokens("a b c") == first.count_tokens("a b c")
     first.close()

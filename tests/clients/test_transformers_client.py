@@ -224,3 +224,18 @@ def test_long_prompts_run_in_smaller_batches():
     # 1000 x 4 rows fits (4096 // 1000 = 4): 1000, 1000, 900, 100; then batch_size caps the short ones
     assert batches == [[0], [1], [2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13]]
     assert [i for b in batches for i in b] == order
+
+
+def test_a_client_without_its_weights_yet_counts_describes_and_then_loads_them(untrained_client):
+    """The model's process answers the prompts stage (token counts, the context window, the description) before
+    the weights load; what it then generates is what the eagerly loaded client generates."""
+    from holistic_dagster.clients.transformers_client import TransformersClient
+
+    lazy = TransformersClient(untrained_client.spec, load_model=False)
+    assert lazy._model is None
+    assert lazy.max_context == untrained_client.max_context and lazy.describe() == untrained_client.describe()
+    assert lazy.count_tokens_many(["a b c", ""]) == [3, 0]
+    assert lazy._model is None  # none of that needed the weights
+    req = Request(request_id="g", instance_id="i", kind="generate", prompt="Answer:", max_tokens=4)
+    assert lazy.generate([req])[0].tokens == untrained_client.generate([req])[0].tokens
+    assert lazy.eos_ids == untrained_client.eos_ids
