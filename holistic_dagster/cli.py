@@ -182,11 +182,13 @@ def _evaluate(
         return
     from holistic_dagster import validation
     from holistic_dagster.clients import start_model_processes
+    from holistic_dagster.report import plots
 
     # what takes seconds to load (Great Expectations, each local model) loads in processes of its own, on the
-    # other core, while this one loads Dagster and builds the datasets
+    # other core, while this one loads Dagster and builds the datasets; matplotlib loads with what CPU is left
     validation.start_background()
     start_model_processes([registry[name] for name in names])
+    plots.start_background()
     from dagster import DagsterInstance
 
     from holistic_dagster.definitions import build_definitions

@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -94,52 +93,14 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
 
 
-def _serve(connection) -> None:
-    """The background process: import GX at once, then validate what arrives until the pipe closes."""
-    _batch_definition()
-    while True:
-        try:
-            frame, expectations, examples = connection.recv()
-        except (EOFError, OSError):  # the parent closed the pipe or died
-            return
-        try:
-            reply = ("ok", validate_here(frame, expectations, examples))
-        except Exception as e:  # the parent raises it, as validating here would have
-            reply = ("error", e)
-        connection.send(reply)
-
-
-class BackgroundValidator:
-    def __init__(self) -> None:
-        self._process, self._connection = background.spawn(_serve, "holistic-gx")
-        self._lock = threading.Lock()
-
-    def validate(self, frame, expectations, examples) -> tuple[bool, dict[str, Any]]:
-        with self._lock:
-            try:
-                self._connection.send((frame, expectations, examples))
-                status, value = self._connection.recv()
-            except BaseException:
-                # interrupted mid-answer (Ctrl-C) or the helper died: its pipe can no longer be trusted, and the
-                # next validation runs in this process (validate)
-                self.close()
-                raise
-        if status == "error":
-            raise value
-        return value
-
-    def close(self) -> None:
-        background.stop(self._process, self._connection)
-
-
-_background: BackgroundValidator | None = None
+_background: background.Helper | None = None
 
 
 def start_background() -> None:
     """Validate in a background process from now on in this process (started once; ends when this one does)."""
     global _background
     if _background is None:
-        _background = BackgroundValidator()
+        _background = background.Helper("holistic-gx", __name__, warm_up="_batch_definition")
         atexit.register(stop_background)
 
 
@@ -157,7 +118,7 @@ def validate(
     global _background
     if _background is not None:
         try:
-            return _background.validate(frame, expectations, examples)
+            return _background.call("validate_here", frame, expectations, examples)
         except (EOFError, OSError) as e:  # it died (killed, out of memory): go on without it
             log.warning("the background validation process ended (%s): validating in this process", e)
             _background = None

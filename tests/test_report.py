@@ -4,6 +4,7 @@ headline tables per family, a page per scenario and its predictions, read back f
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -221,6 +222,34 @@ def test_the_perturbation_chart_is_omitted_with_a_reason_where_it_would_be_empty
     assert png and not why
     png, why = plots.perturbation_chart(zero.iloc[:1], "qa", "exact_match")
     assert png is None and "no robustness or fairness perturbation" in why
+
+
+@pytest.mark.slow  # a process of its own imports matplotlib
+def test_plots_drawn_in_the_background_process_are_those_drawn_here(caplog):
+    """`holistic evaluate` draws the report's plots in a low-priority process: the same PNG bytes; and a
+    background process that died leaves the plots drawn here."""
+    cells = cells_frame(
+        [
+            ("accuracy", "qa", "exact_match", "", "a", 0.5, 0.4, 0.6),
+            ("robustness", "qa", "exact_match", "typos", "a", 0.25, 0.2, 0.3),
+            ("robustness", "qa", "exact_match", "worst", "a", 0.25, 0.2, 0.3),
+        ]
+    )
+    here = plots.perturbation_chart.__wrapped__(cells, "qa", "exact_match")
+    plots.start_background()
+    try:
+        helper = plots._background
+        assert helper._process.is_alive()
+        # the helper draws it (waiting for its warm-up), exactly as this process does
+        assert helper.call("perturbation_chart", cells, "qa", "exact_match") == here
+        assert helper.warm() and plots.perturbation_chart(cells, "qa", "exact_match") == here
+        helper._process.kill()
+        helper._process.join(timeout=10)
+        with caplog.at_level(logging.WARNING, logger="holistic_dagster.report.plots"):
+            assert plots.perturbation_chart(cells, "qa", "exact_match") == here
+        assert plots._background is None and "drawing in this process" in caplog.text
+    finally:
+        plots.stop_background()
 
 
 def test_a_failed_write_leaves_the_previous_report_whole(tmp_path, monkeypatch):

@@ -14,7 +14,6 @@ model's process is started when the previous one has its weights (its first batc
 from __future__ import annotations
 
 import contextlib
-import pickle
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -29,15 +28,6 @@ class ModelProcessError(HolisticError):
     pass
 
 
-def _sendable(error: BaseException) -> BaseException:
-    """The error itself when it survives pickling (a HolisticError naming file and record does), else its text."""
-    try:
-        pickle.loads(pickle.dumps(error))
-        return error
-    except Exception:
-        return ModelProcessError(f"{type(error).__name__}: {error}")
-
-
 def _serve(connection, spec: ModelSpec) -> None:
     """The model's process: load the model, say what the client needs to know, then answer calls until the pipe
     closes. generate and score send each finished batch as it finishes, then the result."""
@@ -47,7 +37,7 @@ def _serve(connection, spec: ModelSpec) -> None:
         client = TransformersClient(spec, load_model=False)
         connection.send(("ready", {"max_context": client.max_context, "describe": client.describe()}))
     except BaseException as e:
-        connection.send(("error", _sendable(e)))
+        connection.send(("error", background.sendable(e)))
         return
     # the weights load while the evaluation builds its prompts, which need only the tokenizer; a load that
     # fails here fails again, with its message, at the first call that needs the model
@@ -66,7 +56,7 @@ def _serve(connection, spec: ModelSpec) -> None:
                 result = getattr(client, method)(*args)
             connection.send(("result", result))
         except Exception as e:
-            connection.send(("error", _sendable(e)))
+            connection.send(("error", background.sendable(e)))
 
 
 def _load_quietly(client) -> None:

@@ -1,16 +1,60 @@
 """The report's plots: matplotlib figures embedded as PNG (data URIs), so every page opens offline. A plot that
-would be empty (nothing defined, every bar at zero) is not drawn: the caller gets the reason instead."""
+would be empty (nothing defined, every bar at zero) is not drawn: the caller gets the reason instead.
+
+A command that will write a report after other work (`holistic evaluate`) calls `start_background()` first: a
+low-priority process imports matplotlib with CPU the run leaves idle (a core waits while one process scores and
+summarizes) and draws the plots it is sent. Not yet ready when a plot is asked for, the plot is drawn here.
+"""
 
 from __future__ import annotations
 
+import atexit
 import base64
+import functools
 import io
+import logging
 
 import pandas as pd
 
+from holistic_dagster import background
 from holistic_dagster.metrics import PERTURBATION_FAMILIES, REFERENCE_FAMILIES
 from holistic_dagster.metrics.calibration import equal_mass_bins
 from holistic_dagster.stages.summaries import calibration_pairs
+
+log = logging.getLogger(__name__)
+_background: background.Helper | None = None
+
+
+def start_background() -> None:
+    """Draw plots in a background process from now on in this process (started once; ends when this one does)."""
+    global _background
+    if _background is None:
+        _background = background.Helper("holistic-plots", __name__, warm_up="_pyplot", nice=10)
+        atexit.register(stop_background)
+
+
+def stop_background() -> None:
+    global _background
+    if _background is not None:
+        _background.close()
+        _background = None
+
+
+def _drawn_in_background(plot):
+    """The plot drawn by the background process when one is started and ready, else here: the same function."""
+
+    @functools.wraps(plot)
+    def draw(*args):
+        global _background
+        if _background is not None and _background.warm():
+            try:
+                return _background.call(plot.__name__, *args)
+            except (EOFError, OSError) as e:  # it died (killed, out of memory): go on without it
+                log.warning("the background plotting process ended (%s): drawing in this process", e)
+                _background = None
+        return plot(*args)
+
+    return draw
 
 
 def _pyplot():
@@ -31,6 +75,7 @@ def _png(fig) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+@_drawn_in_background
 def reliability_diagram(rows: pd.DataFrame, scenario: str, num_bins: int = 10) -> tuple[str | None, str]:
     """Accuracy against confidence in equal-mass bins, a line per model, on one scenario's original instances
     (correct = the instance's exact_match, as calibration uses). rows: summaries.original_scores.
@@ -53,6 +98,7 @@ def reliability_diagram(rows: pd.DataFrame, scenario: str, num_bins: int = 10) -
     return _png(fig), ""
 
 
+@_drawn_in_background
 def perturbation_chart(cells: pd.DataFrame, scenario: str, main_metric: str) -> tuple[str | None, str]:
     """The main metric unperturbed, under each perturbation and in the worst case, a bar group per model.
     Returns (PNG or None, why there is none)."""
@@ -81,6 +127,7 @@ def perturbation_chart(cells: pd.DataFrame, scenario: str, main_metric: str) -> 
     return _png(fig), ""
 
 
+@_drawn_in_background
 def efficiency_scatter(cells: pd.DataFrame, main_metric: dict[str, str]) -> str | None:
     """Mean runtime per instance against the main accuracy metric, a point per model and scenario."""
     acc = cells[(cells["family"] == "accuracy") & (cells["perturbation"] == "")]
