@@ -142,6 +142,7 @@ class TransformersClient:
         """Greedy requests run in our own decoding loop: prompts that share a prefix (a few-shot block) run it
         once and continue from its key/value cache, and only the last position gets the vocabulary projection.
         Sampled requests (temperature > 0) go through `generate`."""
+        self.load_model()  # before any clock starts: a request's latency is the model's, not its loading's
         results: dict[str, Completion] = {}
         groups: dict[tuple, list[Request]] = {}
         for r in requests:
@@ -331,6 +332,7 @@ class TransformersClient:
         """Continuation log-probabilities. Requests that share a context (the choices of one question) run the
         context once and reuse its key/value cache for every continuation; the rest run in length-sorted
         batches. Either way only the continuation's positions get the vocabulary projection."""
+        self.load_model()  # before any clock starts
         encoded = [self._encode_pair(r) for r in requests]
         groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
         for i, (ids, n_cont) in enumerate(encoded):
