@@ -4,11 +4,14 @@ Each talks over one pipe and ends when its pipe closes or its parent kills it.""
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import logging
 import multiprocessing
 import os
 import pickle
 import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -108,3 +111,33 @@ class Helper:
 
     def close(self) -> None:
         stop(self._process, self._connection)
+
+
+class Offload:
+    """A module's optional helper process: `start()` it once (it is stopped when this process ends); `run(f, *args)`
+    is f(*args) computed in the helper while it lives, and here when none was started or it has died (killed, out
+    of memory). when_warm: only once the helper's warm-up is done, else here, rather than waiting for it."""
+
+    def __init__(self, name: str, module: str, warm_up: str, log: logging.Logger, doing: str, nice: int = 0):
+        self.name, self.module, self.warm_up, self.log, self.doing, self.nice = name, module, warm_up, log, doing, nice
+        self.helper: Helper | None = None
+
+    def start(self) -> None:
+        if self.helper is None:
+            self.helper = Helper(self.name, self.module, self.warm_up, self.nice)
+            atexit.register(self.stop)
+
+    def stop(self) -> None:
+        if self.helper is not None:
+            self.helper.close()
+            self.helper = None
+
+    def run(self, function: Callable, *args: Any, when_warm: bool = False) -> Any:
+        helper = self.helper
+        if helper is not None and (not when_warm or helper.warm()):
+            try:
+                return helper.call(function.__name__, *args)
+            except (EOFError, OSError) as e:
+                self.log.warning("the background process %s ended (%s): %s in this process", self.name, e, self.doing)
+                self.helper = None
+        return function(*args)

@@ -10,7 +10,6 @@ it is sent. Results are the same either way: both paths run `validate_here`.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 from dataclasses import dataclass, field
@@ -93,33 +92,20 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
 
 
-_background: background.Helper | None = None
+_background = background.Offload("holistic-gx", __name__, "_batch_definition", log, doing="validating")
 
 
 def start_background() -> None:
     """Validate in a background process from now on in this process (started once; ends when this one does)."""
-    global _background
-    if _background is None:
-        _background = background.Helper("holistic-gx", __name__, warm_up="_batch_definition")
-        atexit.register(stop_background)
+    _background.start()
 
 
 def stop_background() -> None:
-    global _background
-    if _background is not None:
-        _background.close()
-        _background = None
+    _background.stop()
 
 
 def validate(
     frame: pd.DataFrame, expectations: list[Expectation], examples: bool = True
 ) -> tuple[bool, dict[str, Any]]:
     """validate_here's result, computed in the background process when one was started."""
-    global _background
-    if _background is not None:
-        try:
-            return _background.call("validate_here", frame, expectations, examples)
-        except (EOFError, OSError) as e:  # it died (killed, out of memory): go on without it
-            log.warning("the background validation process ended (%s): validating in this process", e)
-            _background = None
-    return validate_here(frame, expectations, examples)
+    return _background.run(validate_here, frame, expectations, examples)

@@ -238,7 +238,7 @@ def test_plots_drawn_in_the_background_process_are_those_drawn_here(caplog):
     here = plots.perturbation_chart.__wrapped__(cells, "qa", "exact_match")
     plots.start_background()
     try:
-        helper = plots._background
+        helper = plots._background.helper
         assert helper._process.is_alive()
         # the helper draws it (waiting for its warm-up), exactly as this process does
         assert helper.call("perturbation_chart", cells, "qa", "exact_match") == here
@@ -247,7 +247,7 @@ def test_plots_drawn_in_the_background_process_are_those_drawn_here(caplog):
         helper._process.join(timeout=10)
         with caplog.at_level(logging.WARNING, logger="holistic_dagster.report.plots"):
             assert plots.perturbation_chart(cells, "qa", "exact_match") == here
-        assert plots._background is None and "drawing in this process" in caplog.text
+        assert plots._background.helper is None and "drawing in this process" in caplog.text
     finally:
         plots.stop_background()
 

@@ -30,12 +30,12 @@ CASES = [
 @pytest.fixture
 def background():
     validation.start_background()
-    yield validation._background
+    yield validation._background.helper
     validation.stop_background()
 
 
 def test_the_background_process_finds_what_this_one_finds(background):
-    assert validation._background is background is not None
+    assert validation._background.helper is background is not None
     for expectations in CASES:
         for examples in (True, False):
             assert validate(FRAME, expectations, examples) == validate_here(FRAME, expectations, examples)
@@ -59,4 +59,4 @@ def test_a_dead_background_process_leaves_validation_here(background, caplog):
     with caplog.at_level(logging.WARNING, logger="holistic_dagster.validation"):
         assert validate(FRAME, CASES[1]) == validate_here(FRAME, CASES[1])
     assert "validating in this process" in caplog.text
-    assert validation._background is None
+    assert validation._background.helper is None

@@ -8,7 +8,6 @@ summarizes) and draws the plots it is sent. Not yet ready when a plot is asked f
 
 from __future__ import annotations
 
-import atexit
 import base64
 import functools
 import io
@@ -22,22 +21,16 @@ from holistic_dagster.metrics.calibration import equal_mass_bins
 from holistic_dagster.stages.summaries import calibration_pairs
 
 log = logging.getLogger(__name__)
-_background: background.Helper | None = None
+_background = background.Offload("holistic-plots", __name__, "_pyplot", log, doing="drawing", nice=10)
 
 
 def start_background() -> None:
     """Draw plots in a background process from now on in this process (started once; ends when this one does)."""
-    global _background
-    if _background is None:
-        _background = background.Helper("holistic-plots", __name__, warm_up="_pyplot", nice=10)
-        atexit.register(stop_background)
+    _background.start()
 
 
 def stop_background() -> None:
-    global _background
-    if _background is not None:
-        _background.close()
-        _background = None
+    _background.stop()
 
 
 def _drawn_in_background(plot):
@@ -45,14 +38,7 @@ def _drawn_in_background(plot):
 
     @functools.wraps(plot)
     def draw(*args):
-        global _background
-        if _background is not None and _background.warm():
-            try:
-                return _background.call(plot.__name__, *args)
-            except (EOFError, OSError) as e:  # it died (killed, out of memory): go on without it
-                log.warning("the background plotting process ended (%s): drawing in this process", e)
-                _background = None
-        return plot(*args)
+        return _background.run(plot, *args, when_warm=True)
 
     return draw
 
