@@ -89,19 +89,13 @@ class TransformersClient:
                 model = model.to(self.device).eval()
                 # every id that ends a turn (generation_config may list several, e.g. Llama 3's <|eot_id|>)
                 eos = getattr(model.generation_config, "eos_token_id", None)
-                self._eos_ids = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+                self.eos_ids = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
                 self._model = model
         return self._model
 
     @property
     def model(self) -> Any:
         return self._model if self._model is not None else self.load_model()
-
-    @property
-    def eos_ids(self) -> set[int]:
-        if self._model is None:
-            self.load_model()
-        return self._eos_ids
 
     def _chat_prompt(self, prompt: str) -> str:
         """The prompt as the model's chat: one user turn, then the assistant's turn left open."""
