@@ -69,7 +69,7 @@ def _serve(port: int, latency: float) -> None:
     app = Starlette(
         routes=[
             Route("/v1/completions", completions, methods=["POST"]),
-            Route("/", generate, methods=["POST"]),
+            Route("/generate", generate, methods=["POST"]),
             Route("/info", info, methods=["GET"]),
         ]
     )

@@ -5,9 +5,17 @@ with `error` set, never a score); it does not stop the run."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import random
-from collections.abc import Awaitable, Callable, Sequence
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone
@@ -88,6 +96,81 @@ async def send_concurrently(
         return completion
 
     return list(await asyncio.gather(*(one(r) for r in requests)))
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The openai SDK's default certificate verification (its HTTP library's: certifi's bundle, or SSL_CERT_FILE /
+    SSL_CERT_DIR when set), built once per process: building it reads the bundle (60-120 ms here), and every batch
+    of requests opens a session."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
+def _error_message(raw: bytes) -> str:
+    """The server's own words from an error body: OpenAI's {"error": {"message": ...}}, TGI's {"error": "..."},
+    else the body's start."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return raw[:300].decode("utf-8", "replace").strip()
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: our own backoff instead
+
+
+class JsonSession:
+    """One connection pool for a batch of requests: POSTs a JSON body, returns the response's JSON as it came.
+    429 and 5xx become a TransientError (with the server's Retry-After), other 4xx a PermanentError, transport
+    failures a TransientError, a body that is not JSON a PermanentError. aiohttp directly rather than a vendor SDK:
+    the openai SDK's and huggingface_hub's request building and response models cost 3-5x the CPU of the request
+    itself (bench/http_concurrency.py, 64 in flight), which capped us below what one GPU server answers."""
+
+    def __init__(self, base_url: str, headers: Mapping[str, str], *, timeout_s: float, max_connections: int):
+        self.base_url = base_url.rstrip("/")
+        # the proxy HTTP(S)_PROXY / NO_PROXY name for this server, as the SDKs honour them: looked up once here
+        # (aiohttp's trust_env looks it up in a thread per request, a quarter of the client's CPU at 64 in flight)
+        try:
+            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self.base_url))
+        except LookupError:
+            self._proxy = self._proxy_auth = None
+        self._session = aiohttp.ClientSession(
+            headers=dict(headers),
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            connector=aiohttp.TCPConnector(limit=max_connections, ssl=tls_context()),
+        )
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            async with self._session.post(
+                self.base_url + path, json=body, proxy=self._proxy, proxy_auth=self._proxy_auth
+            ) as response:
+                status, raw = response.status, await response.read()
+                retry_after = _retry_after(response.headers.get("retry-after"))
+        except aiohttp.ClientError as e:
+            raise TransientError(f"{type(e).__name__}: {e}") from None
+        if status == 429 or status >= 500:
+            raise TransientError(f"HTTP {status}: {_error_message(raw)}", retry_after)
+        if status >= 400:
+            raise PermanentError(f"HTTP {status}: {_error_message(raw)}")
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise PermanentError(f"malformed response: not JSON ({e})") from None
+
+    async def close(self) -> None:
+        await self._session.close()
 
 
 class HttpClientBase:

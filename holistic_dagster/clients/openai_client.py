@@ -1,4 +1,5 @@
-"""OpenAI and OpenAI-compatible servers (vLLM, SGLang, `transformers serve`, ...) through the `openai` client.
+"""OpenAI and OpenAI-compatible servers (vLLM, SGLang, `transformers serve`, ...): the `openai` SDK's base URL and
+headers, sent by clients.http.JsonSession (aiohttp).
 
 The API key is read from the environment variable the registry names (`api_key_env`); it is never logged,
 stored or put in metadata, and error text that quotes it is redacted (holistic_dagster.redaction). Retries,
@@ -7,17 +8,17 @@ backoff and concurrency come from clients.http.
 
 from __future__ import annotations
 
-import functools
-import ssl
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import aiohttp
+import httpx2  # the SDK's HTTP library: only to build an SDK client that sends nothing
 import openai
 
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
-from holistic_dagster.clients.http import HttpClientBase, PermanentError, TransientError
+from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, tls_context
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.redaction import read_secret
@@ -37,28 +38,15 @@ def _api_key(spec: ModelSpec) -> str:
     return value
 
 
-def _retry_after(error: openai.APIStatusError) -> float | None:
-    value = error.response.headers.get("retry-after") if error.response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """The SDK's default certificate verification, built once per process: building it reads the system's CA
-    bundle (60-120 ms here), and every batch of requests opens a client."""
-    import httpx2  # the SDK's HTTP library
-
-    return httpx2.create_ssl_context()
-
-
-async def _post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any]) -> Any:
-    """The SDK's request (its headers, auth, transport and error types) with the response's JSON as it came: the
-    typed `create` methods transform every request's arguments through their TypedDicts and build pydantic models
-    of every response, a third of the client's CPU per request at 64 in flight, for fields read once here."""
-    return await client.post(path, body=body, cast_to=object)
+def _sdk_request_settings(spec: ModelSpec, key: str) -> tuple[str, dict[str, str]]:
+    """The base URL and headers the openai SDK would send (auth, organization and project from OPENAI_ORG_ID /
+    OPENAI_PROJECT_ID, OPENAI_BASE_URL when the registry gives none, its user agent): the SDK configures,
+    clients.http.JsonSession sends."""
+    sdk = openai.AsyncOpenAI(
+        base_url=spec.base_url, api_key=key, max_retries=0, http_client=httpx2.AsyncClient(verify=tls_context())
+    )
+    headers = {**sdk.default_headers, **sdk.auth_headers}
+    return str(sdk.base_url), {name: value for name, value in headers.items() if isinstance(value, str)}
 
 
 class OpenAICompatibleClient(HttpClientBase):
@@ -67,18 +55,11 @@ class OpenAICompatibleClient(HttpClientBase):
     def __init__(self, spec: ModelSpec):
         super().__init__(spec, default_context=4096)
         self.supports_prompt_logprobs = spec.prompt_logprobs and not spec.chat
-        self._key = _api_key(spec)
+        self._base_url, self._headers = _sdk_request_settings(spec, _api_key(spec))
 
-    def _open(self) -> openai.AsyncOpenAI:
-        # one per event loop; the SDK's own retries are off: ours honour Retry-After and are bounded per request
-        # aiohttp as the transport (the SDK's documented choice for concurrency): httpx2's connection pool scans
-        # every connection twice per request, a third of the client's CPU at 64 in flight
-        return openai.AsyncOpenAI(
-            base_url=self.spec.base_url,
-            api_key=self._key,
-            max_retries=0,
-            timeout=self.spec.timeout_s,
-            http_client=openai.DefaultAioHttpClient(timeout=self.spec.timeout_s, verify=_tls_context()),
+    def _open(self) -> JsonSession:
+        return JsonSession(
+            self._base_url, self._headers, timeout_s=self.spec.timeout_s, max_connections=self.spec.max_concurrency
         )
 
     def describe(self) -> dict[str, Any]:
@@ -89,7 +70,7 @@ class OpenAICompatibleClient(HttpClientBase):
             "batch_size": None,
             "max_context": self.max_context,
             "hardware": "remote",
-            "library_versions": {"openai": openai.__version__},
+            "library_versions": {"openai": openai.__version__, "aiohttp": aiohttp.__version__},
             "max_concurrency": self.spec.max_concurrency,
         }
 
@@ -103,37 +84,29 @@ class OpenAICompatibleClient(HttpClientBase):
         return self._run(requests, self._score_one, on_done)
 
     def _run(self, requests, send_one, on_done) -> list[Completion]:
-        async def send(client: openai.AsyncOpenAI, request: Request) -> Completion:
+        async def send(session: JsonSession, request: Request) -> Completion:
             try:
-                return await send_one(client, request)
-            except openai.RateLimitError as e:
-                raise TransientError(f"HTTP 429 rate limited: {e.message}", _retry_after(e)) from None
-            except openai.APIStatusError as e:
-                if e.status_code >= 500:
-                    raise TransientError(f"HTTP {e.status_code}: {e.message}", _retry_after(e)) from None
-                raise PermanentError(f"HTTP {e.status_code}: {e.message}") from None
-            except (openai.APITimeoutError, openai.APIConnectionError) as e:
-                raise TransientError(f"{type(e).__name__}: {e}") from None
-            except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, IndexError) as e:
+                return await send_one(session, request)
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:  # a body of another shape
                 raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
 
         return self._send_all(requests, send, on_done)
 
-    async def _generate_one(self, client: openai.AsyncOpenAI, request: Request) -> Completion:
+    async def _generate_one(self, session: JsonSession, request: Request) -> Completion:
         started = time.perf_counter()
         body = {"model": self.spec.path, "max_tokens": request.max_tokens, "temperature": request.temperature}
         if request.stop:
             body["stop"] = list(request.stop)
         if self.spec.chat:
             body |= {"messages": [{"role": "user", "content": request.prompt}], "logprobs": True, "top_logprobs": TOP_N}
-            response = await _post(client, "/chat/completions", body)
+            response = await session.post("/chat/completions", body)
             choice = response["choices"][0]
             text = choice["message"].get("content") or ""
             content = (choice.get("logprobs") or {}).get("content") or []
             tokens, logprobs = [t["token"] for t in content], [float(t["logprob"]) for t in content]
             top = [{a["token"]: a["logprob"] for a in (t.get("top_logprobs") or [])} for t in content]
         else:
-            response = await _post(client, "/completions", body | {"prompt": request.prompt, "logprobs": TOP_N})
+            response = await session.post("/completions", body | {"prompt": request.prompt, "logprobs": TOP_N})
             choice = response["choices"][0]
             text = choice["text"]
             lp = choice.get("logprobs") or {}
@@ -158,7 +131,7 @@ class OpenAICompatibleClient(HttpClientBase):
             top_logprobs=tuple(top),
         )
 
-    async def _score_one(self, client: openai.AsyncOpenAI, request: Request) -> Completion:
+    async def _score_one(self, session: JsonSession, request: Request) -> Completion:
         """The continuation's log-probability from the prompt logprobs the server echoes back."""
         started = time.perf_counter()
         body = {
@@ -169,7 +142,7 @@ class OpenAICompatibleClient(HttpClientBase):
             "max_tokens": 0,
             "temperature": 0.0,
         }
-        lp = (await _post(client, "/completions", body))["choices"][0].get("logprobs") or {}
+        lp = (await session.post("/completions", body))["choices"][0].get("logprobs") or {}
         if lp.get("text_offset") is None or lp.get("token_logprobs") is None:
             raise PermanentError("the server returned no prompt log-probabilities (echo + logprobs)")
         start = len(request.prompt)

@@ -1,4 +1,5 @@
-"""Text Generation Inference servers, through huggingface_hub's AsyncInferenceClient.text_generation.
+"""Text Generation Inference servers: TGI's /generate protocol (huggingface_hub's headers: its user agent and the
+locally saved Hugging Face token, as Inference Endpoints need), sent by clients.http.JsonSession.
 
 Generation asks for details (token logprobs, top-n alternatives); scoring sends prompt + continuation with
 decoder_input_details=True and reads the continuation's prompt log-probabilities from the prefill tokens,
@@ -14,20 +15,13 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+import aiohttp
 import huggingface_hub
-from huggingface_hub import AsyncInferenceClient, TextGenerationOutput
-from huggingface_hub.errors import (
-    HfHubHTTPError,
-    HTTPError,
-    InferenceTimeoutError,
-    OverloadedError,
-    TextGenerationError,
-)
-from huggingface_hub.errors import ValidationError as TGIValidationError
+from huggingface_hub.utils import build_hf_headers
 
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
-from holistic_dagster.clients.http import HttpClientBase, PermanentError, TransientError
+from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.redaction import redact
@@ -35,23 +29,24 @@ from holistic_dagster.redaction import redact
 TOP_N = 5
 
 
-def _get(token: Any, name: str) -> Any:
-    """huggingface_hub parses nested top_tokens lists as plain dicts, other tokens as dataclasses."""
-    return token[name] if isinstance(token, dict) else getattr(token, name)
-
-
-def completion_from_tgi(output: TextGenerationOutput, request: Request, latency_s: float) -> Completion:
-    """Our completion record from a TGI /generate response with details."""
-    details = output.details
-    if details is None:
+def _details(output: dict[str, Any]) -> dict[str, Any]:
+    details = output.get("details")
+    if not details:
         raise PermanentError("malformed response: no details (the server ignored details=true)")
-    text, stopped = cut_at_stop(output.generated_text, request.stop)
-    generated = [t for t in details.tokens if not t.special]
-    top = [{_get(t, "text"): _get(t, "logprob") for t in alternatives} for alternatives in (details.top_tokens or [])]
-    tokens, logprobs = [t.text for t in generated], [float(t.logprob) for t in generated]
+    return details
+
+
+def completion_from_tgi(output: dict[str, Any], request: Request, latency_s: float) -> Completion:
+    """Our completion record from a TGI /generate response (its JSON) with details."""
+    details = _details(output)
+    text, stopped = cut_at_stop(output["generated_text"], request.stop)
+    generated = [t for t in details["tokens"] if not t["special"]]
+    top = [{t["text"]: t["logprob"] for t in alternatives} for alternatives in (details.get("top_tokens") or [])]
+    tokens, logprobs = [t["text"] for t in generated], [float(t["logprob"]) for t in generated]
     top = top or [{}] * len(generated)
     if stopped:  # TGI's tokens include the stop sequence's; our text ends before it
         tokens, logprobs, top = keep_tokens_within(text, tokens, logprobs, top)
+    prefill = details.get("prefill")
     return Completion(
         request_id=request.request_id,
         text=text,
@@ -59,16 +54,16 @@ def completion_from_tgi(output: TextGenerationOutput, request: Request, latency_
         logprobs=tuple(logprobs),
         logprob=float(sum(logprobs)),
         top_logprobs=tuple(t for t in top if t),
-        num_prompt_tokens=len(details.prefill) if details.prefill else 0,
-        num_completion_tokens=details.generated_tokens,
+        num_prompt_tokens=len(prefill) if prefill else 0,
+        num_completion_tokens=details["generated_tokens"],
         latency_s=latency_s,
-        finish_reason="stop" if stopped else str(details.finish_reason),
+        finish_reason="stop" if stopped else str(details["finish_reason"]),
     )
 
 
-def continuation_from_prefill(output: TextGenerationOutput, request: Request, latency_s: float) -> Completion:
+def continuation_from_prefill(output: dict[str, Any], request: Request, latency_s: float) -> Completion:
     """The continuation's tokens are the last prefill tokens whose texts spell it."""
-    prefill = output.details.prefill if output.details else None
+    prefill = (output.get("details") or {}).get("prefill")
     if not prefill:
         raise PermanentError("malformed response: no prefill tokens (decoder_input_details ignored)")
     taken, spelled = [], ""
@@ -76,15 +71,15 @@ def continuation_from_prefill(output: TextGenerationOutput, request: Request, la
         if len(spelled) >= len(request.continuation):
             break
         taken.insert(0, token)
-        spelled = token.text + spelled
-    if not spelled.endswith(request.continuation.strip()) or any(t.logprob is None for t in taken):
+        spelled = token["text"] + spelled
+    if not spelled.endswith(request.continuation.strip()) or any(t["logprob"] is None for t in taken):
         raise PermanentError(f"prefill tokens do not spell the continuation {request.continuation!r}")
     return Completion(
         request_id=request.request_id,
         text=request.continuation,
-        tokens=tuple(t.text for t in taken),
-        logprobs=tuple(float(t.logprob) for t in taken),
-        logprob=float(sum(t.logprob for t in taken)),
+        tokens=tuple(t["text"] for t in taken),
+        logprobs=tuple(float(t["logprob"]) for t in taken),
+        logprob=float(sum(t["logprob"] for t in taken)),
         num_prompt_tokens=len(prefill) - len(taken),
         num_completion_tokens=0,
         latency_s=latency_s,
@@ -100,6 +95,7 @@ class TGIClient(HttpClientBase):
         if not spec.base_url:
             raise HolisticError(f"model {spec.name!r}: a TGI backend needs base_url (the server's address)")
         self.info = self._server_info(spec)
+        self._headers = build_hf_headers()  # the user agent, and the saved Hugging Face token if there is one
         super().__init__(spec, default_context=int(self.info.get("max_input_tokens") or 4096))
 
     @staticmethod
@@ -123,60 +119,50 @@ class TGIClient(HttpClientBase):
             "hardware": "remote",
             "library_versions": {
                 "huggingface_hub": huggingface_hub.__version__,
+                "aiohttp": aiohttp.__version__,
                 "text-generation-inference": info.get("version"),
             },
             "max_concurrency": self.spec.max_concurrency,
         }
 
     def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
-        async def one(client: AsyncInferenceClient, r: Request) -> Completion:
+        async def one(session: JsonSession, r: Request) -> Completion:
             started = time.perf_counter()
-            output = await client.text_generation(
-                r.prompt,
-                details=True,
-                max_new_tokens=r.max_tokens,
-                stop=list(r.stop) or None,
-                do_sample=r.temperature > 0,
-                temperature=r.temperature or None,
-                top_n_tokens=TOP_N,
-                return_full_text=False,
-            )
+            parameters = {
+                "details": True,
+                "max_new_tokens": r.max_tokens,
+                "do_sample": r.temperature > 0,
+                "top_n_tokens": TOP_N,
+                "return_full_text": False,
+            }
+            if r.stop:
+                parameters["stop"] = list(r.stop)
+            if r.temperature > 0:  # TGI refuses a temperature of 0
+                parameters["temperature"] = r.temperature
+            output = await session.post("/generate", {"inputs": r.prompt, "parameters": parameters})
             return completion_from_tgi(output, r, time.perf_counter() - started)
 
         return self._run(requests, one, on_done)
 
     def score(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
-        async def one(client: AsyncInferenceClient, r: Request) -> Completion:
+        async def one(session: JsonSession, r: Request) -> Completion:
             started = time.perf_counter()
-            output = await client.text_generation(
-                r.prompt + r.continuation, details=True, decoder_input_details=True, max_new_tokens=1
-            )
+            parameters = {"details": True, "decoder_input_details": True, "max_new_tokens": 1}
+            output = await session.post("/generate", {"inputs": r.prompt + r.continuation, "parameters": parameters})
             return continuation_from_prefill(output, r, time.perf_counter() - started)
 
         return self._run(requests, one, on_done)
 
-    def _open(self) -> AsyncInferenceClient:
-        return AsyncInferenceClient(base_url=self.spec.base_url, timeout=self.spec.timeout_s)
+    def _open(self) -> JsonSession:
+        return JsonSession(
+            self.spec.base_url, self._headers, timeout_s=self.spec.timeout_s, max_connections=self.spec.max_concurrency
+        )
 
     def _run(self, requests, send_one, on_done) -> list[Completion]:
-        async def send(client: AsyncInferenceClient, request: Request) -> Completion:
+        async def send(session: JsonSession, request: Request) -> Completion:
             try:
-                return await send_one(client, request)
-            except (HfHubHTTPError, TextGenerationError) as e:
-                # huggingface_hub turns TGI's error bodies into typed errors; the HTTP status is on it or its cause
-                response = getattr(e, "response", None) or getattr(e.__cause__, "response", None)
-                status = response.status_code if response is not None else 0
-                if not isinstance(e, TGIValidationError) and (
-                    isinstance(e, OverloadedError) or status == 429 or status >= 500
-                ):
-                    after = response.headers.get("retry-after") if response is not None else None
-                    raise TransientError(
-                        f"HTTP {status}: {type(e).__name__}: {e}", float(after) if after else None
-                    ) from None
-                raise PermanentError(f"HTTP {status}: {type(e).__name__}: {e}") from None
-            except (InferenceTimeoutError, HTTPError, TimeoutError, ConnectionError) as e:  # transport failures
-                raise TransientError(f"{type(e).__name__}: {e}") from None
-            except (ValueError, KeyError, TypeError) as e:
+                return await send_one(session, request)
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:  # a body of another shape
                 raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
 
         return self._send_all(requests, send, on_done)

@@ -13,6 +13,7 @@ from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients.http import RetryPolicy, backoff_delay
 from holistic_dagster.clients.openai_client import OpenAICompatibleClient
 from holistic_dagster.records import Request
+from tests.helpers import free_port
 from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
 from tests.servers.transformers_serve import transformers_serve as serve
 
@@ -112,6 +113,35 @@ def test_a_wrong_key_is_a_permanent_error_and_the_key_is_never_described(untrain
     monkeypatch.setenv("TEST_SERVER_KEY", "sk-wrong")
     (c,) = OpenAICompatibleClient(client.spec).generate([_gen(PROMPTS[0])])
     assert c.error.startswith("PermanentError: HTTP 401")
+
+
+def test_requests_carry_the_sdks_headers(untrained_server, monkeypatch):
+    """The SDK configures (auth, organization and project from its environment variables, its user agent);
+    aiohttp sends."""
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-holistic-test")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-holistic-test")
+    (c,) = _client(untrained_server, monkeypatch).generate([_gen(PROMPTS[0])])
+    assert c.error == ""
+    headers = untrained_server.last_headers
+    assert headers["authorization"] == f"Bearer {untrained_server.api_key}"
+    assert headers["openai-organization"] == "org-holistic-test"
+    assert headers["openai-project"] == "proj-holistic-test"
+    assert headers["user-agent"].startswith("AsyncOpenAI/Python ")
+
+
+def test_proxies_and_their_exceptions_come_from_the_environment(untrained_server, monkeypatch):
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{free_port()}")  # a proxy that is down
+    prompt = f"{PROMPTS[1]} (through a proxy)"
+    (c,) = _client(untrained_server, monkeypatch, max_attempts=1).generate([_gen(prompt)])
+    assert c.error.startswith("TransientError: gave up after 1 attempts; last error: ClientProxyConnectionError")
+    assert untrained_server.hits[prompt] == 0  # it went to the proxy, not the server
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "127.0.0.1")
+    (c,) = _client(untrained_server, monkeypatch, max_attempts=1).generate([_gen(prompt)])
+    assert c.error == "" and untrained_server.hits[prompt] == 1
 
 
 def test_backoff_honours_retry_after_and_grows_with_jitter():

@@ -7,7 +7,7 @@ contain a fault marker get scripted faults, one per attempt, to exercise retries
   SLOW     -> sleeps 3 s (past the client timeout), then OK   MALFORMED -> a body that is not JSON
   ALWAYS500 -> 500 on every attempt      ECHOKEY -> 400 on every attempt, the error body quoting the request's
                                           key and Authorization header (as servers that echo a request do)
-It counts requests per prompt and the most requests it ever had in flight.
+It counts requests per prompt and the most requests it ever had in flight, and keeps the last request's headers.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class OpenAIProtocolTestServer(LoopbackServer):
         self.in_flight = 0
         self.max_in_flight = 0
         self.auth_failures = 0
+        self.last_headers: dict[str, str] = {}  # of the last request answered
         self._lock = asyncio.Lock()
         self._answer_limit: int | None = None  # see hold_after
         self._answered = 0
@@ -77,6 +78,7 @@ class OpenAIProtocolTestServer(LoopbackServer):
         prompt = body["prompt"]
         self.hits[prompt] += 1
         self.hits_by_key[(http.headers.get("authorization", ""), prompt)] += 1
+        self.last_headers = dict(http.headers)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
