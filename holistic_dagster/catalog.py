@@ -321,7 +321,8 @@ class ModelSpec(_Strict):
     timeout_s: float | None = Field(None, gt=0)
     max_attempts: int | None = Field(None, gt=0)
     # openai: use /v1/chat/completions instead of /v1/completions; transformers: lay every prompt out with the
-    # model's chat template (as lm-eval's --apply_chat_template; off by default, as in HELM)
+    # model's chat template (as lm-eval's --apply_chat_template; off by default, as in lm-eval: HELM 0.5 turns it on
+    # for a local Hugging Face model whose tokenizer has a chat template)
     chat: bool = False
     prompt_logprobs: bool = False  # the server returns prompt log-probabilities (echo + logprobs)
     tokenizer: str | None = None  # a local tokenizer for exact token counts; otherwise ~4 characters a token

@@ -42,6 +42,8 @@ def test_the_packaged_gguf_model_is_converted_once_and_identified_by_its_sha256(
     marker = json.loads((Path(smollm2_client.path) / "gguf_source.json").read_text())
     assert marker["sha256"] == digest and marker["num_parameters"] == 134_515_008
     assert smollm2_client.max_context == 8192
+    # the context length as the original checkpoint's tokenizer gives it, for tools that read it there (HELM)
+    assert json.loads((Path(smollm2_client.path) / "tokenizer_config.json").read_text())["model_max_length"] == 8192
     (answer,) = smollm2_client.generate(
         [
             Request(
@@ -68,7 +70,7 @@ def test_the_chat_template_option_lays_prompts_out_as_a_conversation(smollm2_cli
     )
     assert prompt.endswith("<|im_start|>assistant\n")
     assert chat.describe()["prompt_format"] == "chat_template" and smollm2_client.describe()["prompt_format"] == "plain"
-    assert smollm2_client.chat_prompt is None  # off by default, as in HELM
+    assert smollm2_client.chat_prompt is None  # off by default, as in lm-eval
 
 
 @pytest.fixture

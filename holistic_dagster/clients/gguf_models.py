@@ -26,7 +26,7 @@ from holistic_dagster.hashing import sha256_file
 
 PREFIX = "gguf:"
 MARKER = "gguf_source.json"  # written into a converted checkpoint: where it came from and its sha256
-CONVERSION = 2  # bump when the conversion changes, so earlier conversions are redone
+CONVERSION = 3  # bump when the conversion changes, so earlier conversions are redone
 
 
 def resolve_gguf(path: str) -> Path:
@@ -101,6 +101,9 @@ def _convert(file: Path, out: Path) -> int:
     if unexpected or set(missing) - tied:
         raise CatalogError(f"{file}: converted weights do not fit the model ({missing=}, {unexpected=})")
     model.save_pretrained(out)
+    if tokenizer.model_max_length > 10**9:  # GGUF carries no tokenizer limit: the model's own context, as the
+        # original checkpoint says (tools that read it from the tokenizer, such as HELM, refuse a model without)
+        tokenizer.model_max_length = config.max_position_embeddings
     tokenizer.save_pretrained(out)
     return sum(p.numel() for p in model.parameters())
 
