@@ -7,9 +7,17 @@ time of the whole command (process start to exit); ours cold (empty warehouse an
 same command again, nothing changed), with where our time went (Dagster step durations); and the compute floor
 (one forward pass per full prompt, no prefix reuse: peerbench's floor.py). Ratios are ours / theirs.
 
+--model smollm2 runs the same work on the real SmolLM2-135M-Instruct (the registry's GGUF, converted once to a
+transformers checkpoint that all three tools and the floor load), under $BENCH/smollm2; ratios on a real model
+are what users feel. It is 25x the peer model's compute: 0-shot only by default. HELM lays a local model's
+prompts out with its chat template when its tokenizer has one (SmolLM2's does) and lm-eval does not, so ours runs
+both ways: plain against lm-eval and the floor, with the chat template against HELM (whose exact_match it should
+then match).
+
 Set the peers up first (about 5 minutes, needs the package registries): bash ../shared/peerbench/setup_peers.sh
 
-usage: .venv/bin/python bench/end_to_end.py [--shots 5 0] [--passes 1] [--skip-peers] [--json FILE]
+usage: .venv/bin/python bench/end_to_end.py [--model peer|smollm2] [--shots 5 0] [--passes 1] [--skip-peers]
+                                            [--json FILE]
 """
 
 from __future__ import annotations
@@ -27,6 +35,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PEERBENCH = REPO.parent / "shared" / "peerbench"
 BENCH = Path(os.environ.get("BENCH", "/tmp/bench"))
+# peerbench's floor.py reads the body of a GPT-2 model as `model.transformer`; a Llama-shaped one (SmolLM2) calls it
+# `model.model`: the same computation under the name floor.py uses
+FLOOR = """import runpy, sys, transformers
+transformers.LlamaForCausalLM.transformer = property(lambda m: m.model)
+sys.argv = [sys.argv[1], "--shots", sys.argv[2]]
+runpy.run_path(sys.argv[0], run_name="__main__")"""
 SUBJECTS = ("abstract_algebra", "anatomy", "college_physics", "high_school_geography", "global_facts")
 SUITE = """version: {version}
 description: peerbench's MMLU work, {shots}-shot (bench/end_to_end.py)
@@ -53,7 +67,26 @@ def timed(command: list[str], env: dict[str, str] | None = None, log: Path | Non
     return elapsed
 
 
-def our_world(root: Path, shots: int) -> tuple[dict[str, str], str]:
+def smollm2_bench() -> Path:
+    """A $BENCH for the peer scripts whose `model` is SmolLM2 (converted once from the registry's GGUF), sharing
+    the peer tools' virtual environments and task files."""
+    from holistic_dagster import settings
+    from holistic_dagster.catalog import model_spec
+    from holistic_dagster.clients.gguf_models import ensure_converted
+
+    checkpoint = ensure_converted(model_spec("smollm2-135m-instruct").path, settings.home_dir() / "models")
+    root = BENCH / "smollm2"
+    root.mkdir(exist_ok=True)
+    links = {"model": checkpoint, **{name: BENCH / name for name in ("venv-lmeval", "venv-helm", "lmeval_task",
+                                                                       "nltk_data", "hf_home")}}  # fmt: skip
+    for name, target in links.items():
+        if (root / name).is_symlink():
+            (root / name).unlink()
+        (root / name).symlink_to(target)
+    return root
+
+
+def our_world(root: Path, shots: int, bench: Path, chat: bool = False) -> tuple[dict[str, str], str]:
     """A catalog with one suite (the peer work), a registry with the peer model, an empty warehouse and Dagster
     home: what a user who evaluates their own model on MMLU sets up."""
     if root.exists():
@@ -68,7 +101,8 @@ def our_world(root: Path, shots: int) -> tuple[dict[str, str], str]:
     (root / "resources").mkdir()
     shutil.copy(REPO / "resources" / "backends.yaml", root / "resources" / "backends.yaml")
     (root / "resources" / "models.yaml").write_text(
-        f"models:\n  peer: {{backend: transformers, path: '{BENCH / 'model'}', batch_size: 16}}\n"
+        f"models:\n  peer: {{backend: transformers, path: '{(bench / 'model').resolve()}', batch_size: 16, "
+        f"chat: {str(chat).lower()}}}\n"
     )
     (root / "dagster").mkdir()
     env = {
@@ -115,8 +149,8 @@ def step_seconds(dagster_home: Path, since: float) -> dict[str, float]:
     return totals
 
 
-def ours(shots: int, root: Path) -> dict:
-    env, version = our_world(root, shots)
+def ours(shots: int, root: Path, bench: Path, chat: bool = False) -> dict:
+    env, version = our_world(root, shots, bench, chat)
     command = [str(REPO / ".venv" / "bin" / "holistic"), "evaluate", "--model", "peer", "--version", version]
     result = {}
     for label in ("cold", "warm"):
@@ -134,41 +168,66 @@ def ours(shots: int, root: Path) -> dict:
     return result
 
 
-def peers(shots: int) -> dict:
+def peers(shots: int, bench: Path) -> dict:
     group = "mmlu_local_5shot" if shots == 5 else "mmlu_local"
-    logs = BENCH / "e2e_logs"
+    logs = bench / "e2e_logs"
     logs.mkdir(parents=True, exist_ok=True)
+    env = {"BENCH": str(bench)}
     lm_eval = timed(
         ["bash", str(PEERBENCH / "run_lmeval.sh"), f"e2e_lmeval_{shots}shot", group, "16"],
+        env,
         log=logs / f"lmeval_{shots}.log",
     )
-    helm = timed(["bash", str(PEERBENCH / "run_helm.sh"), f"e2e_helm_{shots}shot", str(shots), "4"],
+    helm = timed(["bash", str(PEERBENCH / "run_helm.sh"), f"e2e_helm_{shots}shot", str(shots), "4"], env,
                  log=logs / f"helm_{shots}.log")  # fmt: skip
     floor_out = subprocess.run(
-        [str(BENCH / "venv-lmeval" / "bin" / "python"), str(PEERBENCH / "floor.py"), "--shots", str(shots)],
-        capture_output=True, text=True, check=True, env={**os.environ, "BENCH": str(BENCH)},
+        [str(bench / "venv-lmeval" / "bin" / "python"), "-c", FLOOR, str(PEERBENCH / "floor.py"), str(shots)],
+        capture_output=True, text=True, check=True, env={**os.environ, **env},
     ).stdout  # fmt: skip
     fields = dict(item.split("=") for item in floor_out.split())
     return {"lm_eval": lm_eval, "helm": helm, "floor_forward": float(fields["forward_s"])}
 
 
+def helm_exact_match(bench: Path, shots: int) -> tuple[float, int]:
+    """HELM's exact_match over all questions of its last run (from its per-instance stats)."""
+    runs = bench / "runs" / f"e2e_helm_{shots}shot" / "benchmark_output" / "runs" / "peerbench"
+    values = [
+        stat["sum"] / stat["count"]
+        for path in runs.glob("mmlu:*/per_instance_stats.json")
+        for instance in json.loads(path.read_text())
+        for stat in instance["stats"]
+        if stat["name"]["name"] == "exact_match" and not stat["name"].get("perturbation")
+    ]
+    return sum(values) / len(values), len(values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shots", type=int, nargs="+", default=[5, 0])
+    parser.add_argument("--model", choices=("peer", "smollm2"), default="peer")
+    parser.add_argument("--shots", type=int, nargs="+", default=None, help="default: 5 0 (peer), 0 (smollm2)")
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--skip-peers", action="store_true", help="time ours only")
-    parser.add_argument("--json", type=Path, default=HERE / "results" / "end_to_end.json")
+    parser.add_argument("--json", type=Path, default=None, help="default: results/end_to_end[_smollm2].json")
     args = parser.parse_args()
+    shots_list = args.shots or ([5, 0] if args.model == "peer" else [0])
+    json_path = args.json or HERE / "results" / f"end_to_end{'' if args.model == 'peer' else '_smollm2'}.json"
     if not args.skip_peers and not (BENCH / "venv-helm").is_dir():
         raise SystemExit(f"no peers under {BENCH}: run `bash {PEERBENCH / 'setup_peers.sh'}` first")
     if not (BENCH / "model").is_dir():
         raise SystemExit(f"no peer model at {BENCH / 'model'}: run `bash {PEERBENCH / 'setup_peers.sh'}` first")
+    bench = smollm2_bench() if args.model == "smollm2" else BENCH
     rows = []
     for run in range(args.passes):
-        for shots in args.shots:
-            row = {"pass": run + 1, "shots": shots, **ours(shots, BENCH / "e2e_ours")}
+        for shots in shots_list:
+            row = {"pass": run + 1, "model": args.model, "shots": shots, **ours(shots, bench / "e2e_ours", bench)}
+            if args.model == "smollm2":
+                # HELM lays a local model's prompts out with its chat template when the tokenizer has one (SmolLM2's
+                # does); lm-eval and the floor do not: ours both ways, each compared with the peer that does the same
+                chat = ours(shots, bench / "e2e_ours_chat", bench, chat=True)
+                row.update({f"chat_{key}": value for key, value in chat.items()})
             if not args.skip_peers:
-                row.update(peers(shots))
+                row.update(peers(shots, bench))
+                row["helm_accuracy"], row["helm_n"] = helm_exact_match(bench, shots)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     print(
@@ -177,6 +236,7 @@ def main() -> None:
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
+        helm_ours = r.get("chat_cold", r["cold"])  # the run that did HELM's work
         cells = [str(r["pass"]), str(r["shots"]), f"{r['cold']:.1f}", f"{r['warm']:.1f}"]
         # fixed cost as the issue counts it: all but the completions and scores steps (start-up, dataset,
         # prompts, summaries, Dagster's own run set-up)
@@ -184,7 +244,7 @@ def main() -> None:
         if "lm_eval" in r:
             model_s = r["cold_steps"].get("model", 0.0)
             cells += [f"{r['lm_eval']:.1f}", f"{r['helm']:.1f}", f"{r['cold'] / r['lm_eval']:.2f}x",
-                      f"{r['cold'] / r['helm']:.2f}x", f"{r['warm'] / r['cold']:.2f}", f"{r['floor_forward']:.1f}",
+                      f"{helm_ours / r['helm']:.2f}x", f"{r['warm'] / r['cold']:.2f}", f"{r['floor_forward']:.1f}",
                       f"{model_s / r['floor_forward']:.2f}x", f"{fixed:.1f} ({fixed / r['cold']:.0%})"]  # fmt: skip
         else:
             cells += [
@@ -200,9 +260,15 @@ def main() -> None:
         print("| " + " | ".join(cells) + " |")
         print(f"  ours {r['shots']}-shot: accuracy {r['accuracy']:.4f} (n={r['n']}); cold steps {r['cold_steps']}; "
               f"warm steps {r['warm_steps']}")  # fmt: skip
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(rows, indent=2))
-    print(f"written: {args.json}")
+        if "chat_cold" in r:
+            print(f"  ours with the chat template (HELM's layout; cold/HELM above): cold {r['chat_cold']:.1f} s, "
+                  f"warm {r['chat_warm']:.1f} s, exact_match {r['chat_accuracy']:.4f} (n={r['chat_n']}); "
+                  f"cold steps {r['chat_cold_steps']}")  # fmt: skip
+        if "helm_accuracy" in r:
+            print(f"  HELM exact_match {r['helm_accuracy']:.4f} (n={r['helm_n']})")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(rows, indent=2))
+    print(f"written: {json_path}")
 
 
 if __name__ == "__main__":
