@@ -200,27 +200,36 @@ class HttpClientBase:
             return self.tokenizer.decode(ids[-max_tokens:]) if len(ids) > max_tokens else text
         return text[-max_tokens * CHARS_PER_TOKEN :]
 
-    def _open(self):
-        """A connection-pooling HTTP client for one batch of requests."""
-        raise NotImplementedError
+    # set by each backend: where its requests go and the headers they carry (the API key among them: private)
+    _base_url: str
+    _headers: dict[str, str]
 
     def _send_all(self, requests, send, on_done) -> list[Completion]:
-        """Sends the requests over one client (`send(client, request)`), closing it afterwards."""
+        """Sends the requests over one JsonSession (`send(session, request)`), closing it afterwards; a response
+        body of another shape than the backend reads is a permanent error."""
         if not requests:
             return []
 
+        async def send_checked(session: JsonSession, request: Request) -> Completion:
+            try:
+                return await send(session, request)
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+                raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
+
         async def main() -> list[Completion]:
-            client = self._open()
+            session = JsonSession(
+                self._base_url, self._headers, timeout_s=self.spec.timeout_s, max_connections=self.spec.max_concurrency
+            )
             try:
                 return await send_concurrently(
                     requests,
-                    lambda r: send(client, r),
+                    lambda r: send_checked(session, r),
                     max_concurrency=self.spec.max_concurrency,
                     policy=self.policy,
                     on_done=on_done,
                 )
             finally:
-                await client.close()
+                await session.close()
 
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
             return runner.run(main())

@@ -57,11 +57,6 @@ class OpenAICompatibleClient(HttpClientBase):
         self.supports_prompt_logprobs = spec.prompt_logprobs and not spec.chat
         self._base_url, self._headers = _sdk_request_settings(spec, _api_key(spec))
 
-    def _open(self) -> JsonSession:
-        return JsonSession(
-            self._base_url, self._headers, timeout_s=self.spec.timeout_s, max_connections=self.spec.max_concurrency
-        )
-
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
@@ -76,21 +71,12 @@ class OpenAICompatibleClient(HttpClientBase):
 
     # --- requests -------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
-        return self._run(requests, self._generate_one, on_done)
+        return self._send_all(requests, self._generate_one, on_done)
 
     def score(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         if requests and not self.supports_prompt_logprobs:
             raise CatalogError(f"model {self.spec.name!r} cannot return prompt log-probabilities")
-        return self._run(requests, self._score_one, on_done)
-
-    def _run(self, requests, send_one, on_done) -> list[Completion]:
-        async def send(session: JsonSession, request: Request) -> Completion:
-            try:
-                return await send_one(session, request)
-            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:  # a body of another shape
-                raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
-
-        return self._send_all(requests, send, on_done)
+        return self._send_all(requests, self._score_one, on_done)
 
     async def _generate_one(self, session: JsonSession, request: Request) -> Completion:
         started = time.perf_counter()

@@ -95,6 +95,7 @@ class TGIClient(HttpClientBase):
         if not spec.base_url:
             raise HolisticError(f"model {spec.name!r}: a TGI backend needs base_url (the server's address)")
         self.info = self._server_info(spec)
+        self._base_url = spec.base_url
         self._headers = build_hf_headers()  # the user agent, and the saved Hugging Face token if there is one
         super().__init__(spec, default_context=int(self.info.get("max_input_tokens") or 4096))
 
@@ -142,7 +143,7 @@ class TGIClient(HttpClientBase):
             output = await session.post("/generate", {"inputs": r.prompt, "parameters": parameters})
             return completion_from_tgi(output, r, time.perf_counter() - started)
 
-        return self._run(requests, one, on_done)
+        return self._send_all(requests, one, on_done)
 
     def score(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         async def one(session: JsonSession, r: Request) -> Completion:
@@ -151,18 +152,4 @@ class TGIClient(HttpClientBase):
             output = await session.post("/generate", {"inputs": r.prompt + r.continuation, "parameters": parameters})
             return continuation_from_prefill(output, r, time.perf_counter() - started)
 
-        return self._run(requests, one, on_done)
-
-    def _open(self) -> JsonSession:
-        return JsonSession(
-            self.spec.base_url, self._headers, timeout_s=self.spec.timeout_s, max_connections=self.spec.max_concurrency
-        )
-
-    def _run(self, requests, send_one, on_done) -> list[Completion]:
-        async def send(session: JsonSession, request: Request) -> Completion:
-            try:
-                return await send_one(session, request)
-            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:  # a body of another shape
-                raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
-
-        return self._send_all(requests, send, on_done)
+        return self._send_all(requests, one, on_done)
