@@ -60,7 +60,9 @@ class OpenAICompatibleClient(HttpClientBase):
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
-            "model_path": f"{self.spec.base_url or 'https://api.openai.com/v1'} {self.spec.path}",
+            # the server the requests go to (OPENAI_BASE_URL when the registry names none): part of the completion
+            # cache's key, so two servers that serve the same model name never share cached answers
+            "model_path": f"{self._base_url.rstrip('/')} {self.spec.path}",
             "model_revision": self.spec.revision or f"served:{self.spec.path}",
             "batch_size": None,
             "max_context": self.max_context,

@@ -129,6 +129,22 @@ def test_requests_carry_the_sdks_headers(untrained_server, monkeypatch):
     assert headers["user-agent"].startswith("AsyncOpenAI/Python ")
 
 
+def test_provenance_names_the_server_the_requests_go_to(untrained_server, monkeypatch):
+    """OPENAI_BASE_URL (the SDK's variable) applies when the registry names no server: the requests and the
+    recorded model_path (part of the completion cache's key) both name it."""
+    monkeypatch.setenv("OPENAI_BASE_URL", untrained_server.base_url)
+    client = _client(untrained_server, monkeypatch, base_url=None)
+    assert client.describe()["model_path"] == f"{untrained_server.base_url.rstrip('/')} demo-llama-tuned"
+    prompt = f"{PROMPTS[2]} (server from the environment)"
+    (c,) = client.generate([_gen(prompt)])
+    assert c.error == "" and untrained_server.hits[prompt] == 1
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert _client(untrained_server, monkeypatch, base_url=None).describe()["model_path"] == (
+        "https://api.openai.com/v1 demo-llama-tuned"
+    )
+    assert _client(untrained_server, monkeypatch).describe()["model_path"].startswith(untrained_server.base_url)
+
+
 def test_proxies_and_their_exceptions_come_from_the_environment(untrained_server, monkeypatch):
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
