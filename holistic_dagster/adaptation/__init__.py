@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import random
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from holistic_dagster.catalog import AdapterSpec
 from holistic_dagster.hashing import request_id
 from holistic_dagster.records import Instance, Request
 from holistic_dagster.scenarios.loaders import CHOICE_LABELS
+from holistic_dagster.scenarios.sampling import select_examples
 from holistic_dagster.templating import render_file, string_template
 
 NULL_PROMPT = "Answer:"  # HELM's calibration context for multiple_choice_separate_calibrated
@@ -120,26 +120,6 @@ def _context(preceding: str, continuation: str, budget: TokenBudget) -> str:
             return prompt
         room -= over
     return ""
-
-
-def select_few_shot(pool: list[Instance], k: int, seed: int) -> list[Instance]:
-    """Deterministic, label-balanced few-shot examples (HELM's sampling): group the pool by correct output,
-    visit labels from most to least frequent, and take one example per label in turn, seeded."""
-    if k <= 0 or not pool:
-        return []
-    rng = random.Random(seed)
-    groups: dict[str, list[Instance]] = defaultdict(list)
-    for inst in sorted(pool, key=lambda i: i.instance_id):
-        groups[_label(inst)].append(inst)
-    for members in groups.values():
-        rng.shuffle(members)
-    labels = sorted(groups, key=lambda lab: (-len(groups[lab]), lab))
-    chosen: list[Instance] = []
-    while len(chosen) < min(k, len(pool)):
-        for lab in labels:
-            if groups[lab] and len(chosen) < k:
-                chosen.append(groups[lab].pop())
-    return chosen
 
 
 def _label(inst: Instance) -> str:
@@ -315,10 +295,16 @@ class Adapter:
 
 
 def build_requests(
-    instances: list[Instance], spec: AdapterSpec, templates_dir: Path, budget: TokenBudget, seed: int
+    instances: list[Instance],
+    spec: AdapterSpec,
+    templates_dir: Path,
+    budget: TokenBudget,
+    seed: int,
+    conventions: str | None = "helm",
 ) -> list[Request]:
-    """Requests for every test instance; few-shot examples come from the train pool of the same subset and
-    are the same for every instance of that subset (one shared prefix)."""
+    """Requests for every test instance; few-shot examples come from the
+    train pool of the same subset, drawn as `conventions` say (scenarios.sampling), and are the same for every
+    instance of that subset (one shared prefix)."""
     adapter = Adapter(spec, templates_dir, budget)
     pools: dict[str, list[Instance]] = defaultdict(list)
     for inst in instances:
@@ -326,7 +312,7 @@ def build_requests(
             pools[inst.subset].append(inst)
     # ranking: each held-out query gives two examples (a relevant and an irrelevant passage), as in HELM
     k = -(-spec.max_train_instances // 2) if spec.method == "ranking_binary" else spec.max_train_instances
-    shots = {subset: select_few_shot(pool, k, seed) for subset, pool in pools.items()}
+    shots = {subset: select_examples(pool, k, seed, conventions) for subset, pool in pools.items()}
     tests = [inst for inst in instances if inst.split == "test"]
     adapter.prime(tests, shots)
     return [request for inst in tests for request in adapter.requests(inst, shots.get(inst.subset, []))]

@@ -10,6 +10,7 @@ from holistic_dagster.catalog import ScenarioSpec, SuiteScenario
 from holistic_dagster.errors import CatalogError, DataFormatError
 from holistic_dagster.records import Instance
 from holistic_dagster.scenarios.loaders import load_file_instances
+from holistic_dagster.scenarios.sampling import helm_eval_indices, source_order
 from holistic_dagster.scenarios.sources import source_dir
 from holistic_dagster.scenarios.synthetic import GENERATORS
 
@@ -27,8 +28,9 @@ def load_instances(spec: ScenarioSpec) -> list[Instance]:
 
 
 def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Instance]) -> list[Instance]:
-    """The suite version's sample: per subset, at most `max_eval_instances` test instances (seeded) plus the
-    few-shot pool (the train split, or `train_holdout` test records held out and never evaluated)."""
+    """The suite version's sample: per subset, at most `max_eval_instances` test instances, drawn as the suite's
+    sampling method says (scenarios.sampling; a pin without one draws as HELM), plus the few-shot pool (the train
+    split, or `train_holdout` test records held out and never evaluated)."""
     seen: dict[str, Instance] = {}
     for inst in instances:
         if inst.instance_id in seen:
@@ -54,8 +56,13 @@ def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Ins
             held = set(rng.sample(range(len(test)), min(spec.train_holdout, len(test))))
             train = [_as_train(t) for k, t in enumerate(test) if k in held]
             test = [t for k, t in enumerate(test) if k not in held]
-        if len(test) > pin.max_eval_instances:
-            keep = set(rng.sample(range(len(test)), pin.max_eval_instances))
+        if pin.conventions == "legacy":
+            if len(test) > pin.max_eval_instances:
+                keep = set(rng.sample(range(len(test)), pin.max_eval_instances))
+                test = [t for k, t in enumerate(test) if k in keep]
+        else:  # HELM's draw, over the subset's test instances in file order (one HELM run per subset)
+            test.sort(key=source_order)
+            keep = set(helm_eval_indices(len(test), pin.max_eval_instances, pin.seed))
             test = [t for k, t in enumerate(test) if k in keep]
         chosen.extend(train)
         chosen.extend(test)

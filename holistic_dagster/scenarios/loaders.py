@@ -350,8 +350,9 @@ def record_to_instance(
     scope = {"subset": subset, "split": split}
     if m.keep is not None and not _evaluate("keep", m.keep, record, path, where, template=False, scope=scope):
         return None
-    text = _evaluate("input", m.input, record, path, where, template=True).strip()
-    if not text:
+    text = _evaluate("input", m.input, record, path, where, template=True)
+    text = text.strip() if m.strip else text
+    if not text.strip():
         if m.skip_empty_input:
             return None
         raise DataFormatError(path, where, "input is empty")
@@ -366,7 +367,7 @@ def record_to_instance(
             raise DataFormatError(
                 path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
             )
-        references = tuple(Reference(str(c).strip(), i == answer) for i, c in enumerate(choices))
+        references = tuple(Reference(str(c).strip() if m.strip else str(c), i == answer) for i, c in enumerate(choices))
     elif m.targets is not None:
         targets = _evaluate("targets", m.targets, record, path, where, template=False)
         if (

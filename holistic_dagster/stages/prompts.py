@@ -32,9 +32,8 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
         getattr(client, "chat_prompt", None),
         getattr(client, "count_tokens_many", None),
     )
-    requests = build_requests(
-        load_dataset(stage, version, scenario), adapter, stage.catalog.templates_dir, budget, pin.seed
-    )
+    instances = load_dataset(stage, version, scenario)
+    requests = build_requests(instances, adapter, stage.catalog.templates_dir, budget, pin.seed, pin.conventions)
     keys = {"model": model, "version": version, "scenario": scenario}
     frame = pd.DataFrame([{**keys, **prompt_row(r, adapter.method, adapter.template_file)} for r in requests])
     frame["choice_index"] = frame["choice_index"].astype("Int64")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from holistic_dagster.adaptation import NULL_PROMPT, TokenBudget, build_requests, select_few_shot
+from holistic_dagster.adaptation import NULL_PROMPT, TokenBudget, build_requests
 from holistic_dagster.catalog import AdapterSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Instance, Reference, SourceFile
+from holistic_dagster.scenarios.sampling import select_examples
 from tests.conftest import write
 
 SRC = SourceFile("test://", "0", "test")
@@ -36,7 +37,7 @@ def test_generation_prompt_layout(catalog):
     )
     instances = [qa("t1", "1+1?", "2", "train"), qa("t2", "2+2?", "4", "train"), qa("e1", "3+3?", "6")]
     (request,) = build_requests(instances, spec, catalog.templates_dir, WORDS, seed=0)
-    shots = select_few_shot([i for i in instances if i.split == "train"], 2, 0)
+    shots = select_examples([i for i in instances if i.split == "train"], 2, 0)
     expected = (
         "Answer briefly.\n\n" + "".join(f"Q: {s.input}\nA: {s.references[0].output}\n\n" for s in shots) + "Q: 3+3?\nA:"
     )
@@ -86,11 +87,11 @@ def test_few_shot_selection_is_seeded_and_label_balanced():
     pool = [qa(f"y{i}", f"q{i}", "Yes", "train") for i in range(8)] + [
         qa(f"n{i}", f"p{i}", "No", "train") for i in range(2)
     ]
-    chosen = select_few_shot(pool, 4, seed=1)
-    assert select_few_shot(pool, 4, seed=1) == chosen
+    chosen = select_examples(pool, 4, seed=1)
+    assert select_examples(pool, 4, seed=1) == chosen
     assert sorted(c.references[0].output for c in chosen) == ["No", "No", "Yes", "Yes"]
-    assert select_few_shot(pool, 4, seed=2) != chosen
-    assert select_few_shot(pool, 0, seed=1) == []
+    assert select_examples(pool, 4, seed=2) != chosen
+    assert select_examples(pool, 0, seed=1) == []
 
 
 def test_few_shot_examples_come_from_the_same_subset(catalog):

@@ -31,7 +31,7 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
         partitionKeysByDimension { name partitionKeys }
         assetChecksOrError { ... on AssetChecks { checks { name blocking } } } } } }"""
     registered = {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
-    expected = {"model": registered, "version": {"v1", "v2", "v3", "v4"}}
+    expected = {"model": registered, "version": {"v1", "v2", "v3", "v4", "v5"}}
 
     def dimensions() -> dict:
         node = graphql(port, query)["assetNodeOrError"]

@@ -1,0 +1,378 @@
+"""HELM parity, per scenario: HELM 0.5.16's own scenario, sampling and adapter code against ours, on the same data.
+
+HELM runs from the peer environment (../shared/peerbench/setup_peers.sh: crfm-helm 0.5.16 in $BENCH/venv-helm,
+the peer model in $BENCH/model). `helm-run --dry-run` writes the exact requests HELM would send
+(scenario_state.json) without calling a model; HELM reads the local files in ../shared/data because they are
+placed where its downloader looks. Our side builds the same run from the catalog with `conventions: helm` (suite
+v5's) and the same model's tokenizer and context window, and the two are compared request by request:
+
+- instances: the evaluated questions (input text and choices) are the same set;
+- examples: HELM's prompt holds our in-context examples, in our order, and the same number of them;
+- prompts: each request's text byte for byte (separate multiple choice: prompt + continuation, as HELM sends it),
+  with the first difference shown;
+- decoding: max_tokens, stop sequences and temperature of generation requests.
+
+Writes bench/results/helm_parity.json and .md, and with --fixtures the committed test fixtures
+(tests/adaptation/fixtures/helm_parity.json: HELM's choices and the sha256 of its prompts, no data text).
+
+usage: .venv/bin/python bench/helm_parity.py [--n 25] [--fixtures]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SHARED = REPO.parent / "shared"
+BENCH = Path(os.environ.get("BENCH", "/tmp/bench"))
+FIXTURES = REPO / "tests" / "adaptation" / "fixtures" / "helm_parity.json"
+MMLU_SUBJECTS = ("abstract_algebra", "anatomy", "college_physics", "global_facts", "high_school_geography")
+HELM_MODEL = "huggingface/model"  # the peer model, registered by --enable-local-huggingface-models
+FIXTURE_INSTANCES = 3  # per case and subset: the prompts of this many of HELM's instances are pinned by a test
+
+
+@dataclass
+class Case:
+    """One comparison: a scenario of ours under one adapter method, against HELM's run entries for it."""
+
+    name: str
+    scenario: str
+    subsets: tuple[str, ...]
+    method: str
+    shots: int | None  # None: the scenario's own max_train_instances
+    helm_entry: str  # format string over {subset}; the model is appended
+    place: str  # how HELM's data folder is filled (a key of PLACERS)
+    notes: list[str] = field(default_factory=list)
+
+
+def _mmlu_entry(method: str, shots: int | None) -> str:
+    zero = ",max_train_instances=zero" if shots == 0 else ""
+    return f"mmlu:subject={{subset}},method={method}{zero}"
+
+
+CASES = [
+    Case(
+        "mmlu joint 5-shot",
+        "mmlu",
+        MMLU_SUBJECTS,
+        "multiple_choice_joint",
+        5,
+        _mmlu_entry("multiple_choice_joint", 5),
+        "mmlu",
+    ),
+    Case(
+        "mmlu joint 0-shot",
+        "mmlu",
+        MMLU_SUBJECTS,
+        "multiple_choice_joint",
+        0,
+        _mmlu_entry("multiple_choice_joint", 0),
+        "mmlu",
+    ),
+    Case(
+        "mmlu separate original",
+        "mmlu",
+        MMLU_SUBJECTS,
+        "multiple_choice_separate_original",
+        0,
+        _mmlu_entry("multiple_choice_separate_original", None),
+        "mmlu",
+    ),
+    Case(
+        "mmlu separate calibrated",
+        "mmlu",
+        MMLU_SUBJECTS,
+        "multiple_choice_separate_calibrated",
+        0,
+        _mmlu_entry("multiple_choice_separate_calibrated", None),
+        "mmlu",
+    ),
+]
+
+
+def place_mmlu(data: Path, out: Path, subsets: tuple[str, ...]) -> None:
+    """HELM's MMLU scenario skips its download when <output>/scenarios/mmlu/data exists; dev is its train split.
+    val is left out: HELM would evaluate it too (its eval splits are valid + test), our catalog evaluates test."""
+    for split in ("dev", "test"):
+        folder = out / "scenarios" / "mmlu" / "data" / split
+        folder.mkdir(parents=True, exist_ok=True)
+        for subset in subsets:
+            shutil.copy(data / "mmlu" / split / f"{subset}_{split}.csv", folder)
+
+
+PLACERS = {"mmlu": place_mmlu}
+
+
+# --- HELM's side ----------------------------------------------------------------------------------------------
+
+
+def helm_requests(case: Case, n: int, work: Path) -> dict[str, list[dict]]:
+    """{subset: HELM's request states} from one `helm-run --dry-run` over the case's subsets."""
+    out = work / "benchmark_output"
+    PLACERS[case.place](SHARED / "data", out, case.subsets)
+    entries = [case.helm_entry.format(subset=s) + f",model={HELM_MODEL}" for s in case.subsets]
+    suite = "parity"
+    env = {**os.environ, **_peer_env()}
+    cmd = [str(BENCH / "venv-helm" / "bin" / "helm-run"), "--enable-local-huggingface-models", str(BENCH / "model")]
+    cmd += ["-r", *entries, "--suite", suite, "-m", str(n), "-o", str(out), "--local-path", str(work / "prod_env")]
+    cmd += ["--dry-run", "--exit-on-error"]
+    done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"helm-run failed for {case.name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    found: dict[str, list[dict]] = {}
+    for run in sorted((out / "runs" / suite).iterdir()):
+        spec_file = run / "run_spec.json"
+        if not spec_file.exists():
+            continue
+        spec = json.loads(spec_file.read_text())
+        subset = next(s for s in case.subsets if f"={s}," in spec["name"] + ",")
+        found[subset] = json.loads((run / "scenario_state.json").read_text())["request_states"]
+    return found
+
+
+def _peer_env() -> dict[str, str]:
+    return {
+        "HF_HOME": str(BENCH / "hf_home"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "NLTK_DATA": str(BENCH / "nltk_data"),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+# --- our side --------------------------------------------------------------------------------------------------
+
+
+def our_requests(case: Case, subset: str, n: int, assets: Path):
+    """(instances, requests) as our pipeline builds them for the case: a suite with conventions: helm."""
+    from holistic_dagster.adaptation import build_requests
+    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.scenarios import load_instances, sample_instances
+
+    pin = {"max_eval_instances": n, "seed": 0, "subsets": [subset], "method": case.method}
+    if case.shots is not None:
+        pin["max_train_instances"] = case.shots
+    suite = {"version": "parity", "conventions": "helm", "scenarios": {case.scenario: pin}}
+    (assets / "suites" / "parity.yaml").write_text(json.dumps(suite))
+    catalog = Catalog(assets)
+    spec, resolved = catalog.resolved_scenario("parity", case.scenario)
+    instances = sample_instances(spec, resolved, load_instances(spec))
+    budget = _peer_budget()
+    requests = build_requests(
+        instances, spec.adapter, catalog.templates_dir, budget, resolved.seed, resolved.conventions
+    )
+    return instances, requests
+
+
+_BUDGET = None
+
+
+def _peer_budget():
+    """The peer model's tokenizer and context window, as HELM's window service sees them."""
+    global _BUDGET
+    if _BUDGET is None:
+        from tokenizers import Tokenizer
+
+        from holistic_dagster.adaptation import TokenBudget
+
+        tok = Tokenizer.from_file(str(BENCH / "model" / "tokenizer.json"))
+        config = json.loads((BENCH / "model" / "config.json").read_text())
+
+        def count(text: str) -> int:
+            return len(tok.encode(text).ids)
+
+        def truncate_left(text: str, k: int) -> str:
+            ids = tok.encode(text).ids
+            return tok.decode(ids[-k:]) if k > 0 else ""
+
+        _BUDGET = TokenBudget(config["n_positions"], count, truncate_left)
+    return _BUDGET
+
+
+# --- comparison ------------------------------------------------------------------------------------------------
+
+
+def _key(text: str, choices) -> tuple:
+    return (text, tuple(choices))
+
+
+def _first_difference(a: str, b: str) -> str:
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"at char {i}: HELM {a[max(0, i - 30) : i + 30]!r} / ours {b[max(0, i - 30) : i + 30]!r}"
+
+
+def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> dict:
+    tests = [i for i in instances if i.split == "test" and not i.perturbation]
+    ours_by_key = {_key(i.input, [r.output for r in i.references]): i for i in tests}
+    helm_keys = []
+    for state in helm:
+        inst = state["instance"]
+        key = _key(inst["input"]["text"], [r["output"]["text"] for r in inst["references"]])
+        if key not in helm_keys:
+            helm_keys.append(key)
+    common = [k for k in helm_keys if k in ours_by_key]
+    by_instance: dict[str, list] = {}
+    for r in requests:
+        by_instance.setdefault(r.instance_id, []).append(r)
+    from holistic_dagster.scenarios.sampling import select_examples
+
+    pool = [i for i in instances if i.split == "train"]
+    shots = select_examples(pool, max((r.num_train_instances for r in requests), default=0), 0, "helm")
+    prompts_equal = prompts_total = 0
+    examples_equal = examples_total = 0
+    decoding_diffs: set[str] = set()
+    first_diff = ""
+    fixtures = []
+    for state in helm:
+        inst = state["instance"]
+        key = _key(inst["input"]["text"], [r["output"]["text"] for r in inst["references"]])
+        if key not in ours_by_key:
+            continue
+        ours = by_instance[ours_by_key[key].instance_id]
+        helm_text = state["request"]["prompt"]
+        mode = state.get("request_mode")
+        if mode is None:  # a generation request: one per instance
+            (mine,) = [r for r in ours if r.kind == "generate"]
+            our_text = mine.prompt
+            want = (state["request"]["max_tokens"], tuple(state["request"]["stop_sequences"]))
+            got = (mine.max_tokens, mine.stop)
+            if want != got:
+                decoding_diffs.add(f"max_tokens, stop: HELM {want} / ours {got}")
+        else:
+            null = mode == "calibration"
+            (mine,) = [r for r in ours if r.choice_index == state["reference_index"] and r.is_null_context == null]
+            our_text = mine.prompt + mine.continuation
+        prompts_total += 1
+        if our_text == helm_text:
+            prompts_equal += 1
+        elif not first_diff:
+            first_diff = _first_difference(helm_text, our_text)
+        if mode in (None, "original") and (mode is None or state["reference_index"] == 0):
+            examples_total += 1
+            k = state["num_train_instances"]
+            examples = _examples_in(helm_text, mine, shots, ours_by_key[key].input)
+            if k == mine.num_train_instances and examples:
+                examples_equal += 1
+        if len({f["instance_id"] for f in fixtures} | {mine.instance_id}) <= FIXTURE_INSTANCES:
+            fixtures.append(
+                {
+                    "instance_id": mine.instance_id,
+                    "helm_id": inst["id"],
+                    "mode": mode or "generate",
+                    "reference_index": state.get("reference_index"),
+                    "sha256": hashlib.sha256(helm_text.encode()).hexdigest(),
+                }
+            )
+    return {
+        "case": case.name,
+        "subset": subset,
+        "helm_instances": len(helm_keys),
+        "our_instances": len(tests),
+        "instances_equal": len(common) == len(helm_keys) == len(tests),
+        "common_instances": len(common),
+        "examples_equal": f"{examples_equal}/{examples_total}",
+        "prompts_equal": f"{prompts_equal}/{prompts_total}",
+        "first_prompt_difference": first_diff,
+        "decoding_differences": sorted(decoding_diffs),
+        "fixtures": {
+            "instances": sorted(ours_by_key[k].instance_id for k in helm_keys if k in ours_by_key),
+            "prompts": fixtures,
+        },
+    }
+
+
+def _examples_in(helm_prompt: str, request, shots: list, question: str) -> bool:
+    """Whether HELM's prompt holds the request's in-context examples (the first k of our draw, as the prompt
+    stage keeps them) in our order, before the question."""
+    pos = 0
+    for ex in shots[: request.num_train_instances]:
+        found = helm_prompt.find(ex.input, pos)
+        if found < 0:
+            return False
+        pos = found + len(ex.input)
+    return helm_prompt.find(question, pos) >= 0
+
+
+def render_markdown(rows: list[dict], meta: dict) -> str:
+    lines = [
+        "# HELM parity (bench/helm_parity.py)",
+        "",
+        f"HELM {meta['helm']} (`helm-run --dry-run`, peer model `{HELM_MODEL}`) against holistic-dagster "
+        f"`conventions: helm`, max_eval_instances {meta['n']}, {meta['date']}.",
+        "",
+        "| case | subset | instances (HELM/ours/common) | examples equal | prompts equal | first difference "
+        "| decoding |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['case']} | {r['subset']} | {r['helm_instances']}/{r['our_instances']}/{r['common_instances']} | "
+            f"{r['examples_equal']} | {r['prompts_equal']} | {r['first_prompt_difference'] or '-'} | "
+            f"{'; '.join(r['decoding_differences']) or 'equal'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=25, help="max_eval_instances for both sides")
+    parser.add_argument("--case", action="append", help="only these cases (by name)")
+    parser.add_argument("--fixtures", action="store_true", help=f"write {FIXTURES.relative_to(REPO)}")
+    args = parser.parse_args()
+    if not (BENCH / "venv-helm" / "bin" / "helm-run").exists():
+        sys.exit(f"no HELM under {BENCH}: run ../shared/peerbench/setup_peers.sh first")
+    os.environ.setdefault("HOLISTIC_DATA_DIR", str(SHARED / "data"))
+    os.environ["HOLISTIC_ALLOW_DOWNLOAD"] = "0"
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="helm-parity-") as tmp:
+        assets = Path(tmp) / "assets"
+        shutil.copytree(REPO / "assets", assets)
+        for case in CASES:
+            if args.case and case.name not in args.case:
+                continue
+            work = Path(tmp) / case.name.replace(" ", "_")
+            work.mkdir()
+            started = time.perf_counter()
+            helm = helm_requests(case, args.n, work)
+            for subset in case.subsets:
+                instances, requests = our_requests(case, subset, args.n, assets)
+                rows.append(compare(case, subset, helm[subset], instances, requests))
+                row = rows[-1]
+                print(
+                    f"{case.name:28s} {subset:24s} instances {row['common_instances']}/{row['helm_instances']}"
+                    f"  examples {row['examples_equal']}  prompts {row['prompts_equal']}"
+                    f"  {row['first_prompt_difference'][:100]}",
+                    flush=True,
+                )
+            print(f"  ({time.perf_counter() - started:.1f} s)", flush=True)
+    meta = {"helm": "crfm-helm 0.5.16", "n": args.n, "date": time.strftime("%Y-%m-%d")}
+    results = HERE / "results"
+    public = [{k: v for k, v in r.items() if k != "fixtures"} for r in rows]
+    (results / "helm_parity.json").write_text(json.dumps({**meta, "rows": public}, indent=1) + "\n")
+    (results / "helm_parity.md").write_text(render_markdown(rows, meta))
+    if args.fixtures:
+        FIXTURES.parent.mkdir(parents=True, exist_ok=True)
+        fixture = {
+            "source": f"HELM 0.5.16 helm-run --dry-run on ../shared/data (bench/helm_parity.py --n {args.n}), "
+            f"peer model {HELM_MODEL} (context {_peer_budget().max_context} tokens); sha256 of HELM's prompt texts",
+            "n": args.n,
+            "cases": {f"{r['case']}|{r['subset']}": r["fixtures"] for r in rows},
+        }
+        FIXTURES.write_text(json.dumps(fixture, indent=1) + "\n")
+    print(f"wrote {results / 'helm_parity.md'}")
+
+
+if __name__ == "__main__":
+    main()
