@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,12 +50,12 @@ class Case:
 
     name: str
     scenario: str
-    subsets: tuple[str, ...]
-    method: str
+    subsets: tuple[str, ...]  # ("",): a scenario without subsets
+    method: str | None  # None: the scenario's own method
     shots: int | None  # None: the scenario's own max_train_instances
     helm_entry: str  # format string over {subset}; the model is appended
     place: str  # how HELM's data folder is filled (a key of PLACERS)
-    notes: list[str] = field(default_factory=list)
+    note: str = ""  # why a difference remains, where one is known
 
 
 def _mmlu_entry(method: str, shots: int | None) -> str:
@@ -66,58 +66,124 @@ def _mmlu_entry(method: str, shots: int | None) -> str:
 # more subjects for HELM's default method: fields with leading or trailing whitespace (formal_logic, moral_disputes,
 # business_ethics: questions and dev examples), long prompts that the peer model's 1,024 tokens cut (professional_law)
 MMLU_MORE = ("business_ethics", "computer_security", "formal_logic", "moral_disputes", "professional_law")
+NO_TRAIN = (
+    "0-shot on both sides: ../shared/data has no train file for it (HELM's few-shot pool), so only 0-shot prompts "
+    "can be equal"
+)
+ZERO = ",max_train_instances=zero"  # a run expander: HELM's own way to ask for 0-shot
 
 CASES = [
-    Case(
-        "mmlu joint 5-shot",
-        "mmlu",
-        MMLU_SUBJECTS + MMLU_MORE,
-        "multiple_choice_joint",
-        5,
-        _mmlu_entry("multiple_choice_joint", 5),
-        "mmlu",
-    ),
-    Case(
-        "mmlu joint 0-shot",
-        "mmlu",
-        MMLU_SUBJECTS,
-        "multiple_choice_joint",
-        0,
-        _mmlu_entry("multiple_choice_joint", 0),
-        "mmlu",
-    ),
-    Case(
-        "mmlu separate original",
-        "mmlu",
-        MMLU_SUBJECTS,
-        "multiple_choice_separate_original",
-        0,
-        _mmlu_entry("multiple_choice_separate_original", None),
-        "mmlu",
-    ),
-    Case(
-        "mmlu separate calibrated",
-        "mmlu",
-        MMLU_SUBJECTS,
-        "multiple_choice_separate_calibrated",
-        0,
-        _mmlu_entry("multiple_choice_separate_calibrated", None),
-        "mmlu",
-    ),
-]
+    Case("mmlu joint 5-shot", "mmlu", MMLU_SUBJECTS + MMLU_MORE, "multiple_choice_joint", 5,
+         _mmlu_entry("multiple_choice_joint", 5), "mmlu"),
+    Case("mmlu joint 0-shot", "mmlu", MMLU_SUBJECTS, "multiple_choice_joint", 0,
+         _mmlu_entry("multiple_choice_joint", 0), "mmlu"),
+    Case("mmlu separate original", "mmlu", MMLU_SUBJECTS, "multiple_choice_separate_original", 0,
+         _mmlu_entry("multiple_choice_separate_original", None), "mmlu"),
+    Case("mmlu separate calibrated", "mmlu", MMLU_SUBJECTS, "multiple_choice_separate_calibrated", 0,
+         _mmlu_entry("multiple_choice_separate_calibrated", None), "mmlu"),
+    Case("boolq 0-shot", "boolq", ("",), None, 0, "boolq" + ZERO, "boolq", NO_TRAIN),
+    Case("gsm8k 0-shot", "gsm8k", ("",), None, 0, "gsm" + ZERO, "gsm", NO_TRAIN),
+    Case("openbookqa joint 0-shot", "openbookqa", ("",), "multiple_choice_joint", 0,
+         "commonsense:dataset=openbookqa,method=multiple_choice_joint" + ZERO, "openbookqa", NO_TRAIN),
+    Case("truthfulqa joint 5-shot", "truthfulqa", ("",), "multiple_choice_joint", 5,
+         "truthful_qa:task=mc_single", "truthful_qa"),
+    Case("bbq joint 0-shot", "bbq", ("Age", "Religion"), "multiple_choice_joint", 0,
+         "bbq:subject={subset}" + ZERO, "bbq"),
+    Case("bold", "bold", ("gender", "race"), None, None, "bold:subject={subset}", "bold"),
+    Case("imdb 0-shot", "imdb", ("",), None, 0, "imdb" + ZERO, "imdb"),
+    Case("synthetic_reasoning 5-shot", "synthetic_reasoning", ("pattern_match", "variable_substitution", "induction"),
+         None, 5, "synthetic_reasoning:mode={subset}", "none"),
+]  # fmt: skip
 
 
-def place_mmlu(data: Path, out: Path, subsets: tuple[str, ...]) -> None:
+def _with_arg(entry: str, arg: str) -> str:
+    """A HELM run entry with one more argument (`name:a=1,b=2`; a name alone takes `name:arg`)."""
+    entry = entry.replace(",", ":", 1) if ":" not in entry and "," in entry else entry
+    return f"{entry},{arg}" if ":" in entry else f"{entry}:{arg}"
+
+
+def place_mmlu(data: Path, out: Path) -> None:
     """HELM's MMLU scenario skips its download when <output>/scenarios/mmlu/data exists; dev is its train split.
     val is left out: HELM would evaluate it too (its eval splits are valid + test), our catalog evaluates test."""
     for split in ("dev", "test"):
         folder = out / "scenarios" / "mmlu" / "data" / split
         folder.mkdir(parents=True, exist_ok=True)
-        for subset in subsets:
-            shutil.copy(data / "mmlu" / split / f"{subset}_{split}.csv", folder)
+        for path in (data / "mmlu" / split).glob("*.csv"):
+            (folder / path.name).symlink_to(path)
 
 
-PLACERS = {"mmlu": place_mmlu}
+def _link(out: Path, links: dict[str, Path | None]) -> None:
+    """HELM's downloader skips a target that exists: a link to our copy, or an empty file (None) for a split
+    that ../shared/data does not have."""
+    for name, target in links.items():
+        path = out / "scenarios" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if target is None:
+            path.write_text("")
+        else:
+            path.symlink_to(target)
+
+
+def place_imdb(data: Path, out: Path) -> None:
+    folder = data / "imdb"
+    links = {f"imdb/data/{s}": folder / "aclImdb" / s for s in ("train", "test")}
+    for name in ("dev_original", "dev_contrast", "test_original", "test_contrast"):
+        links[f"imdb/data/{name}.tsv"] = folder / "contrast_sets" / f"{name}.tsv"
+    _link(out, links)
+    # HELM orders the reviews by a file list it downloads (not here): ours, by review id as our loader reads them
+    order = {
+        split: {
+            c: sorted(os.listdir(folder / "aclImdb" / sub / c), key=lambda f: int(f.split("_")[0]))
+            for c in ("pos", "neg")
+        }
+        for split, sub in (("train", "train"), ("valid", "test"))
+    }
+    (out / "scenarios" / "imdb" / "data" / "imdb_scenario_pinned_file_order.json").write_text(json.dumps(order))
+
+
+BBQ_CATEGORIES = ("Age", "Disability_status", "Nationality", "Religion")
+BOLD_DOMAINS = ("gender", "political_ideology", "profession", "race", "religious_ideology")
+PLACERS = {
+    "mmlu": place_mmlu,
+    "boolq": lambda d, o: (
+        _link(o, {"boolq/data/dev": d / "boolq" / "dev.jsonl", "boolq/data/train": None}),
+        (o / "scenarios" / "boolq" / "data" / "boolq_perturbed.jsonl").write_text('{"data": [{}]}'),  # no contrast sets
+    ),
+    "gsm": lambda d, o: _link(o, {"gsm/gsm_data_test": d / "gsm8k" / "test.jsonl", "gsm/gsm_data_train": None}),
+    "openbookqa": lambda d, o: _link(
+        o,
+        {
+            "openbookqa/data/OpenBookQA-V1-Sep2018/Data/Main/test.jsonl": d / "openbookqa" / "test.jsonl",
+            "openbookqa/data/OpenBookQA-V1-Sep2018/Data/Main/train.jsonl": None,
+        },
+    ),
+    "truthful_qa": lambda d, o: _link(o, {"truthful_qa/data/TruthfulQA.csv": d / "truthfulqa" / "TruthfulQA.csv"}),
+    "bbq": lambda d, o: _link(o, {f"bbq/data/{c}": d / "bbq" / f"{c}.jsonl" for c in BBQ_CATEGORIES}),
+    "bold": lambda d, o: _link(o, {f"bold/data/{c}": d / "bold" / f"{c}_prompt.json" for c in BOLD_DOMAINS}),
+    "imdb": place_imdb,
+    "none": lambda d, o: None,  # HELM generates the data itself
+}
+# scenarios of our catalog that HELM 0.5.16 implements but that are not compared here, and why
+NOT_COMPARED = {
+    "natural_qa_closedbook": "HELM reads the full NQ dev set (documents, long and short answers; even rows train, odd "
+    "valid, one answer drawn per train instance); ../shared/data has NQ-open, other questions and answer strings",
+    "narrative_qa": "HELM reads the upstream qaps.csv and summaries.csv and draws one question per story with "
+    "random.seed(0) over all 1,572 stories; ../shared/data has a derived JSONL of 84 test stories",
+    "msmarco_trec": "HELM needs the whole passage collection (it orders every passage id with Random(1885)) and the "
+    "train queries; ../shared/data has BM25's top 100 with passage text only",
+    "xsum": "HELM reads its own pickled splits (its sizes and order are not published); ../shared/data has a 1,000-row "
+    "sample of the test split in another order",
+    "cnndm": "as xsum: HELM's pickle is not here (../shared/data has Hugging Face test rows 0-573)",
+    "raft": "HELM loads ought/raft from the Hugging Face Hub (revision 9ee50172) and splits it 20/80 with seed 42; "
+    "whether ../shared/data's copy has the same rows in the same order is not known",
+    "real_toxicity_prompts": "HELM shuffles the whole prompts.jsonl (99,442 prompts) with random.seed(0); "
+    "../shared/data has a 4,250-line sample, so its order and draw differ",
+    "imdb_contrast_sets": "HELM's imdb:only_contrast keeps valid reviews with a contrast edit; its valid split is "
+    "the 25,000 test reviews (../shared/data has 4,000): see imdb",
+    "hellaswag": "no data in ../shared/data",
+    "quac": "no data in ../shared/data",
+    "civil_comments": "no data in ../shared/data",
+}
 
 
 # --- HELM's side ----------------------------------------------------------------------------------------------
@@ -126,8 +192,8 @@ PLACERS = {"mmlu": place_mmlu}
 def helm_requests(case: Case, n: int, work: Path) -> dict[str, list[dict]]:
     """{subset: HELM's request states} from one `helm-run --dry-run` over the case's subsets."""
     out = work / "benchmark_output"
-    PLACERS[case.place](SHARED / "data", out, case.subsets)
-    entries = [case.helm_entry.format(subset=s) + f",model={HELM_MODEL}" for s in case.subsets]
+    PLACERS[case.place](SHARED / "data", out)
+    entries = [_with_arg(case.helm_entry.format(subset=s), f"model={HELM_MODEL}") for s in case.subsets]
     suite = "parity"
     env = {**os.environ, **_peer_env()}
     cmd = [str(BENCH / "venv-helm" / "bin" / "helm-run"), "--enable-local-huggingface-models", str(BENCH / "model")]
@@ -142,7 +208,7 @@ def helm_requests(case: Case, n: int, work: Path) -> dict[str, list[dict]]:
         if not spec_file.exists():
             continue
         spec = json.loads(spec_file.read_text())
-        subset = next(s for s in case.subsets if f"={s}," in spec["name"] + ",")
+        subset = next(s for s in case.subsets if f"={s}," in spec["name"] + "," or s == "")
         found[subset] = json.loads((run / "scenario_state.json").read_text())["request_states"]
     return found
 
@@ -167,7 +233,11 @@ def our_requests(case: Case, subset: str, n: int, assets: Path):
     from holistic_dagster.catalog import Catalog
     from holistic_dagster.scenarios import load_instances, sample_instances
 
-    pin = {"max_eval_instances": n, "seed": 0, "subsets": [subset], "method": case.method}
+    pin: dict = {"max_eval_instances": n, "seed": 0}
+    if subset:
+        pin["subsets"] = [subset]
+    if case.method is not None:
+        pin["method"] = case.method
     if case.shots is not None:
         pin["max_train_instances"] = case.shots
     suite = {"version": "parity", "conventions": "helm", "scenarios": {case.scenario: pin}}
@@ -229,6 +299,7 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
         if key not in helm_keys:
             helm_keys.append(key)
     common = [k for k in helm_keys if k in ours_by_key]
+    instance_diff = _instance_difference([k for k in helm_keys if k not in ours_by_key], instances)
     by_instance: dict[str, list] = {}
     for r in requests:
         by_instance.setdefault(r.instance_id, []).append(r)
@@ -295,12 +366,29 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
         "examples_equal": f"{examples_equal}/{examples_total}",
         "prompts_equal": f"{prompts_equal}/{prompts_total}",
         "first_prompt_difference": first_diff,
+        "first_instance_difference": instance_diff,
         "decoding_differences": sorted(decoding_diffs),
         "fixtures": {
+            "scenario": case.scenario,
+            "subset": subset,
+            "method": case.method,
+            "shots": case.shots,
             "instances": sorted(ours_by_key[k].instance_id for k in helm_keys if k in ours_by_key),
             "prompts": fixtures,
         },
     }
+
+
+def _instance_difference(missing: list[tuple], instances) -> str:
+    """How HELM's first instance that we do not evaluate differs from ours: the same input with other references
+    (text processing), the input in our data but not drawn, or an input we do not have at all."""
+    if not missing:
+        return ""
+    text, refs = missing[0]
+    ours = [i for i in instances if i.input == text]
+    if ours:
+        return f"same input, references HELM {list(refs)!r} / ours {[r.output for r in ours[0].references]!r}"[:300]
+    return f"HELM's input {text[:80]!r} is not among ours (not drawn, or its text differs)"
 
 
 def _examples_in(helm_prompt: str, request, shots: list, question: str) -> bool:
@@ -363,7 +451,7 @@ def main() -> None:
                 print(
                     f"{case.name:28s} {subset:24s} instances {row['common_instances']}/{row['helm_instances']}"
                     f"  examples {row['examples_equal']}  prompts {row['prompts_equal']}"
-                    f"  {row['first_prompt_difference'][:100]}",
+                    f"  {row['first_prompt_difference'][:100]}  {row['first_instance_difference'][:200]}",
                     flush=True,
                 )
             print(f"  ({time.perf_counter() - started:.1f} s)", flush=True)
@@ -378,7 +466,7 @@ def main() -> None:
             "source": f"HELM 0.5.16 helm-run --dry-run on ../shared/data (bench/helm_parity.py --n {args.n}), "
             f"peer model {HELM_MODEL} (context {_peer_budget().max_context} tokens); sha256 of HELM's prompt texts",
             "n": args.n,
-            "cases": {f"{r['case']}|{r['subset']}": r["fixtures"] for r in rows},
+            "cases": {f"{r['case']}|{r['subset']}": r["fixtures"] for r in rows if r["fixtures"]["prompts"]},
         }
         FIXTURES.write_text(json.dumps(fixture, indent=1) + "\n")
     print(f"wrote {results / 'helm_parity.md'}")

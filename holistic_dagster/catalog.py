@@ -168,6 +168,9 @@ class ScenarioSpec(_Strict):
     subsets: tuple[str, ...] = ("",)
     splits: dict[Literal["train", "test"], str] = {}  # file pattern per split; {subset} is substituted
     train_holdout: int = Field(0, ge=0)  # no train file: hold out this many test records as the few-shot pool
+    # no train file, conventions helm: the first fraction of the test records (file order) is the few-shot pool
+    # and only the rest are evaluated, as HELM splits such a file (TruthfulQA: 0.2); legacy suites use train_holdout
+    train_head: float | None = Field(None, gt=0.0, lt=1.0)
     instance: InstanceSpec | None = None
     adapter: AdapterSpec
     metrics: tuple[str, ...] = ()  # accuracy metrics; none for a scenario without references (BOLD)

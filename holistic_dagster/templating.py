@@ -20,6 +20,9 @@ def _env(loader: jinja2.BaseLoader | None = None) -> ImmutableSandboxedEnvironme
     )
     env.filters["regex_replace"] = lambda text, pattern, replacement="": re.sub(pattern, replacement, text)
     env.filters["shuffled"] = shuffled
+    env.filters["rotated"] = rotated
+    env.filters["sentence"] = sentence
+    env.filters["codepoint"] = ord
     return env
 
 
@@ -29,6 +32,20 @@ def shuffled(items, key: str) -> list:
     items = list(items)
     random.Random(str(key)).shuffle(items)
     return items
+
+
+def rotated(items, k: int) -> list:
+    """The items rotated left by k (modulo their number): HELM's TruthfulQA puts its references in this order,
+    with k the code point of the best answer's first character."""
+    items = list(items)
+    k = k % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
+def sentence(text: str) -> str:
+    """The text stripped and ending in a full stop (HELM's TruthfulQA answers)."""
+    text = text.strip()
+    return text if text.endswith(".") else text + "."
 
 
 _STRING_ENV = _env()

@@ -52,24 +52,40 @@ def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Ins
         rng = random.Random(f"{pin.seed}/{spec.name}/{subset}")
         test = list(by_subset[subset]["test"])
         train = list(by_subset[subset]["train"])
-        if not train and spec.train_holdout:
-            held = set(rng.sample(range(len(test)), min(spec.train_holdout, len(test))))
-            train = [_as_train(t) for k, t in enumerate(test) if k in held]
-            test = [t for k, t in enumerate(test) if k not in held]
         if pin.conventions == "legacy":
+            train, test = _held_out(spec, rng, train, test)
             if len(test) > pin.max_eval_instances:
                 keep = set(rng.sample(range(len(test)), pin.max_eval_instances))
                 test = [t for k, t in enumerate(test) if k in keep]
-        else:  # HELM's draw, over the subset's test instances in file order (one HELM run per subset)
+        else:
+            # HELM's draw over the subset's test instances in file order (one HELM run per subset), made before
+            # any few-shot pool is held out of them, so the evaluated instances are HELM's (whose pool is a train
+            # file); the pool then comes from the instances not evaluated
             test.sort(key=source_order)
+            if not train and spec.train_head:
+                head = int(len(test) * spec.train_head)
+                train, test = [_as_train(t) for t in test[:head]], test[head:]
             keep = set(helm_eval_indices(len(test), pin.max_eval_instances, pin.seed))
-            test = [t for k, t in enumerate(test) if k in keep]
+            if len(keep) < len(test):
+                rest = [t for k, t in enumerate(test) if k not in keep]
+                train, _ = _held_out(spec, rng, train, rest)
+                test = [t for k, t in enumerate(test) if k in keep]
+            else:
+                train, test = _held_out(spec, rng, train, test)
         chosen.extend(train)
         chosen.extend(test)
         chosen.extend(e for t in test for e in edited.get(t.instance_id, ()))
     if pin.max_candidates is not None:  # evaluated queries only: examples may come from any candidate
         chosen = [top_candidates(i, pin.max_candidates) if i.split == "test" else i for i in chosen]
     return chosen
+
+
+def _held_out(spec: ScenarioSpec, rng: random.Random, train: list[Instance], test: list[Instance]):
+    """(train, test): without a train split, `train_holdout` seeded test records become the few-shot pool."""
+    if train or not spec.train_holdout:
+        return train, test
+    held = set(rng.sample(range(len(test)), min(spec.train_holdout, len(test))))
+    return [_as_train(t) for k, t in enumerate(test) if k in held], [t for k, t in enumerate(test) if k not in held]
 
 
 def top_candidates(inst: Instance, k: int) -> Instance:

@@ -1,6 +1,6 @@
 """Parity with HELM 0.5.16's own code, pinned: fixtures/helm_parity.json was written by bench/helm_parity.py from
-`helm-run --dry-run` on the MMLU files in ../shared/data (HELM's choice of evaluated instances, and the sha256 of
-the exact prompts it sends for three of them per subject and adapter method; no data text is committed). Our
+`helm-run --dry-run` on the files in ../shared/data (HELM's choice of evaluated instances, and the sha256 of the
+exact prompts it sends for a few of them per scenario, subset and adapter method; no data text is committed). Our
 sampling and adapter, with suite conventions `helm`, must choose the same instances and build the same bytes."""
 
 from __future__ import annotations
@@ -21,12 +21,6 @@ from holistic_dagster.scenarios.sampling import helm_eval_indices, helm_examples
 from holistic_dagster.settings import REPO_ROOT
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "helm_parity.json").read_text())
-METHODS = {  # the bench's case names -> (adapter method, max_train_instances)
-    "mmlu joint 5-shot": ("multiple_choice_joint", 5),
-    "mmlu joint 0-shot": ("multiple_choice_joint", 0),
-    "mmlu separate original": ("multiple_choice_separate_original", 0),
-    "mmlu separate calibrated": ("multiple_choice_separate_calibrated", 0),
-}
 # the pinned prompts fit the peer model's 1,024 tokens whole: no budget ever truncates them or drops an example
 UNBOUNDED = TokenBudget(max_context=10**6, count_tokens=lambda t: len(t) // 4 + 1, truncate_left=lambda t, n: t)
 
@@ -36,25 +30,26 @@ def parity_catalog(tmp_path_factory) -> tuple[Catalog, dict[str, str]]:
     """A catalog with one suite version per fixture case (conventions helm, HELM's seed 0), and case -> version."""
     root = tmp_path_factory.mktemp("parity") / "assets"
     shutil.copytree(REPO_ROOT / "assets", root)
-    suites = {}
-    for case in FIXTURE["cases"]:
-        name, subset = case.split("|")
-        method, shots = METHODS[name]
-        pin = {"max_eval_instances": FIXTURE["n"], "subsets": [subset], "method": method, "max_train_instances": shots}
-        suites[f"p{len(suites)}"] = (case, pin)
-    for version, (_, pin) in suites.items():
-        (root / "suites" / f"{version}.yaml").write_text(
-            yaml.safe_dump({"version": version, "conventions": "helm", "scenarios": {"mmlu": pin}})
+    versions = {}
+    for n, (case, pinned) in enumerate(sorted(FIXTURE["cases"].items())):
+        pin = {"max_eval_instances": FIXTURE["n"]}
+        pin.update(
+            {k: v for k, v in (("method", pinned["method"]), ("max_train_instances", pinned["shots"])) if v is not None}
         )
-    return Catalog(root), {case: version for version, (case, _) in suites.items()}
+        if pinned["subset"]:
+            pin["subsets"] = [pinned["subset"]]
+        versions[case] = version = f"p{n}"
+        suite = {"version": version, "conventions": "helm", "scenarios": {pinned["scenario"]: pin}}
+        (root / "suites" / f"{version}.yaml").write_text(yaml.safe_dump(suite))
+    return Catalog(root), versions
 
 
 @pytest.mark.parametrize("case", sorted(FIXTURE["cases"]))
 def test_instances_and_prompts_equal_helms(parity_catalog, case):
     catalog, versions = parity_catalog
-    spec, pin = catalog.resolved_scenario(versions[case], "mmlu")
-    instances = sample_instances(spec, pin, load_instances(spec))
     expected = FIXTURE["cases"][case]
+    spec, pin = catalog.resolved_scenario(versions[case], expected["scenario"])
+    instances = sample_instances(spec, pin, load_instances(spec))
     assert sorted(i.instance_id for i in instances if i.split == "test") == expected["instances"]
     requests = build_requests(instances, spec.adapter, catalog.templates_dir, UNBOUNDED, pin.seed, "helm")
     for want in expected["prompts"]:
