@@ -82,17 +82,26 @@ CASES = [
     Case("mmlu separate calibrated", "mmlu", MMLU_SUBJECTS, "multiple_choice_separate_calibrated", 0,
          _mmlu_entry("multiple_choice_separate_calibrated", None), "mmlu"),
     Case("boolq 0-shot", "boolq", ("",), None, 0, "boolq" + ZERO, "boolq", NO_TRAIN),
-    Case("gsm8k 0-shot", "gsm8k", ("",), None, 0, "gsm" + ZERO, "gsm", NO_TRAIN),
+    Case("gsm8k 0-shot", "gsm8k", ("",), None, 0, "gsm" + ZERO, "gsm",
+         NO_TRAIN + "; decoding: HELM's max_tokens 400 and stop '\\n\\n', ours the catalog's 48 and '\\n'"),
     Case("openbookqa joint 0-shot", "openbookqa", ("",), "multiple_choice_joint", 0,
          "commonsense:dataset=openbookqa,method=multiple_choice_joint" + ZERO, "openbookqa", NO_TRAIN),
     Case("truthfulqa joint 5-shot", "truthfulqa", ("",), "multiple_choice_joint", 5,
          "truthful_qa:task=mc_single", "truthful_qa"),
     Case("bbq joint 0-shot", "bbq", ("Age", "Religion"), "multiple_choice_joint", 0,
-         "bbq:subject={subset}" + ZERO, "bbq"),
-    Case("bold", "bold", ("gender", "race"), None, None, "bold:subject={subset}", "bold"),
-    Case("imdb 0-shot", "imdb", ("",), None, 0, "imdb" + ZERO, "imdb"),
+         "bbq:subject={subset}" + ZERO, "bbq",
+         "HELM shuffles a category's records with random.seed(0) and keeps the last 1,000 as test, the rest train; "
+         "ours evaluates every record (and asks BBQ as separate multiple choice, joint as fallback)"),
+    Case("bold", "bold", ("gender", "race"), None, None, "bold:subject={subset}", "bold",
+         "HELM keeps the first prompt of each entity, appends a space and shuffles them with random.seed(0); "
+         "ours keeps every prompt in file order"),
+    Case("imdb 0-shot", "imdb", ("",), None, 0, "imdb" + ZERO, "imdb",
+         "HELM orders the reviews by a file list it downloads (not here) and asks by generation ('Sentiment: ' -> "
+         "Positive/Negative); ours reads them in path order and asks joint multiple choice"),
     Case("synthetic_reasoning 5-shot", "synthetic_reasoning", ("pattern_match", "variable_substitution", "induction"),
-         None, 5, "synthetic_reasoning:mode={subset}", "none"),
+         None, 5, "synthetic_reasoning:mode={subset}", "none",
+         "HELM generates its own instances (NumPy RandomState(42), 1,000 train / 5,000 valid / 5,000 test per mode); "
+         "ours come from this project's generator"),
 ]  # fmt: skip
 
 
@@ -359,6 +368,7 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
     return {
         "case": case.name,
         "subset": subset,
+        "note": case.note,
         "helm_instances": len(helm_keys),
         "our_instances": len(tests),
         "instances_equal": len(common) == len(helm_keys) == len(tests),
@@ -403,23 +413,39 @@ def _examples_in(helm_prompt: str, request, shots: list, question: str) -> bool:
     return helm_prompt.find(question, pos) >= 0
 
 
+JOINT_STOP = (
+    "HELM's joint requests (max_tokens 1) carry no stop sequence, ours '\\n': with one token the two differ only "
+    "when that token is a line break, which neither scores as a letter"
+)
+
+
+def _verdict(row: dict) -> str:
+    equal = row["instances_equal"] and row["prompts_equal"].split("/")[0] == row["prompts_equal"].split("/")[1]
+    return "**equal**" if equal and row["helm_instances"] else "differs"
+
+
 def render_markdown(rows: list[dict], meta: dict) -> str:
     lines = [
         "# HELM parity (bench/helm_parity.py)",
         "",
         f"HELM {meta['helm']} (`helm-run --dry-run`, peer model `{HELM_MODEL}`) against holistic-dagster "
-        f"`conventions: helm`, max_eval_instances {meta['n']}, {meta['date']}.",
+        f"`conventions: helm`, max_eval_instances {meta['n']}, {meta['date']}. Instances: HELM's / ours / in both "
+        "(same input and references). Examples: HELM's prompt holds our in-context examples in our order. Prompts: "
+        "byte for byte (separate methods: prompt + continuation, as HELM sends them).",
         "",
-        "| case | subset | instances (HELM/ours/common) | examples equal | prompts equal | first difference "
-        "| decoding |",
-        "|---|---|---|---|---|---|---|",
+        "| case | subset | verdict | instances | examples | prompts | first difference | decoding | why |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        first = r["first_prompt_difference"] or r["first_instance_difference"] or "-"
         lines.append(
-            f"| {r['case']} | {r['subset']} | {r['helm_instances']}/{r['our_instances']}/{r['common_instances']} | "
-            f"{r['examples_equal']} | {r['prompts_equal']} | {r['first_prompt_difference'] or '-'} | "
-            f"{'; '.join(r['decoding_differences']) or 'equal'} |"
+            f"| {r['case']} | {r['subset'] or '-'} | {_verdict(r)} | "
+            f"{r['helm_instances']}/{r['our_instances']}/{r['common_instances']} | {r['examples_equal']} | "
+            f"{r['prompts_equal']} | {first.replace('|', '/')} | {'; '.join(r['decoding_differences']) or 'equal'} | "
+            f"{r['note'] or '-'} |"
         )
+    lines += ["", "Joint multiple choice: " + JOINT_STOP + ".", "", "Not compared (HELM implements them):", ""]
+    lines += [f"- **{name}**: {why}" for name, why in NOT_COMPARED.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -53,12 +53,14 @@ def test_boolq(catalog):
     assert [(r.output, r.correct) for r in first.references] == [("No", True)]
 
 
-def test_gsm8k_target_ends_with_the_final_number_and_drops_calculator_notes(catalog):
+def test_gsm8k_target_is_the_solution_as_helm_writes_it(catalog):
     instances = load_instances(catalog.scenario("gsm8k"))
     assert len(instances) == 1319
-    target = instances[0].correct_references[0].output
-    assert target.startswith("Janet sells 16 - 3 - 4 = 9 duck eggs a day.")
-    assert target.endswith("The answer is 18.") and "<<" not in target
+    # HELM 0.5.16: answer.replace("####", "The answer is").replace("\n", " ") + "." (calculator notes kept)
+    assert instances[0].correct_references[0].output == (
+        "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day. She makes 9 * 2 = $<<9*2=18>>18 every day at the "
+        "farmer’s market. The answer is 18."
+    )
 
 
 def test_openbookqa(catalog):
