@@ -29,8 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -66,6 +68,12 @@ def _mmlu_entry(method: str, shots: int | None) -> str:
 # more subjects for HELM's default method: fields with leading or trailing whitespace (formal_logic, moral_disputes,
 # business_ethics: questions and dev examples), long prompts that the peer model's 1,024 tokens cut (professional_law)
 MMLU_MORE = ("business_ethics", "computer_security", "formal_logic", "moral_disputes", "professional_law")
+# questions that end in whitespace, which HELM's separate prompts keep before " <choice>"
+MMLU_SPACED = ("machine_learning", "college_medicine")
+TRUNCATION = (
+    "college_medicine's longest passages exceed the peer model's 1,024 tokens: HELM cuts a prompt's end "
+    "(truncate_from_right, the answer choice with it), ours its beginning"
+)
 NO_TRAIN = (
     "0-shot on both sides: ../shared/data has no train file for it (HELM's few-shot pool), so only 0-shot prompts "
     "can be equal"
@@ -77,10 +85,10 @@ CASES = [
          _mmlu_entry("multiple_choice_joint", 5), "mmlu"),
     Case("mmlu joint 0-shot", "mmlu", MMLU_SUBJECTS, "multiple_choice_joint", 0,
          _mmlu_entry("multiple_choice_joint", 0), "mmlu"),
-    Case("mmlu separate original", "mmlu", MMLU_SUBJECTS, "multiple_choice_separate_original", 0,
-         _mmlu_entry("multiple_choice_separate_original", None), "mmlu"),
-    Case("mmlu separate calibrated", "mmlu", MMLU_SUBJECTS, "multiple_choice_separate_calibrated", 0,
-         _mmlu_entry("multiple_choice_separate_calibrated", None), "mmlu"),
+    Case("mmlu separate original", "mmlu", MMLU_SUBJECTS + MMLU_SPACED, "multiple_choice_separate_original", 0,
+         _mmlu_entry("multiple_choice_separate_original", None), "mmlu", TRUNCATION),
+    Case("mmlu separate calibrated", "mmlu", MMLU_SUBJECTS + MMLU_SPACED, "multiple_choice_separate_calibrated", 0,
+         _mmlu_entry("multiple_choice_separate_calibrated", None), "mmlu", TRUNCATION),
     Case("boolq 0-shot", "boolq", ("",), None, 0, "boolq" + ZERO, "boolq", NO_TRAIN),
     Case("gsm8k 0-shot", "gsm8k", ("",), None, 0, "gsm" + ZERO, "gsm",
          NO_TRAIN + "; decoding: HELM's max_tokens 400 and stop '\\n\\n', ours the catalog's 48 and '\\n'"),
@@ -200,26 +208,59 @@ NOT_COMPARED = {
 
 def helm_requests(case: Case, n: int, work: Path) -> dict[str, list[dict]]:
     """{subset: HELM's request states} from one `helm-run --dry-run` over the case's subsets."""
+    return {s: json.loads((run / "scenario_state.json").read_text())["request_states"] for s, run in
+            helm_run([case], n, work, BENCH / "model", dry=True).items()}  # fmt: skip
+
+
+def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) -> dict[str, Path]:
+    """{subset (or "<scenario>/<subset>" for several cases): HELM's run folder} from one helm-run over the
+    cases' run entries: a dry run writes the requests HELM would send, a real one asks the model too."""
     out = work / "benchmark_output"
-    PLACERS[case.place](SHARED / "data", out)
-    entries = [_with_arg(case.helm_entry.format(subset=s), f"model={HELM_MODEL}") for s in case.subsets]
+    for place in dict.fromkeys(c.place for c in cases):
+        PLACERS[place](SHARED / "data", out)
+    model = f"huggingface/{model_dir.name}"  # how --enable-local-huggingface-models names a local folder
+    entries = {}
+    for case in cases:
+        for subset in case.subsets:
+            key = subset if len(cases) == 1 else f"{case.scenario}/{subset}"
+            entries[_with_arg(case.helm_entry.format(subset=subset), f"model={model}")] = key
     suite = "parity"
     env = {**os.environ, **_peer_env()}
-    cmd = [str(BENCH / "venv-helm" / "bin" / "helm-run"), "--enable-local-huggingface-models", str(BENCH / "model")]
+    cmd = [str(BENCH / "venv-helm" / "bin" / "helm-run"), "--enable-local-huggingface-models", str(model_dir)]
     cmd += ["-r", *entries, "--suite", suite, "-m", str(n), "-o", str(out), "--local-path", str(work / "prod_env")]
-    cmd += ["--dry-run", "--exit-on-error"]
+    cmd += ["--exit-on-error", *(["--dry-run"] if dry else [])]
     done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if done.returncode:
-        raise RuntimeError(f"helm-run failed for {case.name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    found: dict[str, list[dict]] = {}
+        names = ", ".join(c.name for c in cases)
+        raise RuntimeError(f"helm-run failed for {names}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    found: dict[str, Path] = {}
     for run in sorted((out / "runs" / suite).iterdir()):
-        spec_file = run / "run_spec.json"
-        if not spec_file.exists():
-            continue
-        spec = json.loads(spec_file.read_text())
-        subset = next(s for s in case.subsets if f"={s}," in spec["name"] + "," or s == "")
-        found[subset] = json.loads((run / "scenario_state.json").read_text())["request_states"]
+        if (run / "run_spec.json").exists():
+            name = json.loads((run / "run_spec.json").read_text())["name"]
+            found[next(key for entry, key in entries.items() if _same_entry(entry, name))] = run
     return found
+
+
+def _same_entry(entry: str, run_name: str) -> bool:
+    """Whether a run folder's name is the entry's: the same name, and the entry's arguments among the run's in any
+    order (HELM writes the model with _ for /, run expanders' values as numbers, and adds some defaults)."""
+
+    def parts(text: str) -> tuple[str, frozenset[str]]:
+        name, _, args = text.replace("/", "_").replace("=zero", "=0").partition(":")
+        return name, frozenset(a for a in args.split(",") if a)
+
+    (name, args), (run, run_args) = parts(entry), parts(run_name)
+    return name == run and args <= run_args  # HELM adds defaults to some names (truthful_qa's method=...)
+
+
+def _empty_punkt() -> None:
+    """HELM's bias metrics (on generation runs) call nltk.word_tokenize, which needs the Punkt model that NLTK
+    downloads (setup_peers.sh leaves an empty stub). An empty English Punkt model (no abbreviations or
+    collocations) lets them run offline; none of the metrics compared here tokenizes with it."""
+    english = BENCH / "nltk_data" / "tokenizers" / "punkt_tab" / "english"
+    english.mkdir(parents=True, exist_ok=True)
+    for name in ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab"):
+        (english / name).touch()
 
 
 def _peer_env() -> dict[str, str]:
@@ -239,7 +280,7 @@ def _peer_env() -> dict[str, str]:
 def our_requests(case: Case, subset: str, n: int, assets: Path):
     """(instances, requests) as our pipeline builds them for the case: a suite with conventions: helm."""
     from holistic_dagster.adaptation import build_requests
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.catalog import Catalog, adapter_as_asked
     from holistic_dagster.scenarios import load_instances, sample_instances
 
     pin: dict = {"max_eval_instances": n, "seed": 0}
@@ -255,9 +296,8 @@ def our_requests(case: Case, subset: str, n: int, assets: Path):
     spec, resolved = catalog.resolved_scenario("parity", case.scenario)
     instances = sample_instances(spec, resolved, load_instances(spec))
     budget = _peer_budget()
-    requests = build_requests(
-        instances, spec.adapter, catalog.templates_dir, budget, resolved.seed, resolved.conventions
-    )
+    adapter = adapter_as_asked(spec.adapter, spec.adapter.method, resolved.conventions)
+    requests = build_requests(instances, adapter, catalog.templates_dir, budget, resolved.seed, resolved.conventions)
     return instances, requests
 
 
@@ -345,7 +385,7 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
             prompts_equal += 1
         elif not first_diff:
             first_diff = _first_difference(helm_text, our_text)
-        if mode in (None, "original") and (mode is None or state["reference_index"] == 0):
+        if mine.num_train_instances and mode in (None, "original") and (mode is None or state["reference_index"] == 0):
             examples_total += 1
             k = state["num_train_instances"]
             examples = _examples_in(helm_text, mine, shots, ours_by_key[key].input)
@@ -373,7 +413,7 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
         "our_instances": len(tests),
         "instances_equal": len(common) == len(helm_keys) == len(tests),
         "common_instances": len(common),
-        "examples_equal": f"{examples_equal}/{examples_total}",
+        "examples_equal": f"{examples_equal}/{examples_total}" if examples_total else "n/a",
         "prompts_equal": f"{prompts_equal}/{prompts_total}",
         "first_prompt_difference": first_diff,
         "first_instance_difference": instance_diff,
@@ -421,7 +461,9 @@ JOINT_STOP = (
 
 def _verdict(row: dict) -> str:
     equal = row["instances_equal"] and row["prompts_equal"].split("/")[0] == row["prompts_equal"].split("/")[1]
-    return "**equal**" if equal and row["helm_instances"] else "differs"
+    if not (equal and row["helm_instances"]):
+        return "differs"
+    return "**equal**" if not row["decoding_differences"] else "**equal** prompts; decoding differs"
 
 
 def render_markdown(rows: list[dict], meta: dict) -> str:
@@ -444,9 +486,165 @@ def render_markdown(rows: list[dict], meta: dict) -> str:
             f"{r['prompts_equal']} | {first.replace('|', '/')} | {'; '.join(r['decoding_differences']) or 'equal'} | "
             f"{r['note'] or '-'} |"
         )
+    e2e = meta.get("end_to_end")
+    if e2e:
+        lines += [
+            "",
+            f"## End to end: {e2e['model']}, {e2e['n']} instances per subset, `helm-run` and `holistic evaluate`",
+            "",
+            "The same checkpoint (the demo's conversion, loaded by HELM as a local Hugging Face model), greedy; "
+            "HELM lays its prompts out with the tokenizer's chat template, so ours is registered with `chat: true`. "
+            "Completions: the generated text equal. Metrics: every per-instance value both define "
+            f"({', '.join(SHARED_METRICS)}), largest |difference|. Means: exact_match over the compared instances.",
+            "",
+            "| case | subset | instances | completions equal | metrics | max abs diff | exact_match HELM / ours |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in e2e["rows"]:
+            means = f"{r['helm_means'].get('exact_match', '-')} / {r['our_means'].get('exact_match', '-')}"
+            lines.append(
+                f"| {r['case']} | {r['subset'] or '-'} | {r['instances_compared']} | {r['completions_equal']} | "
+                f"{', '.join(r['metrics_compared']) or 'none'} | "
+                f"{'-' if r['metric_max_abs_diff'] is None else r['metric_max_abs_diff']} | {means} |"
+            )
     lines += ["", "Joint multiple choice: " + JOINT_STOP + ".", "", "Not compared (HELM implements them):", ""]
     lines += [f"- **{name}**: {why}" for name, why in NOT_COMPARED.items()]
     return "\n".join(lines) + "\n"
+
+
+# --- end to end: the same model through helm-run and through our pipeline ----------------------------------------
+
+E2E_CASES = ("mmlu joint 5-shot", "boolq 0-shot", "truthfulqa joint 5-shot", "openbookqa joint 0-shot")
+E2E_MMLU = ("computer_security", "us_foreign_policy")
+SHARED_METRICS = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match", "f1_score")
+
+
+def end_to_end(n: int, work: Path, model: str) -> list[dict]:
+    """SmolLM2-135M-Instruct (the demo's converted checkpoint, which HELM loads as a local Hugging Face model)
+    through `helm-run` and through `holistic evaluate` on a suite with the same pins: per instance the completion
+    and every metric both define, per scenario the means."""
+    from holistic_dagster import settings
+    from holistic_dagster.catalog import load_models
+    from holistic_dagster.clients.gguf_models import ensure_converted
+
+    checkpoint = ensure_converted(load_models()[model].path, settings.home_dir() / "models")
+    cases = [replace(c, subsets=E2E_MMLU) if c.scenario == "mmlu" else c for c in CASES if c.name in E2E_CASES]
+    started = time.perf_counter()
+    _empty_punkt()
+    runs = helm_run(cases, n, work / "helm", checkpoint, dry=False)
+    helm_s = time.perf_counter() - started
+    assets = work / "assets"
+    shutil.copytree(REPO / "assets", assets)
+    suite = {"version": "helm-e2e", "conventions": "helm", "scenarios": {}}
+    for c in cases:
+        pin = {"max_eval_instances": n, "seed": 0, "max_train_instances": c.shots}
+        pin.update({"subsets": list(c.subsets)} if c.subsets != ("",) else {})
+        pin.update({"method": c.method} if c.method else {})
+        suite["scenarios"][c.scenario] = pin
+    (assets / "suites" / "helm-e2e.yaml").write_text(json.dumps(suite))
+    # HELM lays a local Hugging Face model's prompts out with its chat template when its tokenizer has one
+    # (SmolLM2's has): the same model registered with `chat: true` is asked the same way
+    resources = work / "resources"
+    shutil.copytree(REPO / "resources", resources)
+    registry = yaml.safe_load((resources / "models.yaml").read_text())
+    chat_model = f"{model}-chat"
+    registry["models"][chat_model] = {**registry["models"][model], "chat": True}
+    (resources / "models.yaml").write_text(yaml.safe_dump(registry))
+    model = chat_model
+    db = work / "ours.duckdb"
+    env = {
+        **os.environ,
+        "HOLISTIC_CATALOG": str(assets),
+        "HOLISTIC_RESOURCES": str(resources),
+        "DAGSTER_HOME": str(work / "dagster"),
+    }
+    started = time.perf_counter()
+    cmd = [str(REPO / ".venv" / "bin" / "holistic"), "evaluate", "--model", model, "--version", "helm-e2e"]
+    done = subprocess.run([*cmd, "--db", str(db)], env=env, capture_output=True, text=True)
+    ours_s = time.perf_counter() - started
+    if done.returncode:
+        raise RuntimeError(f"holistic evaluate failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    print(f"  helm-run {helm_s:.0f} s, holistic evaluate {ours_s:.0f} s", flush=True)
+    rows = []
+    for c in cases:
+        for subset in c.subsets:
+            rows.append(_compare_run(c, subset, runs[f"{c.scenario}/{subset}"], db, model))
+            r = rows[-1]
+            print(
+                f"{c.name:28s} {subset:20s} completions {r['completions_equal']}  metrics max|diff| "
+                f"{r['metric_max_abs_diff']}  means HELM {r['helm_means']} ours {r['our_means']}"
+                f"  {r['first_completion_difference'][:160]}",
+                flush=True,
+            )
+    return rows
+
+
+def _compare_run(case: Case, subset: str, run: Path, db: Path, model: str) -> dict:
+    import duckdb
+
+    states = json.loads((run / "scenario_state.json").read_text())["request_states"]
+    stats = {p["instance_id"]: p["stats"] for p in json.loads((run / "per_instance_stats.json").read_text())}
+    helm: dict[tuple, dict] = {}
+    for st in states:
+        inst = st["instance"]
+        key = _key(inst["input"]["text"], [r["output"]["text"] for r in inst["references"]])
+        values = {
+            x["name"]["name"]: x["mean"]
+            for x in stats[inst["id"]]
+            if "perturbation" not in x["name"] and x["name"]["name"] in SHARED_METRICS and x["count"]
+        }
+        helm[key] = {"text": st["result"]["completions"][0]["text"], "metrics": values}
+    where = "version = 'helm-e2e' AND scenario = ? AND model = ?"
+    with duckdb.connect(str(db), read_only=True) as con:
+        instances = con.execute(
+            "SELECT instance_id, input, \"references\" FROM instances WHERE version = 'helm-e2e' AND scenario = ? "
+            "AND split = 'test' AND perturbation = '' AND (subset = ? OR ? = '')",
+            [case.scenario, subset, subset],
+        ).fetchall()
+        texts = dict(
+            con.execute(
+                f"SELECT p.instance_id, c.text FROM prompts p JOIN completions c USING (model, version, scenario, "
+                f"request_id) WHERE p.{where.replace('version', 'p.version').replace('scenario', 'p.scenario')} "
+                "AND p.kind = 'generate'".replace("p.p.", "p."),
+                [case.scenario, model],
+            ).fetchall()
+        )
+        scores: dict[str, dict[str, float]] = {}
+        for iid, metric_name, value in con.execute(
+            f"SELECT instance_id, metric, value FROM instance_scores WHERE {where} AND family = 'accuracy' "
+            "AND perturbation = ''",
+            [case.scenario, model],
+        ).fetchall():
+            scores.setdefault(iid, {})[metric_name] = value
+    equal_text = total = 0
+    first_diff = ""
+    diffs: list[float] = []
+    helm_sums: dict[str, list[float]] = {}
+    our_sums: dict[str, list[float]] = {}
+    for iid, text, refs in instances:
+        key = _key(text, [r["output"] for r in json.loads(refs)])
+        if key not in helm:
+            continue
+        total += 1
+        equal_text += helm[key]["text"] == texts.get(iid)
+        if helm[key]["text"] != texts.get(iid) and not first_diff:
+            first_diff = f"{iid}: HELM {helm[key]['text']!r} / ours {texts.get(iid)!r}"
+        for name, value in helm[key]["metrics"].items():
+            if name in scores.get(iid, {}):
+                diffs.append(abs(value - scores[iid][name]))
+                helm_sums.setdefault(name, []).append(value)
+                our_sums.setdefault(name, []).append(scores[iid][name])
+    return {
+        "case": case.name,
+        "subset": subset,
+        "instances_compared": f"{total}/{len(helm)}",
+        "completions_equal": f"{equal_text}/{total}",
+        "first_completion_difference": first_diff,
+        "metrics_compared": sorted(helm_sums),
+        "metric_max_abs_diff": max(diffs, default=None),
+        "helm_means": {k: round(sum(v) / len(v), 4) for k, v in helm_sums.items() if k == SHARED_METRICS[0]},
+        "our_means": {k: round(sum(v) / len(v), 4) for k, v in our_sums.items() if k == SHARED_METRICS[0]},
+    }
 
 
 def main() -> None:
@@ -454,13 +652,20 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=25, help="max_eval_instances for both sides")
     parser.add_argument("--case", action="append", help="only these cases (by name)")
     parser.add_argument("--fixtures", action="store_true", help=f"write {FIXTURES.relative_to(REPO)}")
+    parser.add_argument("--work", help="keep HELM's and our runs in this (new) folder instead of a temporary one")
+    parser.add_argument(
+        "--end-to-end", type=int, metavar="N", default=0,
+        help="also evaluate SmolLM2 on N instances per subset through helm-run and holistic evaluate",
+    )  # fmt: skip
     args = parser.parse_args()
     if not (BENCH / "venv-helm" / "bin" / "helm-run").exists():
         sys.exit(f"no HELM under {BENCH}: run ../shared/peerbench/setup_peers.sh first")
     os.environ.setdefault("HOLISTIC_DATA_DIR", str(SHARED / "data"))
-    os.environ["HOLISTIC_ALLOW_DOWNLOAD"] = "0"
+    os.environ["HOLISTIC_OFFLINE"] = "1"
     rows = []
-    with tempfile.TemporaryDirectory(prefix="helm-parity-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="helm-parity-") as scratch:
+        tmp = args.work or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         assets = Path(tmp) / "assets"
         shutil.copytree(REPO / "assets", assets)
         for case in CASES:
@@ -481,7 +686,10 @@ def main() -> None:
                     flush=True,
                 )
             print(f"  ({time.perf_counter() - started:.1f} s)", flush=True)
+        e2e = end_to_end(args.end_to_end, Path(tmp) / "e2e", "smollm2-135m-instruct") if args.end_to_end else []
     meta = {"helm": "crfm-helm 0.5.16", "n": args.n, "date": time.strftime("%Y-%m-%d")}
+    if e2e:
+        meta["end_to_end"] = {"model": "smollm2-135m-instruct", "n": args.end_to_end, "rows": e2e}
     results = HERE / "results"
     public = [{k: v for k, v in r.items() if k != "fixtures"} for r in rows]
     (results / "helm_parity.json").write_text(json.dumps({**meta, "rows": public}, indent=1) + "\n")

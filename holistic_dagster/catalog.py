@@ -574,8 +574,6 @@ class Catalog:
             adapter = adapter.model_copy(update={"method": pin.method})
         if pin.conventions is None:
             pin = pin.model_copy(update={"conventions": suite.conventions})
-        if pin.conventions == "helm" and adapter.method.startswith("multiple_choice_separate"):
-            adapter = adapter.model_copy(update=HELM_SEPARATE_LAYOUT)
         update: dict[str, Any] = {"adapter": adapter}
         if adapter.method == LM_METHOD:
             # the document's own log-likelihood: its metrics replace the listed (reference) ones, bits_per_byte
@@ -589,6 +587,16 @@ class Catalog:
                 raise CatalogError(f"suite {version!r}: scenario {name!r} has no subsets {sorted(unknown)}")
             update["subsets"] = pin.subsets
         return spec.model_copy(update=update), pin
+
+
+def adapter_as_asked(adapter: AdapterSpec, method: str, conventions: str | None) -> AdapterSpec:
+    """The adapter a model is asked with under `method` (the scenario's, or the suite's fallback when the model
+    cannot give prompt log-probabilities): under conventions helm, separate multiple choice takes HELM's separate
+    layout, while a fallback to joint keeps the scenario's instructions and prefixes."""
+    adapter = adapter.model_copy(update={"method": method})
+    if conventions == "helm" and method.startswith("multiple_choice_separate"):
+        adapter = adapter.model_copy(update=HELM_SEPARATE_LAYOUT)
+    return adapter
 
 
 def load_backend_defaults(path: Path | None = None) -> BackendSettings:

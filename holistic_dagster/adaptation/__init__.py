@@ -202,8 +202,10 @@ class Adapter:
             "train": examples,
             "instance": {"input": instance.input, "choices": _choices(instance), "passage": passage},
         }
-        # the prompt ends at the output prefix without trailing whitespace, as in HELM
-        prompt = render_file(self.templates_dir, s.template_file, variables).rstrip()
+        # the prompt ends at the output prefix without trailing whitespace, as in HELM; where the instance's own
+        # text ends it (HELM's separate layout), that text is kept as it is, trailing whitespace and all
+        rendered = render_file(self.templates_dir, s.template_file, variables)
+        prompt = rendered if instance.input and rendered.endswith(instance.input) else rendered.rstrip()
         return self.budget.chat_prompt(prompt) if self.budget.chat_prompt else prompt
 
     def _fit(

@@ -14,14 +14,16 @@ import numpy as np
 
 from holistic_dagster.records import Instance
 
-_NUMBERED = re.compile(r"^(?:[a-z]+ )?(\d+)$")  # "row 12", "line 3", "query 7", "12"
+_DIGITS = re.compile(r"(\d+)")
 
 
 def source_order(inst: Instance) -> tuple:
-    """Sort key that puts instances in the order their source file holds them (HELM's order: a scenario reads
-    its file top to bottom), whatever order they were stored in: row 2 before row 10."""
-    m = _NUMBERED.match(inst.record)
-    return (inst.source.uri, 0, int(m.group(1)), "") if m else (inst.source.uri, 1, 0, inst.record)
+    """Sort key that puts instances in the order their file's loader reads them, whatever order they were stored
+    in: by file, then by record in natural order (row 2 before row 10). For CSV and JSONL records ("row N",
+    "line N") that is the file's order, which is HELM's (its scenarios read a file top to bottom); for records
+    named by a path or by nested keys it is their natural order, which need not be HELM's."""
+    chunks = _DIGITS.split(inst.record)  # text at even positions, numbers at odd ones: comparable chunk by chunk
+    return (inst.source.uri, tuple(int(c) if k % 2 else c for k, c in enumerate(chunks)))
 
 
 def helm_eval_indices(n: int, k: int, seed: int) -> list[int]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from holistic_dagster.catalog import adapter_as_asked
 from holistic_dagster.hashing import sha256_json
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.stages.context import StageContext
@@ -20,9 +21,9 @@ from holistic_dagster.warehouse.rows import completion_from_row, completion_row
 def run_completions(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
     """Completions for every distinct request, reusing the completion cache (answer_requests). The partition
     is replaced at the end."""
-    spec, _ = stage.catalog.resolved_scenario(version, scenario)
+    spec, pin = stage.catalog.resolved_scenario(version, scenario)
     requests = load_requests(stage, version, scenario, model)
-    adapter = spec.adapter.model_copy(update={"method": prompted_method(stage, version, scenario, model)})
+    adapter = adapter_as_asked(spec.adapter, prompted_method(stage, version, scenario, model), pin.conventions)
     decoding = {
         "method": adapter.method,
         "max_tokens": adapter.max_tokens,

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.adaptation import TokenBudget, build_requests
-from holistic_dagster.catalog import AdapterSpec
+from holistic_dagster.catalog import AdapterSpec, adapter_as_asked
 from holistic_dagster.errors import CapabilityError, CatalogError, HolisticError
 from holistic_dagster.records import Request
 from holistic_dagster.stages.context import StageContext
@@ -19,7 +19,8 @@ from holistic_dagster.warehouse.rows import prompt_row, request_from_row
 def build_prompts(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     client = stage.client(model)
-    adapter = adapter_for(client, scenario, spec.adapter, pin.fallback_method)
+    method = adapter_for(client, scenario, spec.adapter, pin.fallback_method).method
+    adapter = adapter_as_asked(spec.adapter, method, pin.conventions)
     if adapter.method == "generation" and adapter.max_tokens >= client.max_context:  # before anything is replaced
         raise CatalogError(
             f"scenario {scenario!r}: max_tokens {adapter.max_tokens} leaves no room for a prompt in {model!r}'s "

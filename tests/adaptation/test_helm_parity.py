@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from holistic_dagster.adaptation import TokenBudget, build_requests
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.catalog import Catalog, adapter_as_asked
 from holistic_dagster.records import Instance, Reference, SourceFile
 from holistic_dagster.scenarios import load_instances, sample_instances
 from holistic_dagster.scenarios.sampling import helm_eval_indices, helm_examples, source_order
@@ -51,7 +51,8 @@ def test_instances_and_prompts_equal_helms(parity_catalog, case):
     spec, pin = catalog.resolved_scenario(versions[case], expected["scenario"])
     instances = sample_instances(spec, pin, load_instances(spec))
     assert sorted(i.instance_id for i in instances if i.split == "test") == expected["instances"]
-    requests = build_requests(instances, spec.adapter, catalog.templates_dir, UNBOUNDED, pin.seed, "helm")
+    adapter = adapter_as_asked(spec.adapter, spec.adapter.method, pin.conventions)
+    requests = build_requests(instances, adapter, catalog.templates_dir, UNBOUNDED, pin.seed, "helm")
     for want in expected["prompts"]:
         mine = [r for r in requests if r.instance_id == want["instance_id"]]
         if want["mode"] == "generate":
