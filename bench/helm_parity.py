@@ -69,7 +69,7 @@ def _mmlu_entry(method: str, shots: int | None) -> str:
 # business_ethics: questions and dev examples), long prompts that the peer model's 1,024 tokens cut (professional_law)
 MMLU_MORE = ("business_ethics", "computer_security", "formal_logic", "moral_disputes", "professional_law")
 # questions that end in whitespace, which HELM's separate prompts keep before " <choice>"
-MMLU_SPACED = ("machine_learning", "college_medicine")
+MMLU_SPACED = ("medical_genetics", "public_relations", "college_medicine")
 TRUNCATION = (
     "college_medicine's longest passages exceed the peer model's 1,024 tokens: HELM cuts a prompt's end "
     "(truncate_from_right, the answer choice with it), ours its beginning"

@@ -205,7 +205,8 @@ class Adapter:
         # the prompt ends at the output prefix without trailing whitespace, as in HELM; where the instance's own
         # text ends it (HELM's separate layout), that text is kept as it is, trailing whitespace and all
         rendered = render_file(self.templates_dir, s.template_file, variables)
-        prompt = rendered if instance.input and rendered.endswith(instance.input) else rendered.rstrip()
+        body = rendered.removesuffix("\n")  # the template file's own final line break
+        prompt = body if instance.input and body.endswith(instance.input) else rendered.rstrip()
         return self.budget.chat_prompt(prompt) if self.budget.chat_prompt else prompt
 
     def _fit(

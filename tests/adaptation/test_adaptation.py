@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from holistic_dagster.adaptation import NULL_PROMPT, TokenBudget, build_requests
-from holistic_dagster.catalog import AdapterSpec
+from holistic_dagster.catalog import AdapterSpec, adapter_as_asked
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Instance, Reference, SourceFile
 from holistic_dagster.scenarios.sampling import select_examples
@@ -164,3 +164,18 @@ def test_a_template_variable_that_does_not_exist_names_the_template(tmp_path):
     spec = AdapterSpec(method="generation")
     with pytest.raises(CatalogError, match=r"generation.j2: 'question_text' is undefined \(variables available: "):
         build_requests([qa("e1", "q", "a")], spec, tmp_path, WORDS, 0)
+
+
+def test_helm_separate_layout_is_the_question_as_written_then_each_choice(catalog):
+    # HELM's separate adapter: input + " " + choice, the input's own trailing whitespace kept; no prefixes
+    scenario = AdapterSpec(method="multiple_choice_separate_original", input_prefix="Question: ", instructions="Hi")
+    adapter = adapter_as_asked(scenario, scenario.method, "helm")
+    requests = build_requests(
+        [mc("e1", "Grass colour? ", ["green ", "pink"], 0)], adapter, catalog.templates_dir, WORDS, 0
+    )
+    assert [r.prompt + r.continuation for r in requests] == ["Grass colour?  green ", "Grass colour?  pink"]
+    # a model without prompt log-probabilities falls back to joint: the scenario's layout, not HELM's separate one
+    joint = adapter_as_asked(scenario, "multiple_choice_joint", "helm")
+    assert (joint.method, joint.input_prefix, joint.instructions) == ("multiple_choice_joint", "Question: ", "Hi")
+    # legacy suites keep the scenario's layout for the separate methods too
+    assert adapter_as_asked(scenario, scenario.method, "legacy").input_prefix == "Question: "
