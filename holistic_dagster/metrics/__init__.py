@@ -31,6 +31,10 @@ NO_CI = {
     "per_perturbation": "no bootstrap: a per-perturbation mean (the worst case carries the CI)",
     "undefined": "no bootstrap: the value itself is undefined (its note says why)",
     "no_rows": "no bootstrap: no per-instance rows to resample",
+    # not a missing CI: one that does not hold its estimate (a percentile interval need not, for a biased statistic)
+    "outside": "the estimate lies outside its bootstrap interval: the statistic is biased under resampling (ECE: "
+    "duplicated instances crowd its bins), so the interval is the spread of resampled values, not a range around "
+    "the estimate",
 }
 
 

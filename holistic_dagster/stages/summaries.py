@@ -172,6 +172,8 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
             note = NO_CI["per_perturbation"]
         else:
             note = NO_CI["no_rows"]
+        if not pd.isna(c.value) and (c.value < low - 1e-9 or c.value > high + 1e-9):
+            note = NO_CI["outside"]
         out.append(
             {
                 "version": version,
