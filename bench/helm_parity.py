@@ -279,8 +279,8 @@ def _peer_env() -> dict[str, str]:
 
 def our_requests(case: Case, subset: str, n: int, assets: Path):
     """(instances, requests) as our pipeline builds them for the case: a suite with conventions: helm."""
-    from holistic_dagster.adaptation import build_requests
-    from holistic_dagster.catalog import Catalog, adapter_as_asked
+    from holistic_dagster.adaptation import adapter_as_asked, build_requests
+    from holistic_dagster.catalog import Catalog
     from holistic_dagster.scenarios import load_instances, sample_instances
 
     pin: dict = {"max_eval_instances": n, "seed": 0}

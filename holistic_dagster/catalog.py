@@ -200,26 +200,11 @@ class PerturbationsSpec(_Strict):
     fairness: tuple[str, ...] = ()
 
 
-# How closely a suite follows HELM 0.5.16 where HELM's behaviour is a convention rather than the data:
-# - helm: HELM's own draws, so that a run can be compared with a HELM run instance by instance: the evaluated
-#   instances as its runner's downsample_eval_instances (NumPy's legacy generator seeded with `seed`, a choice
-#   without replacement from the subset's test instances in file order) and the in-context examples as its
-#   adapter's sample_examples (Python's random seeded with `seed`: labels by frequency, equally frequent ones
-#   shuffled, one example per label in turn popped at a random index, the pool in file order); HELM seeds both
-#   with 0 (its first train trial). Separate multiple choice is laid out as HELM's separate adapter spec does it
-#   (the question alone, then " <choice>"; no instructions, prefixes or examples).
-# - legacy: this project's draws and layouts before suite v5, kept so that the suite versions that used them
-#   reproduce their results.
+# How closely a suite follows HELM 0.5.16 where HELM's behaviour is a convention rather than the data. helm: HELM's
+# own draws of evaluated instances and in-context examples (scenarios.sampling) and its separate multiple-choice
+# layout (adaptation.adapter_as_asked), so a run compares with a HELM run instance by instance; legacy: this
+# project's draws and layouts before suite v5, kept so that the versions that used them reproduce their draws.
 CONVENTIONS = ("helm", "legacy")
-# HELM's get_multiple_choice_separate_adapter_spec: our continuation " <choice>" supplies its output_prefix " "
-HELM_SEPARATE_LAYOUT = {
-    "instructions": "",
-    "input_prefix": "",
-    "input_suffix": "",
-    "output_prefix": "",
-    "output_suffix": "",
-    "max_train_instances": 0,
-}
 
 
 class SuiteScenario(_Strict):
@@ -587,16 +572,6 @@ class Catalog:
                 raise CatalogError(f"suite {version!r}: scenario {name!r} has no subsets {sorted(unknown)}")
             update["subsets"] = pin.subsets
         return spec.model_copy(update=update), pin
-
-
-def adapter_as_asked(adapter: AdapterSpec, method: str, conventions: str | None) -> AdapterSpec:
-    """The adapter a model is asked with under `method` (the scenario's, or the suite's fallback when the model
-    cannot give prompt log-probabilities): under conventions helm, separate multiple choice takes HELM's separate
-    layout, while a fallback to joint keeps the scenario's instructions and prefixes."""
-    adapter = adapter.model_copy(update={"method": method})
-    if conventions == "helm" and method.startswith("multiple_choice_separate"):
-        adapter = adapter.model_copy(update=HELM_SEPARATE_LAYOUT)
-    return adapter
 
 
 def load_backend_defaults(path: Path | None = None) -> BackendSettings:

@@ -31,6 +31,25 @@ from holistic_dagster.scenarios.sampling import select_examples
 from holistic_dagster.templating import render_file, string_template
 
 NULL_PROMPT = "Answer:"  # HELM's calibration context for multiple_choice_separate_calibrated
+# HELM's get_multiple_choice_separate_adapter_spec: our continuation " <choice>" supplies its output_prefix " "
+HELM_SEPARATE_LAYOUT = {
+    "instructions": "",
+    "input_prefix": "",
+    "input_suffix": "",
+    "output_prefix": "",
+    "output_suffix": "",
+    "max_train_instances": 0,
+}
+
+
+def adapter_as_asked(adapter: AdapterSpec, method: str, conventions: str | None) -> AdapterSpec:
+    """The adapter a model is asked with under `method` (the scenario's, or the suite's fallback when the model
+    cannot give prompt log-probabilities): under conventions helm, separate multiple choice takes HELM's separate
+    layout, while a fallback to joint keeps the scenario's instructions and prefixes."""
+    adapter = adapter.model_copy(update={"method": method})
+    if conventions == "helm" and method.startswith("multiple_choice_separate"):
+        adapter = adapter.model_copy(update=HELM_SEPARATE_LAYOUT)
+    return adapter
 
 
 @dataclass(frozen=True)
@@ -305,9 +324,9 @@ def build_requests(
     seed: int,
     conventions: str | None = "helm",
 ) -> list[Request]:
-    """Requests for every test instance; few-shot examples come from the
-    train pool of the same subset, drawn as `conventions` say (scenarios.sampling), and are the same for every
-    instance of that subset (one shared prefix)."""
+    """Requests for every test instance; few-shot examples come from the train pool of the same subset, drawn as
+    `conventions` say (scenarios.sampling), and are the same for every instance of that subset (one shared
+    prefix)."""
     adapter = Adapter(spec, templates_dir, budget)
     pools: dict[str, list[Instance]] = defaultdict(list)
     for inst in instances:

@@ -74,8 +74,6 @@ def helm_examples(pool: list[Instance], k: int, seed: int) -> list[Instance]:
 def legacy_examples(pool: list[Instance], k: int, seed: int) -> list[Instance]:
     """The draw of suites before v5: group the pool by correct output, visit labels from most to least frequent
     (equally frequent ones in order of their text), and take one example per label in turn, seeded."""
-    if k <= 0 or not pool:
-        return []
     rng = random.Random(seed)
     groups: dict[str, list[Instance]] = defaultdict(list)
     for inst in sorted(pool, key=lambda i: i.instance_id):

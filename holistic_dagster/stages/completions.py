@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from holistic_dagster.catalog import adapter_as_asked
+from holistic_dagster.adaptation import adapter_as_asked
 from holistic_dagster.hashing import sha256_json
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.stages.context import StageContext

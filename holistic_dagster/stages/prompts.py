@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from holistic_dagster.adaptation import TokenBudget, build_requests
-from holistic_dagster.catalog import AdapterSpec, adapter_as_asked
+from holistic_dagster.adaptation import TokenBudget, adapter_as_asked, build_requests
+from holistic_dagster.catalog import AdapterSpec
 from holistic_dagster.errors import CapabilityError, CatalogError, HolisticError
 from holistic_dagster.records import Request
 from holistic_dagster.stages.context import StageContext

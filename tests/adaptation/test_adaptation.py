@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from holistic_dagster.adaptation import NULL_PROMPT, TokenBudget, build_requests
-from holistic_dagster.catalog import AdapterSpec, adapter_as_asked
+from holistic_dagster.adaptation import NULL_PROMPT, TokenBudget, adapter_as_asked, build_requests
+from holistic_dagster.catalog import AdapterSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Instance, Reference, SourceFile
 from holistic_dagster.scenarios.sampling import select_examples

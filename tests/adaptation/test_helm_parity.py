@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from holistic_dagster.adaptation import TokenBudget, build_requests
-from holistic_dagster.catalog import Catalog, adapter_as_asked
+from holistic_dagster.adaptation import TokenBudget, adapter_as_asked, build_requests
+from holistic_dagster.catalog import Catalog
 from holistic_dagster.records import Instance, Reference, SourceFile
 from holistic_dagster.scenarios import load_instances, sample_instances
 from holistic_dagster.scenarios.sampling import helm_eval_indices, helm_examples, source_order
