@@ -53,6 +53,7 @@ TABLES = (
     "alerts",
     "stability",
     "step_inputs",
+    "imported_runs",
     "battles",
     "votes",
     "arena_ratings",
@@ -197,20 +198,29 @@ class Warehouse:
 
     def replace(self, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
         """In one transaction: delete each table's rows for `keys`, insert the new rows."""
+        self.replace_partitions([(keys, frames)])
+
+    def replace_partitions(self, jobs: list[tuple[Mapping[str, str], Mapping[str, pd.DataFrame]]]) -> None:
+        """Several partitions' replace in one transaction: all of them are written, or none."""
         with self.connect() as con, self._writing(con, transaction=True):
-            for table, frame in frames.items():
-                assert table in TABLES, table
-                columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
-                where = [k for k in keys if k in columns]
-                if where:
-                    con.execute(
-                        f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
-                        [keys[k] for k in where],
-                    )
-                if len(frame):
-                    con.register("incoming", frame)
-                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
-                    con.unregister("incoming")
+            for keys, frames in jobs:
+                self._replace(con, keys, frames)
+
+    @staticmethod
+    def _replace(con: duckdb.DuckDBPyConnection, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
+        for table, frame in frames.items():
+            assert table in TABLES, table
+            columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+            where = [k for k in keys if k in columns]
+            if where:
+                con.execute(
+                    f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
+                    [keys[k] for k in where],
+                )
+            if len(frame):
+                con.register("incoming", frame)
+                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                con.unregister("incoming")
 
     def upsert(self, table: str, frame: pd.DataFrame) -> None:
         """Insert rows, replacing those with the same primary key (one transaction)."""

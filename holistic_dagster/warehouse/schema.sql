@@ -154,6 +154,17 @@ CREATE TABLE IF NOT EXISTS step_inputs (
     PRIMARY KEY (step, partition)
 );
 
+-- Runs imported from HELM (`holistic import-helm`): the run folder each imported (version, scenario, model)
+-- partition came from, with every file's checksum (lineage, as source_files is for datasets), its run spec as
+-- written (an export writes it back) and the metric its scenario is ranked by (a version of its own has no suite).
+CREATE TABLE IF NOT EXISTS imported_runs (
+    version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, model VARCHAR NOT NULL, run_name VARCHAR NOT NULL,
+    subset VARCHAR NOT NULL, folder VARCHAR NOT NULL, files JSON NOT NULL,   -- [{name, sha256, num_bytes}]
+    adapter_method VARCHAR NOT NULL, description VARCHAR NOT NULL, run_spec JSON NOT NULL,
+    main_metric VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL, imported_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (version, scenario, model, run_name)
+);
+
 -- Arena: pairwise battles between two models' stored answers to one instance, judged in both position orders.
 -- judge: a registered model's name (LLM as judge), or 'human' (votes cast on `holistic arena vote`'s page).
 -- winner: a | b | tie, or '' when a judgement gave no verdict (error says why: such a row is never a vote).

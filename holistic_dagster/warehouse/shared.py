@@ -160,18 +160,23 @@ class SharedStore:
 
     def replace(self, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
         """Per table, the rows for the `keys` that are its columns become `frame`'s rows (one file per slot)."""
+        self.replace_partitions([(keys, frames)])
+
+    def replace_partitions(self, jobs: list[tuple[Mapping[str, str], Mapping[str, pd.DataFrame]]]) -> None:
+        """Several partitions' replace: every file is written before any is renamed into place."""
         self._ready()
         written: list[tuple[Path, Path]] = []
         try:
-            for table_name, frame in frames.items():
-                assert table_name in TABLES, table_name
-                table = _schema().tables[table_name]
-                columns = {c[0] for c in table.columns}
-                slot = sorted([k, str(v)] for k, v in keys.items() if k in columns)
-                if not slot:
-                    raise HolisticError(f"replace: none of the keys {sorted(keys)} is a column of {table_name}")
-                target = self.path / table_name / f"{sha256_json(slot)[:24]}.parquet"
-                written.append((self._write_rows(table, frame, target, upsert=False, slot=slot), target))
+            for keys, frames in jobs:
+                for table_name, frame in frames.items():
+                    assert table_name in TABLES, table_name
+                    table = _schema().tables[table_name]
+                    columns = {c[0] for c in table.columns}
+                    slot = sorted([k, str(v)] for k, v in keys.items() if k in columns)
+                    if not slot:
+                        raise HolisticError(f"replace: none of the keys {sorted(keys)} is a column of {table_name}")
+                    target = self.path / table_name / f"{sha256_json(slot)[:24]}.parquet"
+                    written.append((self._write_rows(table, frame, target, upsert=False, slot=slot), target))
             self._publish(written)  # only once every table's file is complete
         except BaseException:
             for temporary, _ in written:
