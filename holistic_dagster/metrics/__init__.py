@@ -160,6 +160,7 @@ def _load() -> None:
         efficiency,
         language_modeling,
         ranking,
+        run_shape,
         summarization,
         toxicity,
     )
@@ -170,8 +171,19 @@ def _load() -> None:
 def metric(name: str) -> Metric:
     _load()
     if name not in METRICS:
+        base, at, k = name.rpartition("@")
+        if at and k.isdigit() and base in METRICS and METRICS[base].per_instance:
+            return _best_of_k(METRICS[base], name)
         raise CatalogError(f"unknown metric {name!r} (known: {', '.join(sorted(METRICS))})")
     return METRICS[name]
+
+
+def _best_of_k(base: Metric, name: str) -> Metric:
+    """HELM's `<metric>@k` (the best of k samples per instance, in runs imported from HELM): the base metric's
+    family, direction and bounds; never a headline."""
+    facts = {f: getattr(base, f) for f in ("lower_is_better", "absolute", "bounds", "ci", "no_ci", "mean_of_instances")}
+    what = f"{base.name}, the best of {name.rpartition('@')[2]} samples (HELM)"
+    return Metric(name, base.family, what, headline=False, per_instance=True, **facts)
 
 
 def get_reference_metric(name: str) -> ReferenceMetric:
