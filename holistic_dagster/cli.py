@@ -252,8 +252,9 @@ def _finish(path: Path, version: str, home: Path, started: float, tour: bool) ->
 
 def _print_leaderboard(path: Path, version: str, full: bool, family: str | None = None) -> None:
     from holistic_dagster.catalog import Catalog
+    from holistic_dagster.helm.importing import BACKEND as HELM_BACKEND
     from holistic_dagster.metrics import is_headline
-    from holistic_dagster.stages.summaries import leaderboard
+    from holistic_dagster.stages.summaries import leaderboard, main_metrics
     from holistic_dagster.warehouse import open_warehouse
 
     warehouse = open_warehouse(path)
@@ -271,18 +272,26 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
     rates = warehouse.df("SELECT family, model, mean_win_rate FROM win_rates WHERE version = ?", [version])
     catalog = Catalog()
     # the short view: the cells that enter each family's win rate (metrics.is_headline)
-    main_metric = {s: _main_metric(catalog, s, version) for s in frame["scenario"].unique()}  # one read each
+    if version in catalog.suite_versions():
+        main_metric = {s: _main_metric(catalog, s, version) for s in frame["scenario"].unique()}  # one read each
+    else:  # a version imported from HELM
+        main_metric = main_metrics(warehouse, catalog, version)
+    imported = set(frame.loc[frame["backend"] == HELM_BACKEND, "model"])
     for fam, part in frame.groupby("family", sort=True, observed=True):
         applies = part[part["metric"] != ""]
         if not full and len(applies):
-            keep = applies.apply(lambda r: is_headline(fam, r.metric, r.perturbation, main_metric[r.scenario]), axis=1)
+            keep = applies.apply(
+                lambda r: is_headline(fam, r.metric, r.perturbation, main_metric.get(r.scenario, "")), axis=1
+            )
             applies = applies[keep]
+        if applies.empty and (part["metric"] != "").any():
+            continue  # none of this family's metrics heads it here (e.g. an imported run without ECE)
         table = Table(title=f"{fam} (suite {version})", title_justify="left")
         table.add_column("scenario", style="bold")
         table.add_column("metric", no_wrap=True)
         models = sorted(part["model"].unique())
         for model in models:
-            table.add_column(model, justify="right")
+            table.add_column(escape(model) + (" (HELM run)" if model in imported else ""), justify="right")
         won = rates[rates["family"] == fam].set_index("model")["mean_win_rate"]
         if len(won):
             table.add_row("mean win rate", "", *[f"{won[m]:.3f}" if m in won else "-" for m in models])
@@ -354,21 +363,16 @@ def compare(
 ) -> None:
     """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
     from holistic_dagster.catalog import Catalog
-    from holistic_dagster.stages.summaries import compare_models
+    from holistic_dagster.stages.summaries import compare_models, main_metrics, regression_alpha
     from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
     try:
         catalog = Catalog()
-        level = alpha if alpha is not None else catalog.suite(version).regression_alpha
-        frame = compare_models(
-            open_warehouse(_warehouse_path(db)),
-            version,
-            model_a,
-            model_b,
-            level,
-            main_metric=catalog.main_metrics(version),
-        )
+        warehouse = open_warehouse(_warehouse_path(db))
+        level = alpha if alpha is not None else regression_alpha(catalog, version)
+        main = main_metrics(warehouse, catalog, version)
+        frame = compare_models(warehouse, version, model_a, model_b, level, main_metric=main)
     except HolisticError as e:
         _fail(str(e))
     if frame.empty:
@@ -480,10 +484,17 @@ def trace(
             title="source file",
         )
     )
+    imported = chain["imported_run"]
+    origin = (
+        f"imported from HELM run {escape(imported['run_name'])}\n  {escape(imported['folder'])}\n"
+        + "\n".join(f"  {f['name']} sha256 {f['sha256']}" for f in imported["files"])
+        if imported
+        else f"Dagster run {pv['dagster_run_id']}"
+    )
     console.print(
         Panel(
             f"backend {pv['backend']}, model revision {pv['model_revision']}, batch {pv['batch_size']}\n"
-            f"decoding {pv['decoding']}\nhardware {pv['hardware']}\nDagster run {pv['dagster_run_id']}",
+            f"decoding {pv['decoding']}\nhardware {pv['hardware']}\n{origin}",
             title="produced by",
         )
     )
@@ -570,6 +581,12 @@ def views(
     except (HolisticError, OSError) as e:
         _fail(str(e))
     console.print(f"views over [cyan]{store.path}[/] written to [cyan]{path}[/]: `duckdb -readonly {path}`")
+
+
+from holistic_dagster.helm.commands import export, import_helm  # noqa: E402  (the verbs of results exchange)
+
+app.command("import-helm")(import_helm)
+app.command("export")(export)
 
 
 @app.command("arena")

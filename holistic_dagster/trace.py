@@ -56,6 +56,12 @@ def trace_score(
         [version, scenario, instance["source_uri"]],
     ).iloc[0]
     provenance = warehouse.df("SELECT * FROM provenance WHERE provenance_id = ?", [score["provenance_id"]]).iloc[0]
+    # a partition imported from HELM: the run folder it came from (the one for the instance's subset)
+    imported = warehouse.df(
+        "SELECT run_name, folder, files FROM imported_runs WHERE version = ? AND scenario = ? AND model = ? "
+        "ORDER BY subset <> ?, run_name LIMIT 1",
+        [version, scenario, model, instance["subset"]],
+    )
     tokens = json.loads(completion["tokens"])
     logprobs = json.loads(completion["logprobs"])
     top = json.loads(completion["top_logprobs"] or "[]")
@@ -108,6 +114,9 @@ def trace_score(
                 "created_at",
             )
         },  # fmt: skip
+        "imported_run": None
+        if imported.empty
+        else {**imported.iloc[0][["run_name", "folder"]].to_dict(), "files": json.loads(imported["files"].iat[0])},
     }
 
 

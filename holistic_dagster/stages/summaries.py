@@ -46,10 +46,33 @@ def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -
     return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)
 
 
+def main_metrics(warehouse: Warehouse, catalog, version: str) -> dict[str, str]:
+    """{scenario: its main accuracy metric}: as the suite version pins them, or for a version made by importing
+    HELM runs (holistic_dagster.helm), as the import chose them."""
+    if version in catalog.suite_versions():
+        return catalog.main_metrics(version)
+    return dict(warehouse.df(_IMPORTED_SCENARIOS, [version])[["scenario", "main_metric"]].itertuples(index=False))
+
+
+def regression_alpha(catalog, version: str) -> float:
+    """The suite's significance level for paired tests; an imported version's is the suites' default."""
+    if version in catalog.suite_versions():
+        return catalog.suite(version).regression_alpha
+    from holistic_dagster.catalog import SuiteSpec
+
+    return SuiteSpec.model_fields["regression_alpha"].default
+
+
+_IMPORTED_SCENARIOS = (
+    "SELECT scenario, any_value(main_metric) AS main_metric, any_value(adapter_method) AS method, "
+    "any_value(description) AS description FROM imported_runs WHERE version = ? GROUP BY scenario ORDER BY scenario"
+)
+
+
 def summarize(stage: StageContext, version: str) -> dict[str, Any]:
     """Every leaderboard cell with n and a bootstrap CI, and the mean win rate per family; replaces the
     version's rows of leaderboard_stats and win_rates. Returns them with each scenario's main metric."""
-    main = stage.catalog.main_metrics(version)
+    main = main_metrics(stage.warehouse, stage.catalog, version)
     cells = cell_statistics(stage.warehouse, version)
     if cells.empty:
         raise HolisticError(f"no scores for suite version {version!r} in {stage.warehouse.path}: evaluate it first")
@@ -63,8 +86,8 @@ def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
     (both must have scores); replaces the version's rows of `comparisons`."""
     from holistic_dagster.catalog import load_models
 
-    alpha = stage.catalog.suite(version).regression_alpha
-    main = stage.catalog.main_metrics(version)
+    alpha = regression_alpha(stage.catalog, version)
+    main = main_metrics(stage.warehouse, stage.catalog, version)
     scored = set(
         stage.warehouse.df("SELECT DISTINCT model FROM scenario_metrics WHERE version = ?", [version])["model"]
     )
@@ -86,10 +109,9 @@ def grade_alerts(stage: StageContext, version: str, spec) -> list:
     from holistic_dagster.alerts import evaluate_alerts
     from holistic_dagster.catalog import load_models
 
-    alpha = stage.catalog.suite(version).regression_alpha
-    findings = evaluate_alerts(
-        stage.warehouse, version, spec, load_models(stage.models_file), alpha, stage.catalog.main_metrics(version)
-    )
+    alpha = regression_alpha(stage.catalog, version)
+    main = main_metrics(stage.warehouse, stage.catalog, version)
+    findings = evaluate_alerts(stage.warehouse, version, spec, load_models(stage.models_file), alpha, main)
     frame = pd.DataFrame([{"version": version, **asdict(f)} for f in findings])
     stage.warehouse.replace({"version": version}, {"alerts": frame})
     return findings
@@ -104,12 +126,18 @@ def report_path(warehouse: Warehouse, version: str) -> Path:
 def write_report(stage: StageContext, version: str, predictions_per_scenario: int | None = None) -> dict[str, Any]:
     from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, build_report
 
-    specs = stage.catalog.resolved_scenarios(version)
-    about = {name: {"description": spec.description, "method": spec.adapter.method} for name, spec in specs.items()}
+    if version in stage.catalog.suite_versions():
+        specs = stage.catalog.resolved_scenarios(version)
+        about = {name: {"description": s.description, "method": s.adapter.method} for name, s in specs.items()}
+        main = {name: spec.main_metric for name, spec in specs.items()}
+    else:  # imported from HELM: the runs' own descriptions
+        rows = stage.warehouse.df(_IMPORTED_SCENARIOS, [version])
+        about = {r.scenario: {"description": r.description, "method": r.method} for r in rows.itertuples()}
+        main = dict(zip(rows["scenario"], rows["main_metric"]))
     return build_report(
         stage.warehouse,
         version,
-        {name: spec.main_metric for name, spec in specs.items()},
+        main,
         report_path(stage.warehouse, version).parent,
         about,
         predictions_per_scenario or PREDICTIONS_PER_SCENARIO,
@@ -123,7 +151,7 @@ def original_scores(warehouse: Warehouse, version: str, models: list[str] | None
     sql = (
         "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
         "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE s.version = ? AND i.perturbation = ''"
+        "WHERE s.version = ? AND i.perturbation = '' AND i.split = 'test'"
     )
     if models is not None:
         sql += " AND s.model IN (SELECT unnest(?::VARCHAR[]))"

@@ -1,0 +1,122 @@
+"""The `holistic import-helm` and `holistic export` verbs (registered on the CLI's app in cli.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from holistic_dagster import settings
+from holistic_dagster.errors import HolisticError
+
+console = Console()
+if not console.is_terminal:  # piped or logged: room for model names rather than 80 columns
+    console = Console(width=160)
+err = Console(stderr=True, soft_wrap=True)
+
+Db = Annotated[
+    Optional[Path], typer.Option("--db", help="warehouse file or shared store (default: $HOLISTIC_WAREHOUSE)")
+]
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(1)
+
+
+def import_helm(
+    paths: Annotated[
+        list[Path], typer.Argument(help="HELM run folders, or benchmark_output/runs/<suite> folders holding them")
+    ],
+    version: Annotated[
+        Optional[str],
+        typer.Option(
+            help="suite version to import into: one of the catalog's (HELM's instances must be its own, to be "
+            "compared with our models instance by instance), or a new name (default: helm-<HELM suite>)"
+        ),
+    ] = None,
+    db: Db = None,
+) -> None:
+    """Import HELM runs (run_spec.json, scenario_state.json, per_instance_stats.json, stats.json) as model
+    partitions: instances, prompts, completions, per-instance scores and metrics, with lineage to the files."""
+    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.helm.importing import import_runs
+    from holistic_dagster.warehouse import open_warehouse
+
+    path = db.expanduser().resolve() if db else settings.warehouse_path()
+    try:
+        parts = import_runs(open_warehouse(path), Catalog(), paths, version)
+    except HolisticError as e:
+        _fail(str(e))
+    version = parts[0].frames["imported_runs"]["version"].iat[0]
+    table = Table(title=f"imported into suite version {version} ({path})", title_justify="left")
+    for column in ("scenario", "model", "HELM runs", "instances", "scores", "metrics"):
+        table.add_column(column, justify="right" if column not in ("scenario", "model") else "left")
+    skipped: dict[str, int] = {}
+    for p in parts:
+        f = p.frames
+        table.add_row(
+            p.scenario, escape(p.model), str(len(p.runs)), str(f["instance_scores"]["instance_id"].nunique()),
+            str(len(f["instance_scores"])), str(len(f["scenario_metrics"])),
+        )  # fmt: skip
+        for what, n in p.skipped.items():
+            skipped[what] = skipped.get(what, 0) + n
+    console.print(table)
+    for what, n in skipped.items():
+        console.print(f"  [dim]not imported: {n} {what}[/]")
+    _record_in_dagster(version, parts)
+    models = sorted({p.model for p in parts})
+    console.print(f"Next: holistic leaderboard --version {version}")
+    if len(models) > 1:
+        console.print(f"      holistic compare {models[0]} {models[1]} --version {version}")
+    console.print(f"      holistic report --version {version}")
+
+
+def _record_in_dagster(version: str, parts) -> None:
+    """The imported partitions in the Dagster instance `holistic ui` opens (DAGSTER_HOME)."""
+    from dagster import DagsterInstance
+
+    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.cli import _dagster_home
+    from holistic_dagster.defs.imports import record_imported
+
+    _dagster_home()
+    with DagsterInstance.get() as instance:
+        missing = record_imported(instance, version, parts, set(Catalog().scenario_names()))
+    console.print("  [dim]in the Dagster UI (holistic ui): the completions and scores assets, marked as imported[/]")
+    if missing:
+        console.print(
+            f"  [dim]not in the Dagster UI (no asset: not a scenario of the catalog): {', '.join(missing)}[/]"
+        )
+
+
+def export(
+    out: Annotated[Path, typer.Option(help="folder to write into: its runs/<suite>/ is HELM's layout")],
+    format: Annotated[str, typer.Option("--format", help="the layout to write (helm)")] = "helm",
+    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    suite: Annotated[Optional[str], typer.Option(help="HELM suite name (default: the version)")] = None,
+    models: Annotated[
+        Optional[list[str]], typer.Option("--model", help="only this model (repeatable; default: every model)")
+    ] = None,
+    db: Db = None,
+) -> None:
+    """Write a suite version's results as HELM run folders, which HELM's helm-summarize and helm-server read."""
+    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.helm.exporting import export_runs
+    from holistic_dagster.warehouse import open_warehouse
+
+    if format != "helm":
+        _fail(f"unknown export format {format!r} (known: helm)")
+    path = db.expanduser().resolve() if db else settings.warehouse_path()
+    try:
+        version = version or Catalog().newest_version()
+        folder = export_runs(open_warehouse(path), version, out, suite, models)
+    except HolisticError as e:
+        _fail(str(e))
+    runs = sorted(p.name for p in folder.iterdir())
+    console.print(f"{len(runs)} HELM runs of suite version {version} written to [cyan]{folder}[/]")
+    console.print(f"  HELM reads them: helm-summarize --suite {folder.name} -o {folder.parent.parent}")
