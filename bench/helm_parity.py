@@ -533,6 +533,28 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
     _empty_punkt()
     runs = helm_run(cases, n, work / "helm", checkpoint, dry=False)
     helm_s = time.perf_counter() - started
+    started = time.perf_counter()
+    db, model, _ = evaluate_ours(cases, n, work, model)
+    ours_s = time.perf_counter() - started
+    print(f"  helm-run {helm_s:.0f} s, holistic evaluate {ours_s:.0f} s", flush=True)
+    rows = []
+    for c in cases:
+        for subset in c.subsets:
+            rows.append(_compare_run(c, subset, runs[f"{c.scenario}/{subset}"], db, model))
+            r = rows[-1]
+            print(
+                f"{c.name:28s} {subset:20s} completions {r['completions_equal']}  metrics max|diff| "
+                f"{r['metric_max_abs_diff']}  means HELM {r['helm_means']} ours {r['our_means']}"
+                f"  {r['first_completion_difference'][:160]}",
+                flush=True,
+            )
+    return rows
+
+
+def evaluate_ours(cases: list[Case], n: int, work: Path, model: str) -> tuple[Path, str, dict[str, str]]:
+    """(warehouse, model name, the environment naming its catalog) of `holistic evaluate` on suite version
+    helm-e2e: the cases' scenarios with HELM's pins (n instances, seed 0, their shots and method), the model asked
+    as HELM asks it (its chat template)."""
     assets = work / "assets"
     shutil.copytree(REPO / "assets", assets)
     suite = {"version": "helm-e2e", "conventions": "helm", "scenarios": {}}
@@ -558,25 +580,11 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
         "HOLISTIC_RESOURCES": str(resources),
         "DAGSTER_HOME": str(work / "dagster"),
     }
-    started = time.perf_counter()
     cmd = [str(REPO / ".venv" / "bin" / "holistic"), "evaluate", "--model", model, "--version", "helm-e2e"]
     done = subprocess.run([*cmd, "--db", str(db)], env=env, capture_output=True, text=True)
-    ours_s = time.perf_counter() - started
     if done.returncode:
         raise RuntimeError(f"holistic evaluate failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    print(f"  helm-run {helm_s:.0f} s, holistic evaluate {ours_s:.0f} s", flush=True)
-    rows = []
-    for c in cases:
-        for subset in c.subsets:
-            rows.append(_compare_run(c, subset, runs[f"{c.scenario}/{subset}"], db, model))
-            r = rows[-1]
-            print(
-                f"{c.name:28s} {subset:20s} completions {r['completions_equal']}  metrics max|diff| "
-                f"{r['metric_max_abs_diff']}  means HELM {r['helm_means']} ours {r['our_means']}"
-                f"  {r['first_completion_difference'][:160]}",
-                flush=True,
-            )
-    return rows
+    return db, model, env
 
 
 def _compare_run(case: Case, subset: str, run: Path, db: Path, model: str) -> dict:
