@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import duckdb
+import pandas as pd
+
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import Warehouse
 
@@ -57,11 +60,14 @@ def trace_score(
     ).iloc[0]
     provenance = warehouse.df("SELECT * FROM provenance WHERE provenance_id = ?", [score["provenance_id"]]).iloc[0]
     # a partition imported from HELM: the run folder it came from (the one for the instance's subset)
-    imported = warehouse.df(
-        "SELECT run_name, folder, files FROM imported_runs WHERE version = ? AND scenario = ? AND model = ? "
-        "ORDER BY subset <> ?, run_name LIMIT 1",
-        [version, scenario, model, instance["subset"]],
-    )
+    try:
+        imported = warehouse.df(
+            "SELECT run_name, folder, files FROM imported_runs WHERE version = ? AND scenario = ? AND model = ? "
+            "ORDER BY subset <> ?, run_name LIMIT 1",
+            [version, scenario, model, instance["subset"]],
+        )
+    except duckdb.CatalogException:  # a file no release with imports has written to yet
+        imported = pd.DataFrame()
     tokens = json.loads(completion["tokens"])
     logprobs = json.loads(completion["logprobs"])
     top = json.loads(completion["top_logprobs"] or "[]")

@@ -89,9 +89,11 @@ def build_report(
     pages: dict[str, str] = {}
     tables = headline_tables(cells, rates, applicability, main_metric)
     worse = comparisons[comparisons["verdict"] == "worse"] if len(comparisons) else comparisons
+    imported = warehouse.df("SELECT DISTINCT model FROM imported_runs WHERE version = ? ORDER BY 1", [version])
     pages["index.html"] = env.get_template("index.html.j2").render(
         **common,
         root="",
+        imported=imported["model"].tolist(),
         tables=tables,
         scenarios=[(s, about.get(s, {}).get("description", ""), main_metric.get(s, "")) for s in scenarios],
         comparisons=comparisons.to_dict("records"),

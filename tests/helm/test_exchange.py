@@ -291,9 +291,27 @@ def test_cli_import_and_export(tmp_path, monkeypatch):
         assert instance.has_dynamic_partition("model", SMOLLM2) and instance.has_dynamic_partition("version", VERSION)
     board = run("leaderboard", "--version", VERSION, "--db", db)
     assert board.exit_code == 0 and f"{SMOLLM2} (HELM run)" in board.output, board.output
+    report = run("report", "--version", VERSION, "--db", db)  # a version the catalog does not have
+    assert report.exit_code == 0, report.output
+    index = (tmp_path / "reports" / VERSION / "index.html").read_text()
+    assert "Imported from HELM runs" in index and SMOLLM2 in index and "synthetic_reasoning" in index
     out = run("export", "--format", "helm", "--version", VERSION, "--out", str(tmp_path / "o"), "--db", db)
     assert out.exit_code == 0 and "4 HELM runs" in out.output, out.output
     bad = run("import-helm", str(tmp_path / "o" / "runs" / "missing"), "--db", db)
     assert bad.exit_code == 1 and "not a folder" in bad.output
     fmt = run("export", "--format", "csv", "--out", str(tmp_path / "o"), "--db", db)
     assert fmt.exit_code == 1 and "unknown export format 'csv'" in fmt.output
+
+
+def test_import_into_a_shared_results_store(tmp_path, catalog):
+    """The folder store (many writer processes) takes an import as the DuckDB file does, and reads it back."""
+    from holistic_dagster.warehouse import open_warehouse
+
+    (tmp_path / "store").mkdir()
+    store = open_warehouse(tmp_path / "store")
+    import_runs(store, catalog, [SUITE])
+    counts = store.df("SELECT model, count(*) AS n FROM instance_scores GROUP BY model")
+    expected = {m: sum(len(helm_values(r)) for r in RUNS if m.split("/")[1] in r.name) for m in (RANDOM, SMOLLM2)}
+    assert dict(zip(counts["model"], counts["n"])) == expected
+    assert store.df("SELECT count(*) FROM imported_runs").iat[0, 0] == 4
+    assert store.df("SELECT count(*) FROM provenance WHERE backend = 'helm'").iat[0, 0] == 2
