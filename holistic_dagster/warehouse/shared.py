@@ -112,6 +112,11 @@ def _schema() -> _Schema:
     return _Schema(tables, tuple(v[0] for v in views))
 
 
+def _validating() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB in which incoming rows meet their table's constraints before they are written."""
+    return duckdb.connect(config={"threads": 1})
+
+
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
@@ -138,11 +143,14 @@ class SharedStore:
                 )
             self.path.mkdir(parents=True, exist_ok=True)
             self._check_or_write_marker()
-            for table in _schema().tables.values():
-                target = self.path / table.name / table.schema_file
-                if not target.exists():
-                    target.parent.mkdir(exist_ok=True)
-                    self._publish([(self._write_rows(table, None, target, upsert=False), target)])
+            written: list[tuple[Path, Path]] = []
+            with _validating() as con:  # one DuckDB for every table's file (each new one costs 30-40 ms)
+                for table in _schema().tables.values():
+                    target = self.path / table.name / table.schema_file
+                    if not target.exists():
+                        target.parent.mkdir(exist_ok=True)
+                        written.append((self._write_rows(table, None, target, upsert=False, con=con), target))
+            self._publish(written)
         except OSError as e:
             raise WarehouseWriteError(f"cannot write the results store {self.path}: {e}") from e
         _READY.add(self.path)
@@ -167,22 +175,26 @@ class SharedStore:
         self._ready()
         written: list[tuple[Path, Path]] = []
         try:
-            for keys, frames in jobs:
-                for table_name, frame in frames.items():
-                    assert table_name in TABLES, table_name
-                    table = _schema().tables[table_name]
-                    columns = {c[0] for c in table.columns}
-                    slot = sorted([k, str(v)] for k, v in keys.items() if k in columns)
-                    if not slot:
-                        raise HolisticError(f"replace: none of the keys {sorted(keys)} is a column of {table_name}")
-                    target = self.path / table_name / f"{sha256_json(slot)[:24]}.parquet"
-                    written.append((self._write_rows(table, frame, target, upsert=False, slot=slot), target))
+            with _validating() as con:
+                self._write_jobs(jobs, con, written)
             self._publish(written)  # only once every table's file is complete
         except BaseException:
             for temporary, _ in written:
                 with contextlib.suppress(OSError):
                     temporary.unlink()
             raise
+
+    def _write_jobs(self, jobs, con: duckdb.DuckDBPyConnection, written: list[tuple[Path, Path]]) -> None:
+        for keys, frames in jobs:
+            for table_name, frame in frames.items():
+                assert table_name in TABLES, table_name
+                table = _schema().tables[table_name]
+                columns = {c[0] for c in table.columns}
+                slot = sorted([k, str(v)] for k, v in keys.items() if k in columns)
+                if not slot:
+                    raise HolisticError(f"replace: none of the keys {sorted(keys)} is a column of {table_name}")
+                target = self.path / table_name / f"{sha256_json(slot)[:24]}.parquet"
+                written.append((self._write_rows(table, frame, target, upsert=False, slot=slot, con=con), target))
 
     def upsert(self, table: str, frame: pd.DataFrame) -> None:
         """Adds the rows in a file of their own; reads see them in place of older rows with the same key."""
@@ -212,12 +224,17 @@ class SharedStore:
         *,
         upsert: bool,
         slot: list[list[str]] | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
     ) -> Path:
         """`frame`'s rows, validated by a DuckDB table with the schema's constraints, in a durable temporary
-        file beside `target` (not yet visible to any read)."""
+        file beside `target` (not yet visible to any read). `con`: an in-memory DuckDB to validate in (a new
+        one otherwise)."""
         temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
-            with duckdb.connect(config={"threads": 1}) as con:
+            with contextlib.ExitStack() as stack:
+                if con is None:
+                    con = stack.enter_context(_validating())
+                con.execute(f"DROP TABLE IF EXISTS {table.name}")
                 con.execute(table.create_sql)
                 if frame is not None and len(frame):
                     con.register("incoming", frame)
