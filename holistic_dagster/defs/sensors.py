@@ -6,6 +6,8 @@ module only reads the Dagster instance and turns the decisions into requests."""
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime, timezone
 
 import duckdb
 from dagster import (
@@ -13,11 +15,12 @@ from dagster import (
     AssetKey,
     AssetRecordsFilter,
     DagsterEventType,
+    DagsterRunStatus,
     DefaultScheduleStatus,
     DefaultSensorStatus,
-    EventRecordsFilter,
     MultiPartitionKey,
     RunRequest,
+    RunsFilter,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
     SensorResult,
@@ -27,12 +30,12 @@ from dagster import (
 )
 
 from holistic_dagster import automation
-from holistic_dagster.alerts import Alert, send_alerts
+from holistic_dagster.alerts import Alert, Outbox, deliver, send_alerts
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, traffic_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
-from holistic_dagster.errors import CatalogError, HolisticError
+from holistic_dagster.errors import CatalogError
 from holistic_dagster.shadow import log_key
 from holistic_dagster.warehouse import open_warehouse
 
@@ -262,44 +265,86 @@ def make_traffic_sensor(shadow_job):
 def alert_webhook(context: SensorEvaluationContext, holistic: HolisticResource):
     """Failed asset checks (ERROR: critical, WARN: warning) since the last tick, posted to the Slack-compatible
     webhook whose URL is in the environment variable resources/alerts.yaml names (unset: nothing is posted).
-    A post that fails is tried again on the next tick; the cursor is the last event posted."""
+
+    Check results are read run by run (the runs updated since the last tick, and those still going): the one
+    way that works on every event log storage, SQLite's run-sharded one (the default install) included. Alerts
+    not posted wait in the cursor's outbox and are tried again with a growing delay (alerts.delivery.deliver);
+    those given up on are recorded in the warehouse (`undelivered_alerts`), and later alerts still go out."""
     spec = holistic.alerts()
-    checks = EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION)
-    if not context.cursor:  # the first tick starts from now: an instance's old failures are not news
-        newest = context.instance.get_event_records(checks, limit=1, ascending=False)
-        context.update_cursor(str(newest[0].storage_id) if newest else "0")
+    state = _alert_cursor(context.cursor)
+    now = time.time()
+    if state is None:  # the first tick starts from now: an instance's old failures are not news
+        runs = {r.dagster_run.run_id: _last_check_cursor(context.instance, r.dagster_run.run_id)
+                for r in context.instance.get_run_records(RunsFilter(statuses=IN_PROGRESS))}  # fmt: skip
+        context.update_cursor(json.dumps({"after": now, "runs": runs, "outbox": Outbox().to_json()}))
         return SkipReason("started: failed checks from now on are posted")
-    records = context.instance.get_event_records(
-        EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=int(context.cursor)),
-        limit=500,
-        ascending=True,
-    )
-    if not records:
-        return SkipReason("no new check results")
-    items, partitions = [], {}
-    for record in records:
-        check = record.event_log_entry.dagster_event.event_specific_data
-        if check.passed:
-            continue
-        level = "critical" if check.severity == AssetCheckSeverity.ERROR else "warning"
-        run_id = record.event_log_entry.run_id
-        if run_id not in partitions:  # the run's partition (e.g. the suite version) says which results failed
-            run = context.instance.get_run_by_id(run_id)
-            partitions[run_id] = (run.tags.get("dagster/partition", "") if run else "") or check.partition or ""
-        where = check.asset_key.to_user_string() + (f" [{partitions[run_id]}]" if partitions[run_id] else "")
-        items.append(Alert(level, f"{check.check_name} failed on {where}", check.description or ""))
-    cursor = str(records[-1].storage_id)
-    if not items:
-        context.update_cursor(cursor)
-        return SkipReason(f"no failed check among {len(records)} new result(s)")
+    new, seen, num_results = _new_failed_checks(context.instance, state)
+    done = deliver(Outbox.from_json(state.get("outbox")), new, lambda items: send_alerts(items, spec), now)
+    if done.undeliverable:
+        _record_undelivered(holistic, done.undeliverable, done.error, now)
+    context.update_cursor(json.dumps({**seen, "outbox": done.outbox.to_json()}))
+    if done.message == "nothing to post":
+        return SkipReason(
+            f"no failed check among {num_results} new result(s)" if num_results else "no new check results"
+        )
+    if "none posted" in done.message:
+        hook = spec.webhook
+        return SkipReason(f"{done.message} (webhook: ${hook.url_env} unset, or below min_level {hook.min_level})")
+    return SkipReason(done.message)
+
+
+IN_PROGRESS = [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+
+
+def _alert_cursor(cursor: str | None) -> dict | None:
+    """The sensor's state, or None on its first tick (a cursor of an earlier release restarts it from now)."""
     try:
-        sent = send_alerts(items, spec)
-    except HolisticError as e:  # the URL never appears in it; tried again next tick
-        return SkipReason(f"{len(items)} failed check(s) not posted: {e}")
-    context.update_cursor(cursor)
-    return SkipReason(
-        f"posted {sent} of {len(items)} failed check(s)"
-        if sent
-        else f"{len(items)} failed, none posted "
-        f"(webhook: ${spec.webhook.url_env} unset, or below min_level {spec.webhook.min_level})"
-    )
+        state = json.loads(cursor or "")
+    except json.JSONDecodeError:
+        return None
+    return state if isinstance(state, dict) and "after" in state else None
+
+
+def _last_check_cursor(instance, run_id: str) -> str | None:
+    return instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).cursor
+
+
+def _new_failed_checks(instance, state: dict) -> tuple[list[Alert], dict, int]:
+    """(the failed checks recorded since the state's cursors, the new state, how many check results were read)."""
+    after, cursors = float(state["after"]), dict(state.get("runs", {}))
+    since = datetime.fromtimestamp(after, timezone.utc)
+    records = {r.dagster_run.run_id: r for r in instance.get_run_records(RunsFilter(updated_after=since))}
+    records.update({r.dagster_run.run_id: r for r in instance.get_run_records(RunsFilter(statuses=IN_PROGRESS))})
+    items, watermark, num_results = [], after, 0
+    for run_id, record in records.items():
+        found = instance.get_records_for_run(
+            run_id, cursor=cursors.get(run_id), of_type=DagsterEventType.ASSET_CHECK_EVALUATION
+        )
+        cursors[run_id] = found.cursor
+        num_results += len(found.records)
+        partition = record.dagster_run.tags.get("dagster/partition", "")
+        for event in found.records:
+            check = event.event_log_entry.dagster_event.event_specific_data
+            if check.passed:
+                continue
+            level = "critical" if check.severity == AssetCheckSeverity.ERROR else "warning"
+            where = check.asset_key.to_user_string()
+            if partition or check.partition:  # which results failed (e.g. the suite version)
+                where += f" [{partition or check.partition}]"
+            items.append(Alert(level, f"{check.check_name} failed on {where}", check.description or ""))
+        if record.dagster_run.status not in IN_PROGRESS:
+            watermark = max(watermark, record.update_timestamp.timestamp())
+    # a finished run updated before the watermark is never read again; a run in progress keeps its cursor
+    keep = {run_id for run_id, r in records.items()
+            if r.dagster_run.status in IN_PROGRESS or r.update_timestamp.timestamp() >= watermark}  # fmt: skip
+    return items, {"after": watermark, "runs": {k: v for k, v in cursors.items() if k in keep}}, num_results
+
+
+def _record_undelivered(holistic: HolisticResource, alerts: list[Alert], error: str, now: float) -> None:
+    """The alerts given up on, in the warehouse (`undelivered_alerts`): someone can still read them there."""
+    import pandas as pd
+
+    at = datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None)
+    rows = [{"recorded_at": at, "level": a.level, "title": a.title, "text": a.text, "error": error} for a in alerts]
+    frame = pd.DataFrame(rows).drop_duplicates(["title"])
+    open_warehouse(holistic.warehouse_path).upsert("undelivered_alerts", frame)

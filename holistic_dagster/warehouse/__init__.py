@@ -54,6 +54,7 @@ TABLES = (
     "stability",
     "step_inputs",
     "imported_runs",
+    "undelivered_alerts",
     "battles",
     "votes",
     "arena_ratings",

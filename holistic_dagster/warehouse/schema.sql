@@ -154,6 +154,14 @@ CREATE TABLE IF NOT EXISTS step_inputs (
     PRIMARY KEY (step, partition)
 );
 
+-- Alerts the alert_webhook sensor gave up posting (the receiver refused them, or failed every retry): kept here
+-- so that someone can still read them; error: why (never the webhook URL).
+CREATE TABLE IF NOT EXISTS undelivered_alerts (
+    recorded_at TIMESTAMP NOT NULL, level VARCHAR NOT NULL, title VARCHAR NOT NULL, text VARCHAR NOT NULL,
+    error VARCHAR NOT NULL,
+    PRIMARY KEY (recorded_at, title)
+);
+
 -- Runs imported from HELM (`holistic import-helm`): the run folder each imported (version, scenario, model)
 -- partition came from, with every file's checksum (lineage, as source_files is for datasets), its run spec as
 -- written (an export writes it back) and the metric its scenario is ranked by (a version of its own has no suite).

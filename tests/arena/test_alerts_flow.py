@@ -81,7 +81,7 @@ def test_a_critical_alert_fails_its_blocking_check_and_is_posted_once(graded, mo
         monkeypatch.setenv("TEST_ALERT_HOOK", receiver.url())
         first = build_sensor_context(instance=instance, resources=resources, cursor=start.cursor)
         posted = sensor(first)
-        assert "posted 1 of 1 failed check(s)" in str(posted.skip_message)
+        assert "posted 1 of 1 alert(s)" in str(posted.skip_message)
         (body,) = receiver.bodies
         assert "no_critical_alert failed on alerts [a1]" in body["text"] and "wrong vs oracle" in body["text"]
         assert TOKEN not in str(body)

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
 import duckdb
 import numpy as np
 import pandas as pd
-import requests
 from pydantic import Field, field_validator, model_validator
 
 from holistic_dagster import settings
@@ -35,7 +33,6 @@ from holistic_dagster.catalog import SLUG, Family, ModelSpec, _read_yaml, _Stric
 from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.metrics import FAMILIES, REFERENCE_FAMILIES, lower_is_better, metric
 from holistic_dagster.metrics.statistics import PairedResult, bootstrap_statistic_ci, paired_test
-from holistic_dagster.redaction import read_secret, redact
 from holistic_dagster.stages.summaries import NOT_COMPARED, original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -454,106 +451,24 @@ class Alert:
 
 
 class AlertDeliveryError(HolisticError):
-    """The webhook did not take the alerts (its URL is never part of the message)."""
+    """The webhook did not take the alerts (its URL is never part of the message). permanent: the receiver
+    refused them (a 4xx other than 408 and 429, a redirect to another host), so asking again will not help."""
+
+    def __init__(self, message: str, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
 
 
-EMOJI = {"critical": ":red_circle:", "warning": ":warning:", "ok": ":white_check_mark:"}
-MAX_SECTIONS = 48  # Slack: at most 50 blocks per message (a header, the sections, one "and N more")
-MAX_SECTION_CHARS = 3000  # Slack: a section's text
-MAX_HEADER_CHARS = 150  # Slack: a header's plain text
-MAX_TEXT_CHARS = 4000  # the fallback text, kept short: notifications show its beginning
+# the delivery of alerts (holistic_dagster.alerts.delivery) re-exported: imported last, it reads the names above
+from holistic_dagster.alerts.delivery import (  # noqa: E402
+    Delivery,
+    Outbox,
+    at_least,
+    deliver,
+    notify,
+    send_alerts,
+    slack_payload,
+    webhook_url,
+)
 
-
-def at_least(items: Sequence[Alert | Finding], min_level: Level = "warning") -> list[Alert]:
-    """The items at `min_level` or above, as Alerts with secrets redacted (a chat channel is a log too),
-    critical first (stable otherwise)."""
-    alerts = [i.alert() if isinstance(i, Finding) else i for i in items]
-    alerts = [Alert(a.level, redact(a.title), redact(a.text)) for a in alerts]
-    alerts = [a for a in alerts if LEVELS.index(a.level) >= LEVELS.index(min_level)]
-    return sorted(alerts, key=lambda a: -LEVELS.index(a.level))
-
-
-def slack_payload(alerts: Sequence[Alert], header: str = "holistic-dagster") -> dict:
-    """Slack incoming-webhook JSON: `text` (the whole list in plain lines, for receivers that read only text,
-    and the notification), and blocks: a header and one section per alert."""
-    counts = ", ".join(f"{n} {lv}" for lv in ("critical", "warning", "ok") if (n := sum(a.level == lv for a in alerts)))
-    title = _cut(f"{header}: {counts or 'no alerts'}", MAX_HEADER_CHARS)
-    lines = [f"[{a.level.upper()}] {a.title}: {a.text}" for a in alerts]
-    blocks: list[dict] = [{"type": "header", "text": {"type": "plain_text", "text": title}}]
-    for a in alerts[:MAX_SECTIONS]:
-        body = f"{EMOJI[a.level]} *{a.level.upper()}* {_mrkdwn(a.title)}\n{_mrkdwn(a.text)}"
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _cut(body, MAX_SECTION_CHARS)}})
-    if len(alerts) > MAX_SECTIONS:
-        more = f"… and {len(alerts) - MAX_SECTIONS} more"
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": more}]})
-    return {"text": _cut("\n".join([title, *lines]), MAX_TEXT_CHARS), "blocks": blocks}
-
-
-def notify(
-    items: Sequence[Alert | Finding],
-    url: str,
-    *,
-    timeout_s: float = 10.0,
-    url_env: str = DEFAULT_URL_ENV,
-    min_level: Level = "warning",
-    header: str = "holistic-dagster",
-) -> int:
-    """Posts the items at `min_level` or above in one Slack-compatible message; returns how many (0: nothing
-    was posted). `url_env` names where the URL came from, for error messages, which never contain the URL."""
-    alerts = at_least(items, min_level)
-    if not alerts:
-        return 0
-    where = f"the webhook in ${url_env}"
-    try:
-        response = requests.post(url, json=slack_payload(alerts, header), timeout=timeout_s)
-    except requests.Timeout:
-        raise AlertDeliveryError(
-            f"could not post {len(alerts)} alert(s) to {where}: no answer in {timeout_s:g} s"
-        ) from None
-    except requests.RequestException as e:  # its text holds the URL: only its type is told
-        raise AlertDeliveryError(f"could not post {len(alerts)} alert(s) to {where}: {type(e).__name__}") from None
-    if not 200 <= response.status_code < 300:
-        said = _scrub(response.text, url)[:200]
-        raise AlertDeliveryError(
-            f"could not post {len(alerts)} alert(s) to {where}: HTTP {response.status_code}"
-            + (f": {said}" if said else "")
-        )
-    return len(alerts)
-
-
-def webhook_url(spec: AlertsSpec) -> str | None:
-    """The URL in the environment variable the spec names (None when unset); from now on it is redacted from
-    logged and raised text (redaction.read_secret)."""
-    name = spec.webhook.url_env
-    value = read_secret(name).strip()
-    if not value:
-        return None
-    if not value.startswith(("http://", "https://")):
-        raise CatalogError(f"environment variable {name} does not hold an http(s) webhook URL")
-    return value
-
-
-def send_alerts(items: Sequence[Alert | Finding], spec: AlertsSpec, header: str = "holistic-dagster") -> int:
-    """notify() with the spec's webhook settings; 0 without posting when the URL variable is not set."""
-    url = webhook_url(spec)
-    if url is None:
-        return 0
-    hook = spec.webhook
-    return notify(items, url, timeout_s=hook.timeout_s, url_env=hook.url_env, min_level=hook.min_level, header=header)
-
-
-def _scrub(text: str, url: str) -> str:
-    """A receiver's answer without the URL or its path (a server may echo the request line)."""
-    path = urlsplit(url).path
-    for secret in (url, path if len(path) > 1 else ""):
-        if secret:
-            text = text.replace(secret, "[webhook URL]")
-    return redact(text).strip()
-
-
-def _mrkdwn(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+__all__ = ["Delivery", "Outbox", "at_least", "deliver", "notify", "send_alerts", "slack_payload", "webhook_url"]
