@@ -52,28 +52,34 @@ def _failing_check(name: str):
 def test_every_tick_on_the_default_sqlite_storage_posts_the_new_failures_once(tmp_path, receiver, monkeypatch):
     """The default install's instance (SQLite: a run-sharded event log) raised on every tick after the first."""
     (tmp_path / "home").mkdir()
+    with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
+        every_tick_posts_the_new_failures_once(instance, tmp_path, receiver, monkeypatch)
+
+
+def every_tick_posts_the_new_failures_once(instance, tmp_path, receiver, monkeypatch) -> None:
+    """Four sensor ticks on `instance` with a run with a failed check before each: the first starts from now, each
+    later one posts the run before it, once."""
     resource = HolisticResource(
         warehouse_path=str(tmp_path / "w.duckdb"),
         alerts_file=str(write(tmp_path / "alerts.yaml", "webhook: {url_env: TEST_ALERT_HOOK}\n")),
     )
     monkeypatch.setenv("TEST_ALERT_HOOK", receiver.url())
     receiver.bodies.clear()
-    with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
-        materialize(_failing_check("before"), instance=instance)  # before the sensor started: not news
-        cursor = None
-        for tick, name in enumerate(["first", "second", "third"]):
-            context = build_sensor_context(instance=instance, resources={"holistic": resource}, cursor=cursor)
-            result = alert_webhook(context)
-            if tick == 0:
-                assert "started" in str(result.skip_message)
-            else:
-                assert "posted 1 of 1" in str(result.skip_message), result.skip_message
-            cursor = context.cursor
-            materialize(_failing_check(name), instance=instance)
-        last = build_sensor_context(instance=instance, resources={"holistic": resource}, cursor=cursor)
-        assert "posted 1 of 1" in str(alert_webhook(last).skip_message)
-        again = build_sensor_context(instance=instance, resources={"holistic": resource}, cursor=last.cursor)
-        assert str(alert_webhook(again).skip_message) == "no new check results"
+    materialize(_failing_check("before"), instance=instance)  # before the sensor started: not news
+    cursor = None
+    for tick, name in enumerate(["first", "second", "third"]):
+        context = build_sensor_context(instance=instance, resources={"holistic": resource}, cursor=cursor)
+        result = alert_webhook(context)
+        if tick == 0:
+            assert "started" in str(result.skip_message)
+        else:
+            assert "posted 1 of 1" in str(result.skip_message), result.skip_message
+        cursor = context.cursor
+        materialize(_failing_check(name), instance=instance)
+    last = build_sensor_context(instance=instance, resources={"holistic": resource}, cursor=cursor)
+    assert "posted 1 of 1" in str(alert_webhook(last).skip_message)
+    again = build_sensor_context(instance=instance, resources={"holistic": resource}, cursor=last.cursor)
+    assert str(alert_webhook(again).skip_message) == "no new check results"
     titles = [b["text"].splitlines()[1] for b in receiver.bodies]
     assert titles == [f"[CRITICAL] {n}_is_fine failed on {n}: {n} planted" for n in ("first", "second", "third")]
 

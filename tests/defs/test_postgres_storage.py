@@ -76,3 +76,15 @@ def test_runs_partitions_and_sensor_cursor_survive_a_restart(postgres, tmp_path,
         assert "Postgres" in type(storage.run_storage).__name__
         assert {"demo-gpt2-untrained", "demo-llama-tuned"} <= set(storage.get_dynamic_partitions("model"))
         assert storage.get_run_by_id(run_id) is not None and storage.all_logs(run_id)
+
+
+def test_the_alert_sensor_posts_every_new_failure_on_postgres_storage(postgres, tmp_path, monkeypatch):
+    from tests.servers.webhook_receiver import WebhookReceiver
+    from tests.test_alert_delivery import every_tick_posts_the_new_failures_once
+
+    for key, value in postgres.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("DAGSTER_HOME", str(prepare_dagster_home(tmp_path / "dagster_home")))
+    with DagsterInstance.get() as instance, WebhookReceiver() as receiver:
+        assert "Postgres" in type(instance.event_log_storage).__name__
+        every_tick_posts_the_new_failures_once(instance, tmp_path, receiver, monkeypatch)
