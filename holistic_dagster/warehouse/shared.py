@@ -329,12 +329,12 @@ class SharedStore:
             views_file = Path(folder) / "views.duckdb"
             prefix = f"{_ReadOnlyStoreFiles.protocol}://"
             with duckdb.connect(str(views_file)) as con:
-                con.register_filesystem(_ReadOnlyStoreFiles())  # a view is bound (its files read) when created
+                con.register_filesystem(_ReadOnlyStoreFiles(str(self.path)))  # a view is bound when created
                 for statement in _views(self.path, prefix):
                     con.execute(statement)
             con = duckdb.connect(str(views_file), read_only=True, config={"threads": 1})
             try:
-                con.register_filesystem(_ReadOnlyStoreFiles())
+                con.register_filesystem(_ReadOnlyStoreFiles(str(self.path)))
                 con.execute(f"SET allowed_directories = [{_literal(prefix + str(self.path) + '/')}]")
                 for setting, value in SANDBOX.items():  # enable_external_access, then lock_configuration
                     con.execute(f"SET {setting} = {str(value).lower()}")
@@ -395,14 +395,22 @@ def _views(root: Path, prefix: str = "") -> list[str]:
 
 
 class _ReadOnlyStoreFiles(LocalFileSystem):
-    """Local files under their own protocol, for reading only: the sandboxed connection's only way to files."""
+    """Local files under their own protocol, for reading only, and only those whose real location (symbolic
+    links followed) is inside the store: the sandboxed connection's only way to files."""
 
     protocol = "holistic-store"
     root_marker = "/"
 
+    def __init__(self, root: str = "/", **kwargs):
+        super().__init__(**kwargs)
+        self.store_root = os.path.realpath(root)
+
     def _open(self, path, mode="rb", **kwargs):
         if mode != "rb":
             _refuse(path)
+        real = os.path.realpath(self._strip_protocol(path))
+        if os.path.commonpath([real, self.store_root]) != self.store_root:
+            _refuse(path)  # a link planted in the store's folder, pointing out of it
         return super()._open(path, mode=mode, **kwargs)
 
     def mkdir(self, path, *args, **kwargs):

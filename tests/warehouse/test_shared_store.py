@@ -384,3 +384,22 @@ def test_holistic_views_writes_the_views_file_and_says_so_for_a_duckdb_file(tmp_
     Warehouse(tmp_path / "w.duckdb").replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 1)})
     result = CliRunner().invoke(app, ["views", str(tmp_path / "v2.duckdb"), "--db", str(tmp_path / "w.duckdb")])
     assert result.exit_code != 0 and "is a DuckDB file already" in result.output
+
+
+def test_a_symbolic_link_in_the_store_does_not_lead_query_out_of_it(tmp_path):
+    """Whoever can write into the store's folder can plant a link to a file or folder outside it: the sandbox
+    follows no path whose real location leaves the store."""
+    store = SharedStore(tmp_path / "store")
+    store.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.csv").write_text("secret\n42\n")
+    (store.path / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (store.path / "source_files" / "zz-link.csv").symlink_to(tmp_path / "outside" / "secret.csv")
+    inside = f"holistic-store://{store.path}"
+    for statement in (
+        f"SELECT * FROM read_csv('{inside}/linked/secret.csv')",
+        f"SELECT * FROM read_text('{inside}/source_files/zz-link.csv')",
+    ):
+        with pytest.raises(ReadOnlyError, match="other files and databases"):
+            store.query(statement)
+    assert store.query("SELECT count(*) FROM source_files")[1] == [(2,)]  # the store itself still reads
