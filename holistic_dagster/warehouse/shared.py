@@ -14,7 +14,8 @@ Layout: `<root>/holistic-store.json` (format and schema version), and per table 
 
 Every file is written to a temporary name that no glob matches (`.<name>.<uuid>.tmp`), fsynced and renamed into
 place: a reader sees a table's partition either as it was or as it is now, never half of it, and a writer
-killed mid-write leaves only a temporary file behind. Rows pass through an in-memory DuckDB table created from
+killed mid-write leaves only a temporary file behind (removed by the next process that opens the store once it
+is ABANDONED_AFTER_S old). Rows pass through an in-memory DuckDB table created from
 schema.sql before they are written, so primary keys, NOT NULL and types are enforced as in the DuckDB file.
 One `replace` call writes every table's file before renaming any, but the renames are not one atomic step:
 a reader may see a new `instances` partition with the old `source_files` one for an instant, and a failure
@@ -112,6 +113,9 @@ def _schema() -> _Schema:
     return _Schema(tables, tuple(v[0] for v in views))
 
 
+ABANDONED_AFTER_S = 6 * 3600  # a temporary file this old was left by a writer that was killed
+
+
 def _validating() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB in which incoming rows meet their table's constraints before they are written."""
     return duckdb.connect(config={"threads": 1})
@@ -143,6 +147,7 @@ class SharedStore:
                 )
             self.path.mkdir(parents=True, exist_ok=True)
             self._check_or_write_marker()
+            self._remove_abandoned_temporaries()
             written: list[tuple[Path, Path]] = []
             with _validating() as con:  # one DuckDB for every table's file (each new one costs 30-40 ms)
                 for table in _schema().tables.values():
@@ -154,6 +159,19 @@ class SharedStore:
         except OSError as e:
             raise WarehouseWriteError(f"cannot write the results store {self.path}: {e}") from e
         _READY.add(self.path)
+
+    def _remove_abandoned_temporaries(self, now: float | None = None) -> list[Path]:
+        """Deletes the temporary files of writers killed mid-write: a temporary file older than
+        ABANDONED_AFTER_S belongs to no live writer (a write takes seconds to minutes). Returns them."""
+        limit = (now or time.time()) - ABANDONED_AFTER_S
+        removed = []
+        for folder in (self.path, *(self.path / name for name in TABLES)):
+            for path in folder.glob(".*.tmp") if folder.is_dir() else ():
+                with contextlib.suppress(FileNotFoundError):  # another process removed it first
+                    if path.stat().st_mtime < limit:
+                        path.unlink()
+                        removed.append(path)
+        return removed
 
     def _check_or_write_marker(self) -> None:
         marker = self.path / MARKER

@@ -403,3 +403,19 @@ def test_a_symbolic_link_in_the_store_does_not_lead_query_out_of_it(tmp_path):
         with pytest.raises(ReadOnlyError, match="other files and databases"):
             store.query(statement)
     assert store.query("SELECT count(*) FROM source_files")[1] == [(2,)]  # the store itself still reads
+
+
+def test_a_killed_writer_s_temporary_file_is_removed_once_no_live_writer_can_own_it(tmp_path):
+    from holistic_dagster.warehouse.shared import ABANDONED_AFTER_S
+
+    store = SharedStore(tmp_path / "store")
+    store.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    old = store.path / "source_files" / ".0123.parquet.dead.tmp"  # what a writer killed mid-write leaves
+    fresh = store.path / "instances" / ".4567.parquet.live.tmp"  # a write going on now
+    for path in (old, fresh):
+        path.write_bytes(b"PAR1 half a file")
+    long_ago = time.time() - ABANDONED_AFTER_S - 60
+    os.utime(old, (long_ago, long_ago))
+    SharedStore(store.path).ensure_schema()  # the next process to open the store
+    assert not old.exists() and fresh.exists()
+    assert store.query("SELECT count(*) FROM source_files")[1] == [(2,)]
