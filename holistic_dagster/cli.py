@@ -172,10 +172,12 @@ def _evaluate(
             _fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
     label = "demo" if tour else "evaluate"
     if not force and (unchanged := _all_unchanged(path, catalog, version, names, registry)):
-        # nothing to run: no Dagster, no model (a warm re-run costs a warehouse read)
+        # nothing to run: no Dagster, no model (a warm re-run costs a warehouse read), unless a killed run waits
+        # to be marked failed
         console.print(
             f"[bold]holistic {label}[/]: suite [cyan]{version}[/], nothing changed (--force runs every step again)"
         )
+        _mark_killed_runs(home)
         for line in unchanged:
             console.print(f"[bold]>[/] {line}")
         _finish(path, version, home, started, tour)
@@ -219,6 +221,22 @@ def _evaluate(
     except HolisticError as e:
         _fail(str(e))
     _finish(path, version, home, started, tour)
+
+
+def _mark_killed_runs(home: Path) -> None:
+    """Marks failed the in-process runs whose process was killed (their marks say so without loading Dagster)."""
+    from holistic_dagster.defs import ledger
+
+    if not ledger.killed(home):
+        return
+    from dagster import DagsterInstance
+
+    from holistic_dagster.defs.runner import fail_abandoned_runs
+
+    with DagsterInstance.get() as instance:
+        if failed := fail_abandoned_runs(instance):
+            runs = ", ".join(failed)
+            console.print(f"[bold]>[/] marked {len(failed)} run(s) failed whose process was killed: {runs}")
 
 
 def _all_unchanged(path: Path, catalog, version: str, names: list[str], registry: dict) -> list[str]:

@@ -101,3 +101,62 @@ def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, s
     assert "accuracy (suite s1)" in second.stdout  # the leaderboard, as after any evaluation
     forced = subprocess.run([*command, "--force"], env=env, capture_output=True, text=True, timeout=600)
     assert forced.returncode == 0 and "skipped" not in forced.stdout, forced.stdout
+
+
+STUCK_RUN = """
+import time
+from dagster import DagsterInstance, job, op
+from holistic_dagster.defs import ledger
+from holistic_dagster.defs.runner import process_tags
+
+@op
+def wait_forever():
+    while True:
+        time.sleep(0.1)
+
+@job
+def stuck():
+    wait_forever()
+
+instance = DagsterInstance.get()
+with ledger.running(instance.root_directory):  # as evaluate_suite runs each step
+    stuck.execute_in_process(instance=instance, tags=process_tags())
+"""
+
+
+@pytest.mark.slow  # two `holistic evaluate` processes and a run killed between them
+def test_a_killed_run_is_marked_failed_also_when_nothing_is_left_to_run(tmp_path):
+    """The README says the next evaluate marks a killed run failed; when that evaluate found every step
+    unchanged it did not open the instance, and the run stayed STARTED."""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+    from dagster._core.instance.ref import InstanceRef
+
+    from tests.helpers import kill_when
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write(tmp_path / "assets" / "suites" / "s1.yaml", SMALL_SUITE)
+    home = tmp_path / "dagster"
+    env = {
+        **os.environ,
+        "HOLISTIC_CATALOG": str(tmp_path / "assets"),
+        "HOLISTIC_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+        "DAGSTER_HOME": str(home),
+        "COLUMNS": "200",
+    }
+    command = [str(Path(sys.executable).with_name("holistic")), "evaluate", "--model", MODEL, "--version", "s1"]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+
+    def started() -> list:
+        return instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
+
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK_RUN], env=env)
+    kill_when(stuck, started, timeout_s=120, interval_s=0.2, what="the stuck run to start")
+    stuck.wait()
+    (zombie,) = started()
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "nothing changed" in second.stdout and "marked 1 run(s) failed whose process was killed" in second.stdout
+    assert instance.get_run_by_id(zombie.run_id).status == DagsterRunStatus.FAILURE
+    assert not list((home / "in_process_runs").glob("*.json"))  # its mark: dealt with

@@ -14,6 +14,7 @@ from dagster._core.execution.execute_in_process_result import ExecuteInProcessRe
 
 from holistic_dagster import freshness
 from holistic_dagster.catalog import Catalog
+from holistic_dagster.defs import ledger
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import open_warehouse
@@ -52,6 +53,7 @@ def fail_abandoned_runs(instance: DagsterInstance) -> list[str]:
             if instance.event_log_storage.supports_global_concurrency_limits:  # its pool slots, held till now
                 instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             failed.append(run.run_id)
+    ledger.forget(ledger.killed(instance.root_directory))  # their marks: dealt with
     return failed
 
 
@@ -131,14 +133,15 @@ def evaluate_suite(
             runs.append(SuiteRun(label, None, step.skip_reason))
             continue
         announce(label)
-        result = defs.resolve_job_def(job).execute_in_process(
-            partition_key=key,
-            instance=instance,
-            run_config=QUIET_LOGS,
-            raise_on_error=False,
-            asset_selection=selection,
-            tags=process_tags(),
-        )
+        with ledger.running(instance.root_directory):
+            result = defs.resolve_job_def(job).execute_in_process(
+                partition_key=key,
+                instance=instance,
+                run_config=QUIET_LOGS,
+                raise_on_error=False,
+                asset_selection=selection,
+                tags=process_tags(),
+            )
         if not result.success:
             raise RunFailed(label, result)
         # the files as the step left them: those a dataset read, a demo model's checkpoint once built
@@ -153,9 +156,10 @@ def run_arena(defs: Definitions, instance: DagsterInstance, version: str) -> Exe
     if abandoned := fail_abandoned_runs(instance):
         logging.getLogger("holistic_dagster").warning("marked failed, their process was killed: %s", abandoned)
     register_partitions(instance, [], [version])
-    result = defs.resolve_job_def("arena_job").execute_in_process(
-        partition_key=version, instance=instance, run_config=QUIET_LOGS, raise_on_error=False, tags=process_tags()
-    )
+    with ledger.running(instance.root_directory):
+        result = defs.resolve_job_def("arena_job").execute_in_process(
+            partition_key=version, instance=instance, run_config=QUIET_LOGS, raise_on_error=False, tags=process_tags()
+        )
     if not result.success:
         raise RunFailed("arena", result)
     return result

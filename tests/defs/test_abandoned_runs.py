@@ -65,3 +65,18 @@ def test_a_killed_in_process_run_is_marked_failed_and_a_live_one_is_not(tmp_path
         for proc in (killed, alive):
             proc.kill()
             proc.wait()
+
+
+def test_the_marks_of_in_process_runs_tell_killed_processes_from_live_ones(tmp_path):
+    from holistic_dagster.defs import ledger
+
+    with ledger.running(tmp_path):
+        (mine,) = (tmp_path / ledger.FOLDER).glob("*.json")
+        assert ledger.killed(tmp_path) == []  # this process is alive
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        dead = tmp_path / ledger.FOLDER / "dead.json"
+        dead.write_text(f'{{"pid": {gone.stdout.strip()}, "started": 1.0}}')
+        assert ledger.killed(tmp_path) == [dead]
+    assert not mine.exists()  # removed when the run ended
+    ledger.forget([dead])
+    assert ledger.killed(tmp_path) == [] and ledger.killed(None) == []
