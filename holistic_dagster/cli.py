@@ -103,6 +103,20 @@ def _exit(code) -> None:
     os._exit(code or 0)
 
 
+def _shown(text: str) -> str:
+    """Stored text (dataset text, model output, ids) as the terminal shows it: its control characters as pictures
+    (an escape sequence in the data must not drive the terminal) and no rich markup taken from it."""
+    from holistic_dagster.redaction import visible
+
+    return escape(visible(str(text)))
+
+
+def _shown_on_terminal(text: str) -> str:
+    from holistic_dagster.redaction import visible
+
+    return visible(text)
+
+
 def _fail(message: str) -> None:
     err.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(1)
@@ -472,7 +486,7 @@ def trace(
         Panel(
             f"text: {escape(repr(co['text']))}\nsum logprob {co['logprob']:.3f}, finish {co['finish_reason'] or '-'}, "
             f"{co['latency_s']:.3f} s, request {co['request_id']}"
-            + (f"\n[red]error: {escape(redact(co['error']))}[/]" if co["error"] else ""),
+            + (f"\n[red]error: {_shown(redact(co['error']))}[/]" if co["error"] else ""),
             title="completion",
         )
     )
@@ -480,7 +494,7 @@ def trace(
         console.print(tokens)
     method = f"{pr['adapter_method']} ({pr['template']}), {pr['num_train_instances']} in-context examples"
     continuation = f"\n[dim]scored continuation:[/] {escape(repr(pr['continuation']))}" if pr["kind"] == "score" else ""
-    console.print(Panel(escape(pr["prompt"]) + continuation, title=f"prompt: {method}"))
+    console.print(Panel(_shown(pr["prompt"]) + continuation, title=f"prompt: {method}"))
     for key, title in (
         ("evaluated_instance", "evaluated (perturbed) instance"),
         ("instance", "instance"),
@@ -489,22 +503,23 @@ def trace(
         inst = chain[key]
         if not inst:
             continue
-        refs = "\n".join(f"  {'*' if r['correct'] else ' '} {escape(r['output'])}" for r in inst["references"])
+        refs = "\n".join(f"  {'*' if r['correct'] else ' '} {_shown(r['output'])}" for r in inst["references"])
         head = f"{inst['instance_id']} ({inst['split']}{', ' + inst['subset'] if inst['subset'] else ''})"
         if inst["perturbation"]:
             head += f", perturbation {inst['perturbation']} of {inst['original_instance_id']}"
         console.print(
-            Panel(f"{escape(inst['input'])}\n[dim]references (* correct):[/]\n{refs}", title=f"{title}: {head}")
+            Panel(f"{_shown(inst['input'])}\n[dim]references (* correct):[/]\n{refs}", title=f"{title}: {_shown(head)}")
         )
     console.print(
         Panel(
-            f"{src['uri']}, record {chain['instance']['record']}\nsha256 {src['sha256']}\nrevision {src['revision']}",
+            f"{_shown(src['uri'])}, record {_shown(chain['instance']['record'])}\nsha256 {src['sha256']}\n"
+            f"revision {_shown(src['revision'])}",
             title="source file",
         )
     )
     imported = chain["imported_run"]
     origin = (
-        f"imported from HELM run {escape(imported['run_name'])}\n  {escape(imported['folder'])}\n"
+        f"imported from HELM run {_shown(imported['run_name'])}\n  {_shown(imported['folder'])}\n"
         + "\n".join(f"  {f['name']} sha256 {f['sha256']}" for f in imported["files"])
         if imported
         else f"Dagster run {pv['dagster_run_id']}"
@@ -563,14 +578,15 @@ def query(
         _fail(f"{type(e).__name__}: {e}")
     if not columns:
         return
-    if as_csv:
+    if as_csv:  # the data as it is, unless it goes to a terminal, which would obey its control characters
+        shown = _shown_on_terminal if sys.stdout.isatty() else (lambda v: v)
         writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
-        writer.writerows(rows)
+        writer.writerow([shown(c) for c in columns])
+        writer.writerows([[shown(v) if isinstance(v, str) else v for v in row] for row in rows])
         return
-    table = Table(*columns)
+    table = Table(*[_shown(c) for c in columns])
     for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
+        table.add_row(*["" if v is None else _shown(str(v)) for v in row])
     console.print(table)
     console.print(f"{len(rows)} row(s)")
 

@@ -9,6 +9,8 @@ It removes
   (b) common key shapes: OpenAI-style sk-..., Hugging Face hf_..., GitHub, Google, AWS and Slack tokens, JWTs,
       `Bearer <token>`, Authorization headers, and api_key / token / secret / password fields in JSON, Python
       reprs, headers and query strings (`?key=...` too).
+`visible` is the other half of showing stored text safely: control characters as their Unicode pictures, so that
+dataset text or model output cannot drive a terminal (an escape sequence) or vanish from a page.
 Hand-written regexes: the secret scanners on PyPI (detect-secrets, ggshield) report findings in files; none
 rewrites a string, and their entropy heuristics would also blank out ordinary model output.
 """
@@ -21,6 +23,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 REDACTED = "[REDACTED]"
+# C0 control characters (but tab and newline) and DEL as their Unicode control pictures, C1 controls (which some
+# terminals also obey: 0x9b starts a sequence) as the replacement character: model output may hold them (an
+# untrained model's tokens), a terminal would act on them, and an HTML page would drop or mangle them
+CONTROL_PICTURES = (
+    {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {127: 0x2421} | dict.fromkeys(range(0x80, 0xA0), 0xFFFD)
+)
+
+
+def visible(text: str) -> str:
+    """Text as a page or a terminal shows it: control characters made visible (everything else as it is)."""
+    return text.translate(CONTROL_PICTURES)
+
+
 MIN_VALUE_LENGTH = 8  # shorter values of secret-looking variables are too common to replace everywhere
 
 # environment variable names whose values are secrets (OPENAI_API_KEY, HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...)

@@ -136,6 +136,29 @@ def test_trace_and_report_in_process(small_run, tmp_path):
     assert missing.exit_code == 1 and "no scores for suite version 'v1'" in missing.stderr
 
 
+def test_control_sequences_and_markup_in_the_data_reach_the_terminal_as_text(small_run, tmp_path):
+    """An escape sequence in dataset text or model output drove the terminal through `query` and `trace`, and
+    rich markup in it was taken as markup; now both show as text (control characters as their pictures)."""
+    import duckdb
+
+    copy = shutil.copy(small_run["path"], tmp_path / "warehouse.duckdb")
+    hostile = "\x1b[2J\x1b[31mred\x9b0m [bold]loud[/bold]"
+    with duckdb.connect(str(copy)) as con:
+        instance = con.execute("SELECT min(instance_id) FROM instance_scores WHERE version = 's1'").fetchone()[0]
+        con.execute("UPDATE instances SET input = ? WHERE version = 's1' AND instance_id = ?", [hostile, instance])
+        con.execute("UPDATE prompts SET prompt = ? WHERE version = 's1' AND instance_id = ?", [hostile, instance])
+    shown = "\u241b[2J\u241b[31mred\ufffd0m [bold]loud[/bold]"
+    out = invoke(small_run, "query", f"SELECT input FROM instances WHERE instance_id = '{instance}'", "--db", str(copy))
+    assert out.exit_code == 0 and shown in out.stdout and "\x1b" not in out.stdout, out.stdout
+    csv_out = invoke(small_run, "query", "SELECT 'a\x1bb' AS v", "--csv", "--db", str(copy))
+    assert "a\x1bb" in csv_out.stdout  # not a terminal: the data as it is
+    args = ["trace", "demo-gpt2-untrained", "boolq", instance, "exact_match", "--version", "s1", "--family", "accuracy"]
+    traced = invoke(small_run, *args, "--db", str(copy))
+    assert traced.exit_code == 0, traced.stderr
+    assert "\x1b" not in traced.stdout and "\x9b" not in traced.stdout
+    assert traced.stdout.count("[bold]loud[/bold]") == 2  # the prompt and the instance, as written
+
+
 @pytest.mark.slow  # the real `dagster dev`
 def test_ui_stopped_with_sigterm_stops_everything_it_started(tmp_path):
     """Reproduces issue 11: `holistic ui` stopped with SIGTERM left dagster dev's webserver, daemon and code

@@ -25,9 +25,10 @@ import jinja2
 from markupsafe import Markup, escape
 
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.redaction import visible
 from holistic_dagster.report import plots
 from holistic_dagster.report.arena import arena_tables
-from holistic_dagster.report.predictions import load_items, samples, visible
+from holistic_dagster.report.predictions import load_items, samples
 from holistic_dagster.report.tables import headline_tables, number, scenario_table
 from holistic_dagster.stages.summaries import original_scores
 from holistic_dagster.warehouse import Warehouse

@@ -14,9 +14,6 @@ import pandas as pd
 from holistic_dagster.metrics import WORST
 from holistic_dagster.warehouse import Warehouse
 
-# C0 control characters (but tab and newline) and DEL as their Unicode control pictures: model output may hold
-# them (an untrained model's tokens), and an HTML page would drop or mangle them
-CONTROL_PICTURES = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {127: 0x2421}
 ORIGINAL_ID = "coalesce(nullif(original_instance_id, ''), instance_id)"  # an instance's original (itself if one)
 MAX_TOKENS_SHOWN = 16  # generated tokens whose log-probabilities (and alternatives) a prediction lists
 MAX_ALTERNATIVES = 5
@@ -73,11 +70,6 @@ class Variant:
 class Item:
     instance_id: str
     variants: list[Variant]  # the original first, then its perturbed copies by perturbation name
-
-
-def visible(text: str) -> str:
-    """Text as a page shows it: control characters made visible (everything else as it is)."""
-    return text.translate(CONTROL_PICTURES)
 
 
 def sample_order(instance_id: str, seed: int) -> str:
