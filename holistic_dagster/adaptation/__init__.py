@@ -28,7 +28,7 @@ from holistic_dagster.hashing import request_id
 from holistic_dagster.records import Instance, Request
 from holistic_dagster.scenarios.loaders import CHOICE_LABELS
 from holistic_dagster.scenarios.sampling import select_examples
-from holistic_dagster.templating import render_file, string_template
+from holistic_dagster.templating import render, render_file, string_template
 
 NULL_PROMPT = "Answer:"  # HELM's calibration context for multiple_choice_separate_calibrated
 # HELM's get_multiple_choice_separate_adapter_spec: our continuation " <choice>" supplies its output_prefix " "
@@ -209,9 +209,8 @@ class Adapter:
         else:
             examples = [_example(t, s.method) for t in train]
         # instructions may name the subset, or use what the data says about it (RAFT's per-task instructions)
-        instructions = string_template(s.instructions).render(
-            subset=instance.subset.replace("_", " "), metadata=instance.metadata
-        )
+        named = {"subset": instance.subset.replace("_", " "), "metadata": instance.metadata}
+        instructions = render(string_template(s.instructions), named)
         variables = {
             "instructions": instructions,
             "input_prefix": s.input_prefix,

@@ -19,7 +19,7 @@ from holistic_dagster.catalog import CONTRAST_SET, CsvSpec, ScenarioSpec
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.hashing import sha256_file, sha256_json
 from holistic_dagster.records import Instance, Reference, SourceFile
-from holistic_dagster.templating import expression, string_template
+from holistic_dagster.templating import TemplateLimitError, evaluate_expression, render, string_template
 
 CHOICE_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -329,8 +329,10 @@ def _evaluate(
     variables = {**record, "record": record, **({"scenario": scope} if scope else {})}
     try:
         if template:
-            return string_template(source).render(**variables)
-        return expression(source)(**variables)
+            return render(string_template(source), variables)
+        return evaluate_expression(source, variables)
+    except TemplateLimitError as e:
+        raise DataFormatError(path, where, f"{kind} `{source}`: stopped, the template {e}") from None
     except jinja2.UndefinedError as e:
         raise DataFormatError(
             path, where, f"{kind} `{source}`: {e.message} (record fields: {', '.join(record)})"

@@ -193,3 +193,28 @@ def test_no_local_copy_and_offline_names_what_to_set(catalog, tmp_path, monkeypa
         r"set HOLISTIC_DATA_DIR to a folder that contains `gsm8k/`",
     ):
         load_instances(catalog.scenario("gsm8k"))
+
+
+RUNAWAY = {
+    "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}{{ q }}": "loops over more than",
+    "{{ q * 100000000 }}": "a repetition of",
+    "{% for a in range(99999) %}{% for b in range(99) %}{{ q }}{% endfor %}{% endfor %}": "more than",
+}
+
+
+@pytest.mark.parametrize("template", list(RUNAWAY))
+def test_a_runaway_instance_template_stops_naming_the_file_and_the_template(tmp_path, monkeypatch, template):
+    """A scenario template with nested loops hung the datasets step with no limit."""
+    from holistic_dagster.catalog import Catalog
+    from tests.conftest import write_qa_scenario
+
+    assets = tmp_path / "assets"
+    write_qa_scenario(assets, tmp_path / "data", [{"q": "What is 2 + 2?", "a": "4"}], "Arithmetic.")
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
+    path = assets / "scenarios" / "mini_qa.yaml"
+    path.write_text(path.read_text().replace('input: "{{ q }}"', f"input: {json.dumps(template)}"))
+    write(assets / "templates" / "generation.j2", "{{ input }}")  # the catalog checks that the scenario's exists
+    spec = Catalog(assets).scenario("mini_qa")
+    with pytest.raises(DataFormatError, match=RUNAWAY[template]) as e:
+        load_instances(spec)
+    assert "qa.jsonl, record line 1: input" in str(e.value) and "stopped, the template" in str(e.value)
