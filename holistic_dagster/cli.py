@@ -666,18 +666,25 @@ def arena_command(
 @app.command()
 def vote(
     version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
-    voter: Annotated[Optional[str], typer.Option(help="your voter id (else the page's ?voter=)")] = None,
+    invite: Annotated[
+        Optional[list[str]], typer.Option(help="print the invitation link of this voter (repeatable), one per person")
+    ] = None,
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8765,
+    allowed_host: Annotated[
+        Optional[list[str]],
+        typer.Option(help="another host name the page answers to, e.g. behind a reverse proxy (repeatable)"),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Serve the arena's human vote page: a question and two anonymous answers from the suite's battle
-    schedule, your vote recorded with your voter id (table `votes`), the models revealed after each vote. The
-    arena_votes sensor (under `holistic ui`) then fits the ratings again; `holistic arena` does it at once."""
+    schedule, each vote recorded with the voter its invitation link names (table `votes`), the models revealed
+    to that voter after each vote. The arena_votes sensor (under `holistic ui`) then fits the ratings again;
+    `holistic arena` does it at once."""
     import uvicorn
 
     from holistic_dagster.catalog import Catalog
     from holistic_dagster.stages.context import StageContext
-    from holistic_dagster.vote import vote_app
+    from holistic_dagster.vote import LOCAL_HOSTS, invitations, vote_app
     from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
@@ -685,11 +692,17 @@ def vote(
         catalog = Catalog()
         if catalog.suite(version).arena is None:
             _fail(f"suite {version!r} has no `arena:` section (assets/suites/{version}.yaml): nothing to vote on")
-    except HolisticError as e:
+        key = invitations.vote_key()
+        links = {name: invitations.invitation(key, version, name) for name in invite or []}
+    except (HolisticError, ValueError) as e:
         _fail(str(e))
-    app = vote_app(StageContext(open_warehouse(_warehouse_path(db)), catalog), version, voter)
-    query = f"?voter={voter}" if voter else "?voter=<your id>"
-    console.print(f"[bold]holistic vote[/]: suite [cyan]{version}[/] at [cyan]http://127.0.0.1:{port}/{query}[/]")
+    app = vote_app(StageContext(open_warehouse(_warehouse_path(db)), catalog), version, key,
+                   (*LOCAL_HOSTS, *(allowed_host or [])))  # fmt: skip
+    console.print(f"[bold]holistic vote[/]: suite [cyan]{version}[/] at [cyan]http://127.0.0.1:{port}/[/]")
+    for name, token in links.items():
+        console.print(f"  invitation for {name}: [cyan]http://127.0.0.1:{port}/?t={token}[/]")
+    if not links:
+        console.print("  each voter needs their own link: `holistic vote --invite <name>` prints it")
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -731,7 +744,12 @@ def _print_arena(path: Path, version: str, why_none: str = "") -> None:
             "bootstrap over prompts. Online Elo depends on the order of battles; Bradley-Terry does not.[/]"
         )
         if arena.human:
-            console.print(f"  [dim]{arena.num_battles} vote(s) by {arena.num_voters} voter(s)[/]")
+            since = (
+                f"; {arena.num_cast} cast so far (`holistic arena` fits them again)"
+                if arena.num_cast != arena.num_battles
+                else ""
+            )
+            console.print(f"  [dim]fitted on {arena.num_battles} vote(s) by {arena.num_voters} voter(s){since}[/]")
         else:
             console.print(
                 f"  [dim]{arena.num_battles} battles: {arena.no_verdict} without a verdict (not votes); position "

@@ -248,7 +248,8 @@ def bootstrap_ratings(
     bringing all its battles, since battles on one prompt share its difficulty and are not independent. The
     ratings are relative to the baseline, so the baseline's CI is [1000, 1000] by construction: a CI is the
     uncertainty of the model's gap to the baseline. A resample in which a model or the baseline has no battle
-    says nothing about that gap and is left out of that model's percentiles.
+    says nothing about that gap and is left out of that model's percentiles. Battles on a single prompt give
+    no interval (NaN bounds).
     """
     if alpha < 0 or n_boot < 1:
         raise ValueError(f"alpha must be >= 0 and n_boot >= 1, got alpha={alpha}, n_boot={n_boot}")
@@ -260,7 +261,9 @@ def bootstrap_ratings(
     rng = np.random.default_rng(seed)
     num_prompts = int(design.prompt.max()) + 1
     boot = np.full((n_boot, m), np.nan)
-    for k in range(n_boot):
+    # one prompt: every resample is the same battles, and a zero-width "interval" would claim a certainty that
+    # one prompt cannot give: no interval (NaN bounds)
+    for k in range(n_boot if num_prompts > 1 else 0):
         drawn = np.bincount(rng.integers(0, num_prompts, size=num_prompts), minlength=num_prompts)
         weight = drawn[design.prompt].astype(float)
         present = np.bincount(design.a, weight, m) + np.bincount(design.b, weight, m) > 0

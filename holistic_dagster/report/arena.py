@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from holistic_dagster.stages.arena import HUMAN
+from holistic_dagster.stages.arena import HUMAN, ONE_PROMPT
 from holistic_dagster.warehouse import Warehouse
 
 HUMAN_LABEL = "people's votes (holistic vote)"
@@ -54,7 +54,8 @@ class JudgeArena:
     num_battles: int  # LLM judge: battles judged; people: votes
     no_verdict: int = 0
     inconsistency: str = "-"  # share of verdicts that flip with the order, e.g. "12.5%"
-    num_voters: int = 0
+    num_voters: int = 0  # people: who have voted so far
+    num_cast: int = 0  # people: the votes cast so far (the ratings are fitted on num_battles of them)
 
     @property
     def human(self) -> bool:
@@ -109,7 +110,10 @@ def arena_tables(warehouse: Warehouse, version: str) -> list[JudgeArena]:
             for i, m in enumerate(models)
         ]
         if judge == HUMAN:
-            tally = {"num_battles": int(votes["n"].iat[0]), "num_voters": int(votes["voters"].iat[0])}
+            # the votes the ratings were fitted on (each vote is one battle of two models), not those cast since
+            fitted = int(first["num_battles"].sum()) // 2
+            cast = int(votes["n"].iat[0])
+            tally = {"num_battles": fitted, "num_voters": int(votes["voters"].iat[0]), "num_cast": cast}
         elif judge in counts.index:
             c = counts.loc[judge]
             voted = int(c["n"] - c["no_verdict"])
@@ -146,6 +150,8 @@ def _ratings(frame: pd.DataFrame | None, models: list[str], ci: bool) -> list[Ra
         interval = ""
         if ci and not (pd.isna(r["ci_low"]) or pd.isna(r["ci_high"])):
             interval = f"[{r['ci_low']:.0f}, {r['ci_high']:.0f}]"
+        elif ci and str(r["note"]) == ONE_PROMPT:
+            interval = "no CI: one prompt"
         unbounded = str(r["note"]).startswith(UNBOUNDED_PREFIX)
         out.append(Rating(f"{v:.0f}", interval, unbounded, str(r["note"]) if unbounded else "", round(v) == top))
     return out

@@ -22,6 +22,7 @@ from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 
 HUMAN = "human"  # the judge name of votes cast on the vote page
+ONE_PROMPT = "no interval: every battle is on one prompt, and a bootstrap over prompts needs two or more"
 UNBOUNDED = (
     "unbounded: it never lost (or never won) against the baseline's group in these battles, so its maximum-"
     "likelihood rating is infinite; the value shown is held finite by a small prior and means only above (below) all"
@@ -208,7 +209,7 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
                         baseline,
                         seed,
                         n_boot,
-                        UNBOUNDED if r.unbounded else "",
+                        UNBOUNDED if r.unbounded else ONE_PROMPT if frame["prompt"].nunique() < 2 else "",
                     )
                 )
         for model, value in online_elo(frame, k=arena.k_factor, baseline=baseline).items():

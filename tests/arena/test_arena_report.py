@@ -140,8 +140,16 @@ def test_peoples_votes_have_their_own_table_with_the_number_of_votes_and_voters(
     index = index_page(scored, tmp_path / "report")
     (table,) = index.xpath('//table[@class="arena"][@data-judge="human"]')
     assert text(table.getparent().getprevious()) == "people's votes (holistic vote)"
-    assert "15 vote(s) by 2 voter(s)." in text(table.getparent().getnext())
+    assert "Fitted on 15 vote(s) by 2 voter(s)." in text(table.getparent().getnext())
     assert "<b>x</b>" in [r.xpath("./th")[0].text for r in table.xpath("./tbody/tr")]
+    # votes cast after the fit: the caption counts those the table was fitted on, and says more are waiting
+    later = votes.assign(voter="carol", voted_at=votes["voted_at"] + pd.Timedelta(hours=1))
+    scored.upsert("votes", later)
+    people = {a.judge: a for a in arena_tables(scored, "a1")}["human"]
+    assert (people.num_battles, people.num_cast, people.num_voters) == (15, 30, 3)
+    index = index_page(scored, tmp_path / "report-later")
+    (table,) = index.xpath('//table[@class="arena"][@data-judge="human"]')
+    assert "Fitted on 15 vote(s); 30 cast so far by 3 voter(s)" in text(table.getparent().getnext())
 
 
 VOTE_COLUMNS = ["version", "battle_id", "scenario", "instance_id", "model_a", "model_b", "request_a", "request_b",
@@ -158,3 +166,15 @@ def test_no_arena_section_without_ratings(scored, tmp_path):
     index = index_page(scored, tmp_path / "report")
     assert not index.xpath('//*[@id="arena"]') and not index.xpath('//nav/a[@href="#arena"]')
     assert index.xpath('//table[@class="headline"]')
+
+
+def test_a_rating_from_battles_on_one_prompt_says_it_has_no_interval():
+    from holistic_dagster.report.arena import _ratings
+    from holistic_dagster.stages.arena import ONE_PROMPT
+
+    frame = pd.DataFrame(
+        {"rating": [1000.0, 1100.0], "ci_low": [None, None], "ci_high": [None, None], "note": [ONE_PROMPT] * 2},
+        index=["base", "other"],
+    )
+    shown = _ratings(frame, ["other", "base"], ci=True)
+    assert [(r.text, r.ci) for r in shown] == [("1100", "no CI: one prompt"), ("1000", "no CI: one prompt")]

@@ -235,11 +235,14 @@ def test_bootstrap_table_is_seeded_sorted_and_anchored():
 
 
 def test_the_bootstrap_resamples_prompts_not_battles():
-    # one prompt holds every battle: each resample is the whole data set, so the interval is the point estimate
+    # one prompt holds every battle: each resample would be the whole data set, a zero-width "interval" that
+    # claims a certainty one prompt cannot give; there is none instead
     data = simulate(TRUE_ELO, 1, 300, np.random.default_rng(3))
     table = bootstrap_ratings(data, "m0", n_boot=50)
-    np.testing.assert_allclose(table["ci_low"], table["rating"], atol=1e-6)
-    np.testing.assert_allclose(table["ci_high"], table["rating"], atol=1e-6)
+    assert table["ci_low"].isna().all() and table["ci_high"].isna().all() and table["rating"].notna().all()
+    spread = bootstrap_ratings(simulate(TRUE_ELO, 30, 10, np.random.default_rng(3)), "m0", n_boot=50)
+    others = spread[spread["model"] != "m0"]
+    assert (others["ci_high"] - others["ci_low"] > 1).all()  # many prompts: real intervals
 
 
 # --- style control ----------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import requests
 from dagster import SkipReason, build_sensor_context
 
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.vote import vote_app
+from holistic_dagster.vote import invitations, vote_app
 from tests.arena.conftest import QA
 from tests.helpers import chromium_page
 from tests.servers import LoopbackServer
@@ -30,18 +30,18 @@ def _choice(question: str, first: str, second: str) -> str:
 def test_votes_cast_in_a_browser_land_as_rows_and_the_ratings_follow(arena_world):
     wh, resource, instance = arena_world["wh"], arena_world["resource"], arena_world["instance"]
     stage = StageContext(wh, arena_world["catalog"], Path(resource.models_file))
-    with LoopbackServer(vote_app(stage, "a1")) as server, chromium_page(1200, 900) as page:
+    key = b"test-key-not-a-secret"
+    alice = invitations.invitation(key, "a1", "alice")
+    with LoopbackServer(vote_app(stage, "a1", key)) as server, chromium_page(1200, 900) as page:
         base = f"http://127.0.0.1:{server.port}"
-        assert requests.get(f"{base}/").status_code == 400  # no voter id: the page says how to give one
-        bad = requests.post(f"{base}/vote", data={"voter": "<script>", "battle_id": "x", "choice": "first"})
-        assert bad.status_code == 400 and "voter id" in bad.text
+        assert requests.get(f"{base}/").status_code == 403  # no invitation: the page says how to get one
         elsewhere = requests.post(
             f"{base}/vote",
-            data={"voter": "alice", "battle_id": "x", "choice": "first"},
+            data={"t": alice, "battle_id": "x", "choice": "first"},
             headers={"Origin": "http://evil.example"},
         )
         assert elsewhere.status_code == 403  # another site's form cannot vote
-        page.goto(f"{base}/?voter=alice")
+        page.goto(f"{base}/?t={alice}")
         for k in range(15):
             assert page.inner_text("#progress") == f"{k} of 15 voted"
             # anonymous before the vote: no model name anywhere but in the reveal of the previous vote
