@@ -407,6 +407,8 @@ def record_to_instance(
         instance_id = str(_evaluate("id", m.id, record, path, where, template=False, scope=scope))
     else:
         instance_id = "/".join(p for p in (subset, split, number) if p)
+    for field, value in (("id", instance_id), ("input", text), *(("reference", r.output) for r in references)):
+        _unicode(value, field, path, where)
     return Instance(
         instance_id=instance_id,
         split=split,
@@ -418,6 +420,17 @@ def record_to_instance(
         is_multiple_choice=m.choices is not None,
         metadata=metadata,
     )
+
+
+def _unicode(text: str, field: str, path: Path, where: str) -> None:
+    """Text that can be stored: a lone surrogate (JSON's "\ud800" unpaired) is no character, and the warehouse
+    refused the whole dataset at its write, naming no file."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = text[e.start : e.end].encode("unicode_escape").decode()
+        problem = f"{field} holds {bad} at position {e.start}: a lone surrogate, not text"
+        raise DataFormatError(path, where, problem) from None
 
 
 def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:

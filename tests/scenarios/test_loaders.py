@@ -218,3 +218,18 @@ def test_a_runaway_instance_template_stops_naming_the_file_and_the_template(tmp_
     with pytest.raises(DataFormatError, match=RUNAWAY[template]) as e:
         load_instances(spec)
     assert "qa.jsonl, record line 1: input" in str(e.value) and "stopped, the template" in str(e.value)
+
+
+def test_a_lone_surrogate_in_a_record_is_named_with_its_file_and_line(tmp_path, monkeypatch):
+    """JSON may spell an unpaired surrogate ("\\ud800"); it is no character, and the warehouse refused the whole
+    dataset at its write with an error naming no file."""
+    from holistic_dagster.catalog import Catalog
+    from tests.conftest import write_qa_scenario
+
+    assets, data = tmp_path / "assets", tmp_path / "data"
+    write_qa_scenario(assets, data, [{"q": "fine", "a": "x"}], "Surrogates.")
+    (data / "mini" / "qa.jsonl").write_text('{"q": "fine", "a": "x"}\n{"q": "bad \\ud800 here", "a": "y"}\n')
+    write(assets / "templates" / "generation.j2", "{{ input }}")
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(data))
+    with pytest.raises(DataFormatError, match=r"qa\.jsonl, record line 2: input holds \\ud800 at position 4"):
+        load_instances(Catalog(assets).scenario("mini_qa"))
