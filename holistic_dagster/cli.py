@@ -346,8 +346,8 @@ def _cell(row) -> str:
         return "-"
     import pandas as pd  # here: the processes `holistic evaluate` spawns import this module, and need no pandas
 
-    if pd.isna(row.value):
-        return "undefined"  # the note says why (e.g. no group words in the generations)
+    if pd.isna(row.value):  # the note says why (e.g. no group words in the generations)
+        return "not computed" if str(row.note).startswith("not computed") else "undefined"
     ci = "" if pd.isna(row.ci_low) else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]"
     return f"{row.value:.3f}{ci} n={row.count}"
 

@@ -159,6 +159,31 @@ def test_control_sequences_and_markup_in_the_data_reach_the_terminal_as_text(sma
     assert traced.stdout.count("[bold]loud[/bold]") == 2  # the prompt and the instance, as written
 
 
+def test_a_metric_newer_than_a_model_s_scores_says_not_computed(small_run, tmp_path):
+    """A model scored before a metric existed had a blank cell with no reason."""
+    import duckdb
+
+    copy = shutil.copy(small_run["path"], tmp_path / "warehouse.duckdb")
+    with duckdb.connect(str(copy)) as con:  # "newer": the same model scored again by a release with one more metric
+        con.execute("INSERT INTO provenance SELECT * REPLACE ('newer-' || provenance_id AS provenance_id, "
+                    "'newer' AS model) FROM provenance WHERE model = 'demo-gpt2-untrained'")  # fmt: skip
+        con.execute("INSERT INTO scenario_metrics SELECT * REPLACE ('newer' AS model, 'newer-' || provenance_id AS "
+                    "provenance_id) FROM scenario_metrics WHERE model = 'demo-gpt2-untrained'")  # fmt: skip
+        con.execute(
+            "DELETE FROM scenario_metrics WHERE model = 'demo-gpt2-untrained' AND metric = 'quasi_exact_match' "
+            "AND family = 'accuracy'"
+        )
+        (note,) = con.execute(
+            "SELECT note FROM leaderboard WHERE version = 's1' AND model = 'demo-gpt2-untrained' "
+            "AND metric = 'quasi_exact_match' AND family = 'accuracy'"
+        ).fetchone()
+    assert note.startswith("not computed: this metric is newer than the model's scores")
+    out = invoke(small_run, "leaderboard", "--version", "s1", "--all", "--family", "accuracy", "--db", str(copy))
+    assert out.exit_code == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if "quasi_exact_match" in line and "[" not in line)
+    assert "not computed" in row and "not computed: this metric is newer" in out.stdout
+
+
 @pytest.mark.slow  # the real `dagster dev`
 def test_ui_stopped_with_sigterm_stops_everything_it_started(tmp_path):
     """Reproduces issue 11: `holistic ui` stopped with SIGTERM left dagster dev's webserver, daemon and code

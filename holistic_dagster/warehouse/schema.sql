@@ -276,7 +276,21 @@ FROM applicability a
 JOIN (SELECT DISTINCT m.version, m.scenario, m.model, p.model_revision, p.backend
       FROM scenario_metrics m JOIN provenance p USING (provenance_id)) e
   ON e.version = a.version AND e.scenario = a.scenario
-WHERE NOT a.applies;
+WHERE NOT a.applies
+UNION ALL
+-- a metric that this release computes for other models of the scenario but that this model's scores lack: they
+-- were computed before the metric existed (rows imported from HELM, which has other metrics, are left out)
+SELECT s.version, s.scenario, s.family, s.metric, s.perturbation, e.model, NULL AS value, 0 AS count,
+       'not computed: this metric is newer than the model''s scores on the scenario (evaluate it again)' AS note,
+       '' AS scorer, e.model_revision, e.backend
+FROM (SELECT DISTINCT m.version, m.scenario, m.family, m.metric, m.perturbation
+      FROM scenario_metrics m JOIN provenance p USING (provenance_id) WHERE p.backend <> 'helm') s
+JOIN (SELECT DISTINCT m.version, m.scenario, m.model, p.model_revision, p.backend
+      FROM scenario_metrics m JOIN provenance p USING (provenance_id) WHERE p.backend <> 'helm') e
+  ON e.version = s.version AND e.scenario = s.scenario
+WHERE NOT EXISTS (
+    SELECT 1 FROM scenario_metrics x WHERE x.version = s.version AND x.scenario = s.scenario AND x.model = e.model
+      AND x.family = s.family AND x.metric = s.metric AND x.perturbation = s.perturbation);
 
 CREATE OR REPLACE VIEW lineage AS
 SELECT s.model, s.version, s.scenario, s.instance_id, s.metric, s.family, s.perturbation, s.value, s.prediction,
