@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
+from holistic_dagster.redaction import visible
 from holistic_dagster.report import PREDICTIONS_PER_SCENARIO
-from holistic_dagster.report.predictions import samples, visible
+from holistic_dagster.report.predictions import samples
 from holistic_dagster.stages import StageContext
 from holistic_dagster.stages.summaries import write_report
 from holistic_dagster.warehouse import Warehouse
