@@ -100,12 +100,12 @@ def _runs(warehouse, version: str, model: str, scenario: str):
     per_instance_names = set(scores["metric"])
     for subset, part in instances.groupby("subset", sort=True):
         ids = set(part["instance_id"])
-        spec = specs.get(subset) or _run_spec(scenario, subset, model, prompts[prompts["instance_id"].isin(ids)],
-                                              provenance)  # fmt: skip
+        asked = prompts[prompts["instance_id"].isin(ids)]
+        spec = specs.get(subset) or _run_spec(scenario, subset, model, asked, provenance)
         helm_ids = {r.instance_id: json.loads(r.metadata or "{}").get("helm_instance_id", r.instance_id)
                     for r in part.itertuples()}  # fmt: skip
-        states = _request_states(part, prompts[prompts["instance_id"].isin(ids)], completions, spec, helm_ids)
-        part_scores = _with_run_shape(scores[scores["instance_id"].isin(ids)], part, prompts)
+        states = _request_states(part, asked, completions, spec, helm_ids)
+        part_scores = _with_run_shape(scores[scores["instance_id"].isin(ids)], part, asked)
         splits = dict(zip(part["instance_id"], part["split"]))
         per_instance = [
             {"instance_id": helm_ids[iid], "train_trial_index": 0,

@@ -1,4 +1,5 @@
-"""The `holistic import-helm` and `holistic export` verbs (registered on the CLI's app in cli.py)."""
+"""The verbs of results exchange with HELM (holistic_dagster.helm): `holistic import-helm` and `holistic export`.
+Registered on the CLI's app in cli/__init__.py, whose console, options and error line they share."""
 
 from __future__ import annotations
 
@@ -6,26 +7,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from holistic_dagster import settings
+from holistic_dagster.cli import DbOption, _dagster_home, _fail, _warehouse_path, console
 from holistic_dagster.errors import HolisticError
-
-console = Console()
-if not console.is_terminal:  # piped or logged: room for model names rather than 80 columns
-    console = Console(width=160)
-err = Console(stderr=True, soft_wrap=True)
-
-Db = Annotated[
-    Optional[Path], typer.Option("--db", help="warehouse file or shared store (default: $HOLISTIC_WAREHOUSE)")
-]
-
-
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}")
-    raise typer.Exit(1)
 
 
 def import_helm(
@@ -39,7 +25,7 @@ def import_helm(
             "compared with our models instance by instance), or a new name (default: helm-<HELM suite>)"
         ),
     ] = None,
-    db: Db = None,
+    db: DbOption = None,
 ) -> None:
     """Import HELM runs (run_spec.json, scenario_state.json, per_instance_stats.json, stats.json) as model
     partitions: instances, prompts, completions, per-instance scores and metrics, with lineage to the files."""
@@ -47,7 +33,7 @@ def import_helm(
     from holistic_dagster.helm.importing import import_runs
     from holistic_dagster.warehouse import open_warehouse
 
-    path = db.expanduser().resolve() if db else settings.warehouse_path()
+    path = _warehouse_path(db)
     try:
         parts = import_runs(open_warehouse(path), Catalog(), paths, version)
     except HolisticError as e:
@@ -81,7 +67,6 @@ def _record_in_dagster(version: str, parts) -> None:
     from dagster import DagsterInstance
 
     from holistic_dagster.catalog import Catalog
-    from holistic_dagster.cli import _dagster_home
     from holistic_dagster.defs.imports import record_imported
 
     _dagster_home()
@@ -102,7 +87,7 @@ def export(
     models: Annotated[
         Optional[list[str]], typer.Option("--model", help="only this model (repeatable; default: every model)")
     ] = None,
-    db: Db = None,
+    db: DbOption = None,
 ) -> None:
     """Write a suite version's results as HELM run folders, which HELM's helm-summarize and helm-server read."""
     from holistic_dagster.catalog import Catalog
@@ -111,7 +96,7 @@ def export(
 
     if format != "helm":
         _fail(f"unknown export format {format!r} (known: helm)")
-    path = db.expanduser().resolve() if db else settings.warehouse_path()
+    path = _warehouse_path(db)
     try:
         version = version or Catalog().newest_version()
         folder = export_runs(open_warehouse(path), version, out, suite, models)

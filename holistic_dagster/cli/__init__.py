@@ -617,7 +617,7 @@ def views(
     console.print(f"views over [cyan]{store.path}[/] written to [cyan]{path}[/]: `duckdb -readonly {path}`")
 
 
-from holistic_dagster.helm.commands import export, import_helm  # noqa: E402  (the verbs of results exchange)
+from holistic_dagster.cli.exchange import export, import_helm  # noqa: E402  (the verbs of results exchange)
 
 app.command("import-helm")(import_helm)
 app.command("export")(export)
