@@ -103,27 +103,6 @@ def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, s
     assert forced.returncode == 0 and "skipped" not in forced.stdout, forced.stdout
 
 
-STUCK_RUN = """
-import time
-from dagster import DagsterInstance, job, op
-from holistic_dagster.defs import ledger
-from holistic_dagster.defs.runner import process_tags
-
-@op
-def wait_forever():
-    while True:
-        time.sleep(0.1)
-
-@job
-def stuck():
-    wait_forever()
-
-instance = DagsterInstance.get()
-with ledger.running(instance.root_directory):  # as evaluate_suite runs each step
-    stuck.execute_in_process(instance=instance, tags=process_tags())
-"""
-
-
 @pytest.mark.slow  # two `holistic evaluate` processes and a run killed between them
 def test_a_killed_run_is_marked_failed_also_when_nothing_is_left_to_run(tmp_path):
     """The README says the next evaluate marks a killed run failed; when that evaluate found every step
@@ -131,6 +110,7 @@ def test_a_killed_run_is_marked_failed_also_when_nothing_is_left_to_run(tmp_path
     from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
     from dagster._core.instance.ref import InstanceRef
 
+    from tests.defs.test_abandoned_runs import STUCK_RUN
     from tests.helpers import kill_when
 
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")

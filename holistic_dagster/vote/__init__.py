@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from importlib.resources import files
 from urllib.parse import parse_qs, quote
 
@@ -48,9 +49,16 @@ class _Refused(Exception):
         self.status = status
 
 
-def vote_app(stage: StageContext, version: str, key: bytes, hosts: tuple[str, ...] = LOCAL_HOSTS) -> ASGIApp:
+def vote_app(
+    stage: StageContext,
+    version: str,
+    key: bytes,
+    hosts: tuple[str, ...] = LOCAL_HOSTS,
+    clock: Callable[[], float] = time.monotonic,
+) -> ASGIApp:
     """The page for `version`'s battles. key: the invitations' signing key (invitations.vote_key); hosts: the
-    host names the page answers to (a request for any other, e.g. a DNS-rebinding attacker's, is refused)."""
+    host names the page answers to (a request for any other, e.g. a DNS-rebinding attacker's, is refused); clock:
+    seconds, for the per-voter rate limit."""
     stage.warehouse.ensure_schema()  # a warehouse written by an earlier release has no votes table yet
     recent: dict[str, collections.deque] = collections.defaultdict(collections.deque)
 
@@ -61,7 +69,7 @@ def vote_app(stage: StageContext, version: str, key: bytes, hosts: tuple[str, ..
         return voter
 
     def within_rate(voter: str) -> None:
-        now, times = time.monotonic(), recent[voter]
+        now, times = clock(), recent[voter]
         while times and now - times[0] > 60:
             times.popleft()
         if len(times) >= VOTES_PER_MINUTE:

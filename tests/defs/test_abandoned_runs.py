@@ -15,9 +15,11 @@ from holistic_dagster.defs.sensors import abandoned_runs
 from holistic_dagster.settings import REPO_ROOT
 from tests.helpers import kill_when, wait_until
 
+# an in-process run that never ends, tagged and marked (defs/ledger.py) as evaluate_suite runs its steps
 STUCK_RUN = """
 import time
 from dagster import DagsterInstance, job, op
+from holistic_dagster.defs import ledger
 from holistic_dagster.defs.runner import process_tags
 
 @op
@@ -29,7 +31,9 @@ def wait_forever():
 def stuck():
     wait_forever()
 
-stuck.execute_in_process(instance=DagsterInstance.get(), tags=process_tags())
+instance = DagsterInstance.get()
+with ledger.running(instance.root_directory):
+    stuck.execute_in_process(instance=instance, tags=process_tags())
 """
 
 
