@@ -17,6 +17,7 @@ from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.redaction import redact
+from holistic_dagster.shadow.pii_check import find_pii
 from holistic_dagster.stages.prompts import prompted_method
 from holistic_dagster.validation import Expectation, expect, validate
 from holistic_dagster.warehouse import Warehouse
@@ -114,8 +115,9 @@ STAGE_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
     "shadow_traffic": (
         CheckSpec(
             "pii_removed",
-            "No stored text from the traffic log (messages, prompts, production's answers) matches a PII pattern "
-            "the deployment redacts (resources/shadow.yaml pii.redact).",
+            "An independent PII detector (Presidio's recognizers and spaCy names, not the remover's patterns) finds "
+            "no personal data in any stored text of the traffic log: messages, prompts, production's answers, record "
+            "ids, slices and times. A detector that cannot run fails the check.",
             True,
         ),
     ),
@@ -521,16 +523,48 @@ def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_fai
     return [verdicts, linked]
 
 
-def check_traffic(warehouse: Warehouse, log: str, patterns: dict[str, str]) -> list[CheckOutcome]:
+def check_traffic(warehouse: Warehouse, log: str) -> list[CheckOutcome]:
+    """Every stored text of the log run through an independent PII detector (shadow.pii_check, not the remover's
+    patterns). Fails closed: a detector that cannot run fails the check. Details name the column, line and kind
+    of what was found, never the value."""
     frame = warehouse.df(
-        "SELECT record_id, messages::VARCHAR AS messages, prompt, production_text FROM traffic WHERE log = ?", [log]
+        "SELECT line, record_id, slice, messages::VARCHAR AS messages, prompt, production_text, logged_at "
+        "FROM traffic WHERE log = ? ORDER BY line",
+        [log],
     )
-    expectations = [expect.ExpectTableRowCountToBeBetween(min_value=1)] + [
-        expect.ExpectColumnValuesToNotMatchRegex(column=column, regex=regex)
-        for column in ("messages", "prompt", "production_text")
-        for regex in patterns.values()
+    texts = ("messages", "prompt", "production_text")  # ids, slices and times: no key-shaped token rule
+    try:
+        found = {
+            column: [
+                sorted({f.entity for f in find_pii(str(value)) if column in texts or f.entity != "RANDOM_TOKEN"})
+                for value in frame[column]
+            ]
+            for column in ("record_id", "slice", *texts, "logged_at")
+        }
+    except Exception as e:  # fail closed: unchecked text is never passed as clean
+        spec = next(c for c in STAGE_CHECKS["shadow_traffic"] if c.name == "pii_removed")
+        return [CheckOutcome("pii_removed", False, f"{spec.description} The detector could not run: {redact(str(e))}")]
+    flagged = frame[["line"]].assign(
+        pii=[", ".join(f"{c}: {'/'.join(kinds)}" for c in found if (kinds := found[c][i])) for i in range(len(frame))]
+    )
+    outcome = _outcome(
+        "shadow_traffic",
+        "pii_removed",
+        flagged,
+        [
+            expect.ExpectTableRowCountToBeBetween(min_value=1),
+            expect.ExpectColumnValuesToBeInSet(column="pii", value_set=[""]),
+        ],
+        examples=False,
+    )
+    if outcome.passed:
+        return [outcome]
+    left = {int(r.line): r.pii for r in flagged.itertuples() if r.pii}
+    return [
+        CheckOutcome(
+            outcome.name, False, f"{outcome.description} Found on lines: {left}", {**outcome.details, "found": left}
+        )
     ]
-    return [_outcome("shadow_traffic", "pii_removed", frame, expectations, examples=False)]
 
 
 def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: float) -> list[CheckOutcome]:

@@ -27,10 +27,12 @@ TRAFFIC = "traffic"  # the scenario name shadow battles carry
 
 
 def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) -> dict[str, Any]:
-    """The log file's records, PII removed, replacing the log's partition at once."""
-    records = read_traffic(path, spec)
+    """The log file's records, PII removed, replacing the log's partition at once; malformed records are
+    quarantined (table traffic_quarantine: line and reason, none of their text)."""
+    records, quarantined = read_traffic(path, spec)
     if not records:
-        raise HolisticError(f"{path}: no records")
+        lines = ", ".join(str(q.line) for q in quarantined[:10]) or "none"
+        raise HolisticError(f"{path}: no well-formed records (quarantined lines: {lines})")
     checksum = sha256_file(path)
     frame = pd.DataFrame(
         [
@@ -52,9 +54,18 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
             for r in records
         ]
     )
-    stage.warehouse.replace({"log": log}, {"traffic": frame})
+    quarantine = pd.DataFrame(
+        [{"log": log, "line": q.line, "reason": q.reason} for q in quarantined], columns=["log", "line", "reason"]
+    )
+    stage.warehouse.replace({"log": log}, {"traffic": frame, "traffic_quarantine": quarantine})
     slices = frame["slice"].value_counts().to_dict()
-    return {"num_records": len(frame), "slices": {str(k): int(v) for k, v in slices.items()}, "sha256": checksum}
+    return {
+        "num_records": len(frame),
+        "quarantined": len(quarantine),
+        "quarantined_lines": [q.line for q in quarantined],
+        "slices": {str(k): int(v) for k, v in slices.items()},
+        "sha256": checksum,
+    }
 
 
 def answer_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, Any]:

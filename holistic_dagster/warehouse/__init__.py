@@ -60,6 +60,7 @@ TABLES = (
     "arena_ratings",
     "arena_win_rates",
     "traffic",
+    "traffic_quarantine",
     "shadow_completions",
     "shadow_verdicts",
     "shadow_win_rates",

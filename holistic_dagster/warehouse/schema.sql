@@ -230,6 +230,11 @@ CREATE TABLE IF NOT EXISTS traffic (
     production_latency_s DOUBLE, logged_at VARCHAR NOT NULL, source_uri VARCHAR NOT NULL, source_sha256 VARCHAR NOT NULL,
     PRIMARY KEY (log, record_id)
 );
+-- a malformed record of a traffic log, kept out of the evaluation: its line and what is wrong, none of its text
+CREATE TABLE IF NOT EXISTS traffic_quarantine (
+    log VARCHAR NOT NULL, line INTEGER NOT NULL, reason VARCHAR NOT NULL,
+    PRIMARY KEY (log, line)
+);
 -- a candidate model's answer to the same prompt (request_id keys the completion cache)
 CREATE TABLE IF NOT EXISTS shadow_completions (
     log VARCHAR NOT NULL, record_id VARCHAR NOT NULL, model VARCHAR NOT NULL, request_id VARCHAR NOT NULL,

@@ -13,9 +13,10 @@ from dagster import DagsterInstance, SkipReason, build_sensor_context
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
-from holistic_dagster.errors import CatalogError, DataFormatError
+from holistic_dagster.errors import CatalogError
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.shadow import ShadowSpec, load_shadow_spec, read_traffic
+from holistic_dagster.shadow.pii import CATEGORIES
 from holistic_dagster.warehouse import TABLES, Warehouse
 from tests.arena.conftest import QA
 from tests.conftest import write
@@ -159,11 +160,13 @@ def test_a_rerun_sends_nothing_twice_and_a_bad_log_leaves_earlier_results_intact
     assert job.execute_in_process(partition_key="2026-12-01", instance=instance).success
     assert sum(server.hits.values()) == hits  # candidates' answers and judgements all from the completion cache
     traffic = shadow_world["root"] / "traffic"
-    lines = [log_line(0, *TRAFFIC[0]), log_line(1, *TRAFFIC[1]), '{"request": {"messages": []}, "response": {}}']
-    write(traffic / "2026-12-02.jsonl", "\n".join(lines) + "\n")
-    with pytest.raises(DataFormatError) as bad:
-        read_traffic(traffic / "2026-12-02.jsonl", ShadowSpec(candidates=("oracle",), judge="rule-judge"))
-    assert str(bad.value).startswith(f"{traffic / '2026-12-02.jsonl'}, record line 3: response.choices is empty")
+    bad = ['{"request": {"messages": []}, "response": {}}', '{"request": {"prompt": "x"}, "response": {"choices": 1}}']
+    write(traffic / "2026-12-02.jsonl", "\n".join(bad) + "\n")
+    records, quarantined = read_traffic(traffic / "2026-12-02.jsonl", ShadowSpec(candidates=("oracle",), judge="j"))
+    assert records == [] and [(q.line, q.reason) for q in quarantined] == [
+        (1, "response.choices is empty: no production answer"),
+        (2, "response.choices is empty: no production answer"),
+    ]
     tick = shadow_world["sensor"](
         build_sensor_context(
             instance=instance, resources={"holistic": shadow_world["resource"]}, cursor=shadow_world["tick"].cursor
@@ -182,7 +185,7 @@ def test_no_configuration_says_what_to_write_and_the_example_is_valid(tmp_path):
     with pytest.raises(CatalogError, match="shadow evaluation is not configured"):
         resource.shadow()
     example = load_shadow_spec(REPO_ROOT / "resources" / "shadow.example.yaml")
-    assert example.pii.redact == ("email", "phone") and example.slice_by == "metadata.route"
+    assert example.pii.redact == CATEGORIES and example.slice_by == "metadata.route"
     bad = write(tmp_path / "bad.yaml", "candidates: [a]\njudge: b\npii: {redact: [email, ssn]}\n")
-    with pytest.raises(CatalogError, match=r"bad.yaml: pii.redact: .*unknown PII pattern\(s\) \['ssn'\]"):
+    with pytest.raises(CatalogError, match=r"bad.yaml: pii.redact: .*unknown PII categories \['ssn'\]"):
         load_shadow_spec(bad)
