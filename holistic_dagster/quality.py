@@ -7,7 +7,7 @@ downstream stages from running on bad data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -17,7 +17,7 @@ from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.redaction import redact
-from holistic_dagster.shadow.pii_check import find_pii
+from holistic_dagster.shadow.pii_check import found_per_row
 from holistic_dagster.stages.prompts import prompted_method
 from holistic_dagster.validation import Expectation, expect, validate
 from holistic_dagster.warehouse import Warehouse
@@ -532,39 +532,24 @@ def check_traffic(warehouse: Warehouse, log: str) -> list[CheckOutcome]:
         "FROM traffic WHERE log = ? ORDER BY line",
         [log],
     )
-    texts = ("messages", "prompt", "production_text")  # ids, slices and times: no key-shaped token rule
+    # key-shaped tokens are looked for in free text only: ids are random tokens by design
+    free_text = {"record_id": False, "slice": False, "messages": True, "prompt": True, "production_text": True,
+                 "logged_at": False}  # fmt: skip
     try:
-        found = {
-            column: [
-                sorted({f.entity for f in find_pii(str(value)) if column in texts or f.entity != "RANDOM_TOKEN"})
-                for value in frame[column]
-            ]
-            for column in ("record_id", "slice", *texts, "logged_at")
-        }
+        found = frame[["line"]].assign(pii=found_per_row(frame, free_text))
     except Exception as e:  # fail closed: unchecked text is never passed as clean
         spec = next(c for c in STAGE_CHECKS["shadow_traffic"] if c.name == "pii_removed")
-        return [CheckOutcome("pii_removed", False, f"{spec.description} The detector could not run: {redact(str(e))}")]
-    flagged = frame[["line"]].assign(
-        pii=[", ".join(f"{c}: {'/'.join(kinds)}" for c in found if (kinds := found[c][i])) for i in range(len(frame))]
-    )
-    outcome = _outcome(
-        "shadow_traffic",
-        "pii_removed",
-        flagged,
-        [
-            expect.ExpectTableRowCountToBeBetween(min_value=1),
-            expect.ExpectColumnValuesToBeInSet(column="pii", value_set=[""]),
-        ],
-        examples=False,
-    )
-    if outcome.passed:
-        return [outcome]
-    left = {int(r.line): r.pii for r in flagged.itertuples() if r.pii}
-    return [
-        CheckOutcome(
-            outcome.name, False, f"{outcome.description} Found on lines: {left}", {**outcome.details, "found": left}
-        )
+        return [CheckOutcome(spec.name, False, f"{spec.description} The detector could not run: {redact(str(e))}")]
+    expectations = [
+        expect.ExpectTableRowCountToBeBetween(min_value=1),
+        expect.ExpectColumnValuesToBeInSet(column="pii", value_set=[""]),
     ]
+    outcome = _outcome("shadow_traffic", "pii_removed", found, expectations, examples=False)
+    left = {int(r.line): r.pii for r in found.itertuples() if r.pii}
+    if not left:
+        return [outcome]
+    return [replace(outcome, description=f"{outcome.description} Found on lines: {left}",
+                    details={**outcome.details, "found": left})]  # fmt: skip
 
 
 def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: float) -> list[CheckOutcome]:

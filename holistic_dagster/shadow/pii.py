@@ -128,15 +128,21 @@ _ALNUM_CHECKSUMS = (codicefiscale.is_valid, dni.is_valid, nie.is_valid, ric.is_v
 _GROUPED_CHECKSUMS = (cpf.is_valid, personnummer.is_valid)
 
 
+def known_categories(categories: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [c for c in categories if c not in CATEGORIES]
+    if unknown:
+        raise ValueError(f"unknown PII categories {unknown}: known are {', '.join(CATEGORIES)}")
+    return categories
+
+
 class PiiRemover:
-    """Finds and replaces personal data in text, by category (see the module's docstring)."""
+    """Finds and replaces personal data in text, by category (see the module's docstring). One remover serves one
+    log: it remembers the texts it has cleaned (a system prompt or a role recurs on every record)."""
 
     def __init__(self, categories: tuple[str, ...] = CATEGORIES, phone_regions: tuple[str, ...] = PHONE_REGIONS):
-        unknown = [c for c in categories if c not in CATEGORIES]
-        if unknown:
-            raise ValueError(f"unknown PII categories {unknown}: known are {', '.join(CATEGORIES)}")
-        self.categories = tuple(categories)
+        self.categories = known_categories(tuple(categories))
         self.phone_regions = tuple(phone_regions)
+        self._cleaned: dict[str, str] = {}
         if "person" in self.categories:
             _nlp()  # load the NER model now: a missing model fails before any record is read
 
@@ -144,6 +150,11 @@ class PiiRemover:
         """`text` with every value found replaced by [category]."""
         if not text:
             return text
+        if text not in self._cleaned:
+            self._cleaned[text] = self._replace(text)
+        return self._cleaned[text]
+
+    def _replace(self, text: str) -> str:
         if "secret" in self.categories:
             text = redact(text).replace("[REDACTED]", "[secret]")
         for span in sorted(self._merged(text), key=lambda s: s.start, reverse=True):

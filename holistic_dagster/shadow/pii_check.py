@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+import pandas as pd
+
 from holistic_dagster.shadow.pii import SPACY_MODEL
 
 # what Presidio finds that is personal data; left out: dates, cities and countries (LOCATION: questions name
@@ -53,9 +55,10 @@ def _analyzer():
     return AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
 
 
-def find_pii(text: str) -> list[Finding]:
-    """Personal data left in `text`, by entity type (the remover's [placeholders] are not findings). Raises when
-    the detector cannot run: callers must treat that as a failure, never as clean text."""
+def find_pii(text: str, free_text: bool = True) -> list[Finding]:
+    """Personal data left in `text`, by entity type (the remover's [placeholders] are not findings). free_text:
+    whether to look for key-shaped tokens too (not in ids, which are random tokens by design). Raises when the
+    detector cannot run: callers must treat that as a failure, never as clean text."""
     if not text:
         return []
     found = [
@@ -65,5 +68,24 @@ def find_pii(text: str) -> list[Finding]:
         and not (r.entity_type == "PERSON" and re.search(r"\d", text[r.start : r.end]))  # "1,234.56 EUR"
     ]
     found += [Finding("EMAIL_SHAPE", m.start(), m.end(), 1.0) for m in _ANY_EMAIL.finditer(text)]
-    found += [Finding("RANDOM_TOKEN", m.start(), m.end(), 1.0) for m in _RANDOM_TOKEN.finditer(text)]
+    if free_text:
+        found += [Finding("RANDOM_TOKEN", m.start(), m.end(), 1.0) for m in _RANDOM_TOKEN.finditer(text)]
     return sorted(found, key=lambda f: f.start)
+
+
+def found_per_row(frame: pd.DataFrame, free_text: dict[str, bool]) -> list[str]:
+    """Per row of `frame`, what is left in the named columns (column -> free_text), as 'column: KIND/KIND, ...'
+    ('' for a clean row): kinds and places, never the values. A text that recurs (a system prompt) is analyzed
+    once."""
+    kinds: dict[tuple[str, bool], str] = {}
+    rows = []
+    for row in frame[list(free_text)].itertuples(index=False):
+        found = []
+        for column, value in zip(free_text, row):
+            key = (str(value), free_text[column])
+            if key not in kinds:
+                kinds[key] = "/".join(sorted({f.entity for f in find_pii(*key)}))
+            if kinds[key]:
+                found.append(f"{column}: {kinds[key]}")
+        rows.append(", ".join(found))
+    return rows

@@ -23,7 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from holistic_dagster.catalog import _read_yaml, _Strict, _validate
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.hashing import sha256_json
-from holistic_dagster.shadow.pii import CATEGORIES, PHONE_REGIONS, PiiRemover
+from holistic_dagster.shadow.pii import CATEGORIES, PHONE_REGIONS, PiiRemover, known_categories
 
 
 class PiiSpec(_Strict):
@@ -35,10 +35,7 @@ class PiiSpec(_Strict):
     @field_validator("redact")
     @classmethod
     def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [n for n in names if n not in CATEGORIES]
-        if unknown:
-            raise ValueError(f"unknown PII categories {unknown}: known are {', '.join(CATEGORIES)}")
-        return names
+        return known_categories(names)
 
     @field_validator("phone_regions")
     @classmethod

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from holistic_dagster import quality
-from holistic_dagster.shadow import ShadowSpec, read_traffic
+from holistic_dagster.shadow import ShadowSpec, pii_check, read_traffic
 from holistic_dagster.shadow.pii import CATEGORIES, PiiRemover
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
@@ -192,9 +192,9 @@ def test_the_check_finds_what_was_stored_and_fails_closed(tmp_path, monkeypatch)
     assert not dirty.passed and dirty.details["found"] == {2: "production_text: PERSON/PHONE_NUMBER"}
     assert "Maria" not in dirty.description and "7946" not in dirty.description
 
-    def broken(text):
+    def broken(text, free_text=True):
         raise RuntimeError("model missing")
 
-    monkeypatch.setattr(quality, "find_pii", broken)
+    monkeypatch.setattr(pii_check, "find_pii", broken)
     (unchecked,) = quality.check_traffic(wh, "l")
     assert not unchecked.passed and "could not run: model missing" in unchecked.description
