@@ -279,7 +279,7 @@ def _peer_env() -> dict[str, str]:
 
 def our_requests(case: Case, subset: str, n: int, assets: Path):
     """(instances, requests) as our pipeline builds them for the case: a suite with conventions: helm."""
-    from holistic_dagster.adaptation import adapter_as_asked, build_requests
+    from holistic_dagster.adaptation.adapter import adapter_as_asked, build_requests
     from holistic_dagster.catalog import Catalog
     from holistic_dagster.scenarios import load_instances, sample_instances
 
@@ -310,7 +310,7 @@ def _peer_budget():
     if _BUDGET is None:
         from tokenizers import Tokenizer
 
-        from holistic_dagster.adaptation import TokenBudget
+        from holistic_dagster.adaptation.adapter import TokenBudget
 
         tok = Tokenizer.from_file(str(BENCH / "model" / "tokenizer.json"))
         config = json.loads((BENCH / "model" / "config.json").read_text())
@@ -352,7 +352,7 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
     by_instance: dict[str, list] = {}
     for r in requests:
         by_instance.setdefault(r.instance_id, []).append(r)
-    from holistic_dagster.scenarios.sampling import select_examples
+    from holistic_dagster.adaptation.examples import select_examples
 
     pool = [i for i in instances if i.split == "train"]
     shots = select_examples(pool, max((r.num_train_instances for r in requests), default=0), 0, "helm")

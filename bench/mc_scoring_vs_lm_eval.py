@@ -79,7 +79,7 @@ def main() -> None:
     shared_data = (HERE.parent.parent / "shared" / "data").resolve()
     os.environ.setdefault("HOLISTIC_DATA_DIR", str(shared_data))
 
-    from holistic_dagster.adaptation import TokenBudget, build_requests
+    from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
     from holistic_dagster.catalog import Catalog, ModelSpec, SuiteScenario
     from holistic_dagster.clients.transformers_client import TransformersClient
     from holistic_dagster.scenarios import load_instances, sample_instances

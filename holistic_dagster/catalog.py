@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from holistic_dagster import settings
+from holistic_dagster.adaptation.methods import ADAPTER_METHODS, adapter_method
+from holistic_dagster.adaptation.spec import CONVENTIONS, AdapterSpec
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics import (
     FAMILIES,
     PERTURBATION_FAMILIES,
@@ -25,74 +26,31 @@ from holistic_dagster.metrics import (
     extra_metric_names,
     scorers,
 )
-from holistic_dagster.metrics.language_modeling import FAMILIES as LM_FAMILIES
-from holistic_dagster.metrics.language_modeling import METHOD as LM_METHOD
-from holistic_dagster.metrics.language_modeling import METRIC_NAMES as LM_METRICS
+from holistic_dagster.records import CONTRAST_SET, SLUG, Strict, sha256_json
 from holistic_dagster.redaction import register_secret_env
-
-CONTRAST_SET = "contrast_set"  # the robustness perturbation a scenario's `contrast` files give
-SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-ADAPTER_METHODS = (
-    "generation",
-    "multiple_choice_joint",
-    "multiple_choice_separate_original",
-    "multiple_choice_separate_calibrated",
-    "ranking_binary",
-    "language_modeling",  # the log-likelihood of the input text itself (metrics.language_modeling)
-)
-
 
 Family = Literal[FAMILIES]  # type: ignore[valid-type]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AdapterSpec(_Strict):
-    """How to ask: HELM's adapter spec, with the prompt layout in a Jinja2 template."""
-
-    method: Literal[ADAPTER_METHODS]  # type: ignore[valid-type]
-    template: str | None = None  # file in templates/; default: <method family>.j2
-    instructions: str = ""  # itself a template over the instance's subset
-    input_prefix: str = ""
-    input_suffix: str = "\n"
-    output_prefix: str = "Answer: "
-    output_suffix: str = "\n"
-    max_train_instances: int = Field(0, ge=0)
-    max_tokens: int = Field(1, ge=0)
-    temperature: float = Field(0.0, ge=0.0)
-    stop_sequences: tuple[str, ...] = ("\n",)
-
-    @property
-    def template_file(self) -> str:
-        if self.template:
-            return self.template
-        # separate multiple choice shows the question alone and scores each choice as the continuation
-        return {"multiple_choice_joint": "multiple_choice_joint.j2", "ranking_binary": "ranking_binary.j2"}.get(
-            self.method, "generation.j2"
-        )
-
-
-class DownloadSpec(_Strict):
+class DownloadSpec(Strict):
     url: str
     archive_dir: str = ""  # folder inside an archive that holds the files `splits` name
     sha256: str | None = None
 
 
-class SourceSpec(_Strict):
+class SourceSpec(Strict):
     dir: str  # sub-folder of a data dir holding the upstream files
     revision: str
     download: DownloadSpec | None = None
 
 
-class CsvSpec(_Strict):
+class CsvSpec(Strict):
     header: bool = True
     columns: tuple[str, ...] = ()  # names for a header-less file; required columns for one with a header
     delimiter: str = Field(",", min_length=1, max_length=1)  # "\t" for TSV
 
 
-class TrecRunSpec(_Strict):
+class TrecRunSpec(Strict):
     """A first-stage retrieval run with passage text (a JSON array of {query, hits: [{qid, docid, rank, score,
     content}]}, as pyserini and rank_llm write it) joined with TREC qrels (`qid Q0 docid grade` lines)."""
 
@@ -100,14 +58,14 @@ class TrecRunSpec(_Strict):
     relevant_from: int = Field(1, ge=1)  # the lowest grade that counts as relevant (TREC DL: 2)
 
 
-class RaftSpec(_Strict):
+class RaftSpec(Strict):
     """RAFT's prompt construction settings: a 2-line JSON file, line 1 {task: [fields in prompt order]},
     line 2 {task: instructions}."""
 
     settings: str
 
 
-class InstanceSpec(_Strict):
+class InstanceSpec(Strict):
     """Maps one upstream record to an Instance; expressions are sandboxed Jinja2 over the record's fields."""
 
     id: str | None = None  # expression; default: <subset>/<split>/<record number>
@@ -134,7 +92,7 @@ class InstanceSpec(_Strict):
         return self
 
 
-class NestedJsonSpec(_Strict):
+class NestedJsonSpec(Strict):
     """One JSON object per file whose nested keys are fields and whose leaves are lists of records, e.g. BOLD's
     {group: {entity: [prompt, ...]}} with keys [group, entity] and leaf `prompt`."""
 
@@ -142,12 +100,12 @@ class NestedJsonSpec(_Strict):
     leaf: str
 
 
-class GeneratorSpec(_Strict):
+class GeneratorSpec(Strict):
     name: str
     params: dict[str, Any] = {}
 
 
-class ScenarioSpec(_Strict):
+class ScenarioSpec(Strict):
     name: str
     description: str
     source: SourceSpec | None = None
@@ -193,21 +151,14 @@ class ScenarioSpec(_Strict):
         return v
 
 
-class PerturbationsSpec(_Strict):
+class PerturbationsSpec(Strict):
     """Which perturbations make the robustness and fairness instances (names from holistic_dagster.perturbations)."""
 
     robustness: tuple[str, ...] = ()
     fairness: tuple[str, ...] = ()
 
 
-# How closely a suite follows HELM 0.5.16 where HELM's behaviour is a convention rather than the data. helm: HELM's
-# own draws of evaluated instances and in-context examples (scenarios.sampling) and its separate multiple-choice
-# layout (adaptation.adapter_as_asked), so a run compares with a HELM run instance by instance; legacy: this
-# project's draws and layouts before suite v5, kept so that the versions that used them reproduce their draws.
-CONVENTIONS = ("helm", "legacy")
-
-
-class SuiteScenario(_Strict):
+class SuiteScenario(Strict):
     max_eval_instances: int = Field(gt=0)
     max_train_instances: int | None = Field(None, ge=0)
     seed: int = 0
@@ -221,7 +172,7 @@ class SuiteScenario(_Strict):
     perturbations: PerturbationsSpec | None = None  # overrides the suite's, for this scenario
 
 
-class ToxicitySpec(_Strict):
+class ToxicitySpec(Strict):
     """The toxicity classifier: `lexicon` (offline default, a word list, nothing to install),
     `offensive_language` (offline: alt-profanity-check's trained profanity / offensive-language classifier,
     shipped in its wheel; it measures offensive language, not Perspective's TOXICITY), `transformers` (a local
@@ -239,7 +190,7 @@ class ToxicitySpec(_Strict):
     max_attempts: int = Field(5, gt=0)
 
 
-class ArenaSpec(_Strict):
+class ArenaSpec(Strict):
     """Arena-style evaluation of a suite's open-ended scenarios: every pair of models that answered an instance
     is a candidate battle (their stored completions, no new generation); a seeded sample of at most
     `max_battles` is judged by each judge (a registered model, through any backend) in both orders; ratings
@@ -257,7 +208,7 @@ class ArenaSpec(_Strict):
     k_factor: float = Field(4.0, gt=0.0)  # online Elo, shown beside Bradley-Terry
 
 
-class SuiteSpec(_Strict):
+class SuiteSpec(Strict):
     version: str
     description: str = ""
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
@@ -269,14 +220,14 @@ class SuiteSpec(_Strict):
     arena: ArenaSpec | None = None
 
 
-class TransformersSettings(_Strict):
+class TransformersSettings(Strict):
     """Deployment settings of local transformers models."""
 
     device: str = Field("auto", description="auto: cuda when present, else cpu")
     batch_size: int = Field(16, gt=0)
 
 
-class _HttpSettings(_Strict):
+class _HttpSettings(Strict):
     max_concurrency: int = Field(8, gt=0, description="requests in flight per model")
     timeout_s: float = Field(120.0, gt=0)
     max_attempts: int = Field(5, gt=0, description="retries on timeouts, 429 and 5xx, with backoff and jitter")
@@ -299,14 +250,14 @@ class OpenAISettings(_HttpSettings):
 
 
 # the one schema of backend settings: kind -> its settings and their defaults
-BACKEND_SETTINGS: dict[str, type[_Strict]] = {
+BACKEND_SETTINGS: dict[str, type[Strict]] = {
     "transformers": TransformersSettings,
     "tgi": TGISettings,
     "openai": OpenAISettings,
 }
 
 
-class BackendSettings(_Strict):
+class BackendSettings(Strict):
     """resources/backends.yaml: the deployment's settings per backend kind; what it leaves out takes the
     schema's defaults."""
 
@@ -315,7 +266,7 @@ class BackendSettings(_Strict):
     openai: OpenAISettings = OpenAISettings()
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     name: str
     backend: Literal[tuple(BACKEND_SETTINGS)]  # type: ignore[valid-type]
     # transformers: a local checkpoint directory, a hub id, demo:<name> for a built-in demo model, or
@@ -523,7 +474,7 @@ class Catalog:
             if name not in suite.scenarios:
                 raise CatalogError(f"{path}: arena scenario {name!r} is not one of this suite's scenarios")
             method = self._resolve(suite, name)[0].adapter.method
-            if method != "generation":
+            if not adapter_method(method).open_ended:
                 raise CatalogError(
                     f"{path}: arena scenario {name!r} is not open-ended (its adapter method is {method}): battles "
                     "compare free-text answers"
@@ -560,12 +511,13 @@ class Catalog:
         if pin.conventions is None:
             pin = pin.model_copy(update={"conventions": suite.conventions})
         update: dict[str, Any] = {"adapter": adapter}
-        if adapter.method == LM_METHOD:
-            # the document's own log-likelihood: its metrics replace the listed (reference) ones, bits_per_byte
-            # first (the main metric); only accuracy and efficiency apply (as HELM's LanguageModelingMetric); the
-            # document is scored alone (no in-context examples)
-            adapter = adapter.model_copy(update={"max_train_instances": 0})
-            update.update(adapter=adapter, metrics=LM_METRICS, families=LM_FAMILIES, extra_metrics=())
+        method = adapter_method(adapter.method)
+        if method.scenario_pins or method.adapter_pins:
+            # a method that measures something else sets what the scenario reports (language modeling: the
+            # document's own log-likelihood, whose metrics replace the listed reference ones, bits_per_byte first,
+            # with only accuracy and efficiency applying, as HELM's LanguageModelingMetric; no in-context examples)
+            adapter = adapter.model_copy(update=dict(method.adapter_pins))
+            update.update(adapter=adapter, **method.scenario_pins)
         if pin.subsets is not None:
             unknown = set(pin.subsets) - set(spec.subsets)
             if unknown:

@@ -15,6 +15,7 @@ from dagster import (
 )
 
 from holistic_dagster import settings
+from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.automation import automation_config
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.defs.assets import (
@@ -99,7 +100,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             stability_asset(scenarios),
             report_asset(),
             # open-ended scenarios (generation) are the ones a suite can put in its arena
-            *arena_assets([s for s in scenarios if catalog.scenario(s).adapter.method == "generation"]),
+            *arena_assets([s for s in scenarios if adapter_method(catalog.scenario(s).adapter.method).open_ended]),
             *shadow_assets(),
         ],
         jobs=[

@@ -28,7 +28,7 @@ import pandas as pd
 
 from holistic_dagster import settings
 from holistic_dagster.catalog import Catalog, ModelSpec
-from holistic_dagster.hashing import sha256_file, sha256_json
+from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.warehouse import Warehouse
 
 PACKAGE = Path(__file__).resolve().parent

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics
 from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
@@ -167,8 +168,8 @@ def check_stage(
     max_failure_rate, the scenario's rows per instance, the suite's scenarios)."""
     warehouse, catalog = stage.warehouse, stage.catalog
     if name == "dataset":
-        method = catalog.resolved_scenario(version, scenario)[0].adapter.method
-        return check_dataset(warehouse, version, scenario, needs_references=method not in WITHOUT_REFERENCES)
+        method = adapter_method(catalog.resolved_scenario(version, scenario)[0].adapter.method)
+        return check_dataset(warehouse, version, scenario, needs_references=method.needs_references)
     if name == "prompts":
         return check_prompts(warehouse, version, scenario, model)
     if name == "completions":
@@ -209,11 +210,6 @@ def _outcome(
         ok, found = validate(part, part_expectations, examples)
         passed, details = passed and ok, {**details, **found}
     return CheckOutcome(name, passed, spec.description, details)
-
-
-# methods whose evaluated instances may have no correct reference: language modeling scores the text itself; a
-# ranking query's candidates may hold no relevant passage (BM25 missed them all: its RR and NDCG are 0)
-WITHOUT_REFERENCES = ("language_modeling", "ranking_binary")
 
 
 def check_dataset(

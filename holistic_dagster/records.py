@@ -1,12 +1,31 @@
-"""The typed records at each stage boundary: read the pipeline from these.
+"""The vocabulary: the typed records at each stage boundary (read the pipeline from these), the identities that key
+them, and the base of every declarative spec.
 
 source file -> Instance -> Request -> Completion -> InstanceScore
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+# a name that is a partition key or a file name: lower case, digits, . _ - (scenarios, models, suite baselines)
+SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+CHOICE_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # multiple-choice answers as the prompts letter them
+CONTRAST_SET = "contrast_set"  # the robustness perturbation a scenario's `contrast` files give
+
+
+class Strict(BaseModel):
+    """The base of every spec read from YAML (catalog, registry, deployment files): unknown keys are refused (a
+    typo is an error naming the file), and a spec is frozen once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @dataclass(frozen=True)
@@ -100,3 +119,32 @@ class ScenarioMetric:
     perturbation: str = ""
     scorer: str = ""
     note: str = ""
+
+
+# --- identities: the one place files, requests and model revisions are hashed ---------------------------
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def request_id(
+    *, kind: str, prompt: str, continuation: str, max_tokens: int, temperature: float, stop: tuple[str, ...]
+) -> str:
+    """The request's identity: the rendered prompt plus everything that decides the answer."""
+    return sha256_json(
+        {
+            "kind": kind,
+            "prompt": prompt,
+            "continuation": continuation,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stop": list(stop),
+        }
+    )[:32]

@@ -14,15 +14,16 @@ from kombu.utils.url import maybe_sanitize_url
 from pydantic import Field
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import _read_yaml, _Strict, _validate
+from holistic_dagster.catalog import _read_yaml, _validate
 from holistic_dagster.errors import CatalogError
+from holistic_dagster.records import Strict
 
 QUEUE_PATTERN = r"^[A-Za-z0-9_.-]+$"
 # the remote-control command a worker answers with its code fingerprint and queues (defs/celery_app.py)
 CODE_VERSION_COMMAND = "holistic_code_version"
 
 
-class CelerySettings(_Strict):
+class CelerySettings(Strict):
     broker_env: str = "HOLISTIC_CELERY_BROKER"
     backend_env: str = "HOLISTIC_CELERY_BACKEND"
     cpu_queue: str = Field("cpu", pattern=QUEUE_PATTERN)

@@ -29,10 +29,11 @@ import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import SLUG, Family, ModelSpec, _read_yaml, _Strict, _validate
+from holistic_dagster.catalog import Family, ModelSpec, _read_yaml, _validate
 from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.metrics import FAMILIES, REFERENCE_FAMILIES, lower_is_better, metric
 from holistic_dagster.metrics.statistics import PairedResult, bootstrap_statistic_ci, paired_test
+from holistic_dagster.records import SLUG, Strict
 from holistic_dagster.stages.summaries import NOT_COMPARED, original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -47,7 +48,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # --- the file's schema -----------------------------------------------------------------------------------
-class MetricThreshold(_Strict):
+class MetricThreshold(Strict):
     """Exactly one of: below / above (the candidate's mean), drop (worse than the baseline by more than x,
     and significantly so)."""
 
@@ -63,7 +64,7 @@ class MetricThreshold(_Strict):
         return self
 
 
-class LatencyThreshold(_Strict):
+class LatencyThreshold(Strict):
     """The candidate's latency statistic over the baseline's is above `ratio`, and significantly slower."""
 
     ratio: float = Field(ge=1.0)
@@ -82,7 +83,7 @@ def _check_thresholds(warning, critical) -> None:
             raise ValueError(f"critical {key} {c:g} is less strict than warning {key} {w:g}")
 
 
-class MetricRule(_Strict):
+class MetricRule(Strict):
     kind: Literal["metric"]
     name: str | None = None  # a short label; default "<family> <metric>"
     family: Family = "accuracy"
@@ -117,7 +118,7 @@ class MetricRule(_Strict):
         return self.name or f"{self.family} {self.metric}"
 
 
-class LatencyRule(_Strict):
+class LatencyRule(Strict):
     kind: Literal["latency"]
     name: str | None = None  # a short label; default "latency <statistic>"
     statistic: Literal["p50", "p95"] = "p95"
@@ -135,7 +136,7 @@ class LatencyRule(_Strict):
         return self.name or f"latency {self.statistic}"
 
 
-class StabilityRule(_Strict):
+class StabilityRule(Strict):
     """Output stability: the share of re-asked requests (asset `stability`) whose answer is the stored one,
     per instance, paired between candidate and baseline on the instances both were re-asked."""
 
@@ -160,7 +161,7 @@ class StabilityRule(_Strict):
 Rule = Annotated[MetricRule | LatencyRule | StabilityRule, Field(discriminator="kind")]
 
 
-class WebhookSpec(_Strict):
+class WebhookSpec(Strict):
     url_env: str = DEFAULT_URL_ENV  # the NAME of the variable holding the URL, never the URL
     min_level: Literal["warning", "critical"] = "warning"
     timeout_s: float = Field(10.0, gt=0)
@@ -176,7 +177,7 @@ class WebhookSpec(_Strict):
         return v
 
 
-class AlertsSpec(_Strict):
+class AlertsSpec(Strict):
     baseline: str = PREVIOUS  # `previous`, or a model's name
     rules: tuple[Rule, ...] = ()
     webhook: WebhookSpec = WebhookSpec()

@@ -8,7 +8,7 @@ import hashlib
 from dataclasses import dataclass
 from itertools import combinations
 
-from holistic_dagster.hashing import sha256_json
+from holistic_dagster.records import sha256_json
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from holistic_dagster.adaptation import greedy_request
+from holistic_dagster.adaptation.adapter import greedy_request
+from holistic_dagster.adaptation.templating import render_file
 from holistic_dagster.arena.battles import Battle
 from holistic_dagster.records import Request
-from holistic_dagster.templating import render_file
 
 VERDICT = re.compile(r"\[\[\s*([ABC])\s*\]\]")
 WINNERS = ("a", "b", "tie")

@@ -22,7 +22,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.hashing import sha256_file
+from holistic_dagster.records import sha256_file
 
 PREFIX = "gguf:"
 MARKER = "gguf_source.json"  # written into a converted checkpoint: where it came from and its sha256

@@ -26,8 +26,7 @@ from holistic_dagster import settings
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone, cut_at_stop, gguf_models
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.hashing import sha256_file
-from holistic_dagster.records import Completion, Request
+from holistic_dagster.records import Completion, Request, sha256_file
 
 # token counts of over-long prompts are expected (adaptation trims them); weight-loading bars are noise
 transformers.logging.set_verbosity_error()

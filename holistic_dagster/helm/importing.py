@@ -25,10 +25,9 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.errors import DataFormatError, HolisticError
-from holistic_dagster.hashing import request_id, sha256_json
 from holistic_dagster.helm.names import our_metric, scenario_for_group
 from holistic_dagster.helm.runs import HelmRun, RequestState, find_run_folders, read_run
-from holistic_dagster.records import Completion, Instance, Reference, Request
+from holistic_dagster.records import Completion, Instance, Reference, Request, request_id, sha256_json
 from holistic_dagster.warehouse.rows import completion_row, instance_row, prompt_row, source_file_row
 
 BACKEND = "helm"  # provenance.backend of an imported partition: how the leaderboard and report mark it

@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from holistic_dagster.errors import DataFormatError
-from holistic_dagster.hashing import sha256_file
-from holistic_dagster.records import SourceFile
+from holistic_dagster.records import SourceFile, sha256_file
 
 REQUIRED_FILES = ("run_spec.json", "scenario_state.json", "per_instance_stats.json", "stats.json")
 OPTIONAL_FILES = ("scenario.json",)

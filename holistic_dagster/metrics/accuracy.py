@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import string
 
-from holistic_dagster.metrics import reference_metric
+from holistic_dagster.metrics.registry import reference_metric
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from holistic_dagster.metrics import declare, scorer
+from holistic_dagster.metrics.registry import declare, scorer
 from holistic_dagster.records import ScenarioMetric
 from holistic_dagster.wordlists import load
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from holistic_dagster.metrics import declare, scorer
+from holistic_dagster.metrics.registry import declare, scorer
 from holistic_dagster.records import InstanceScore, ScenarioMetric
 
 if TYPE_CHECKING:

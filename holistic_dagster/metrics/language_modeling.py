@@ -1,7 +1,7 @@
 """Language modeling (HELM's `language_modeling` adapter and its metrics): how probable the model finds a
 document, for any scenario's input text (IMDB reviews, XSum articles) pinned to `method: language_modeling`.
 
-The adapter (holistic_dagster.adaptation.document_windows) scores each document in windows that fit the
+The adapter method (holistic_dagster.adaptation.methods.language_modeling) scores each document in windows that fit the
 context; every window is a "score" request whose continuation is its new text. Per document (one row each,
 means over documents as scenario values, bootstrap CIs):
 - logprob: the document's total log-probability (natural log), summed over its windows;
@@ -24,18 +24,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from holistic_dagster.metrics import declare, scorer
+from holistic_dagster.adaptation.methods.language_modeling import METHOD, METRIC_NAMES, PER_DOCUMENT
+from holistic_dagster.metrics.registry import declare, scorer
 from holistic_dagster.records import Completion, InstanceScore, Request, ScenarioMetric
 
 if TYPE_CHECKING:
     from holistic_dagster.metrics.scoring import ScoringInput
 
-METHOD = "language_modeling"
 RATIO = "no bootstrap: a ratio of sums over every document (HELM), not a mean of per-instance rows"
 NOTHING_SCORED = "undefined: no token (or no byte) was scored"
-# the families of a scenario pinned to language_modeling: what HELM's LanguageModelingMetric computes (the
-# references, calibration, toxicity and bias of generated text have nothing to measure here)
-FAMILIES = ("accuracy", "efficiency")
 
 declare("bits_per_byte", "accuracy", "bits per byte of the documents under the model: -sum logprob / (sum bytes * "
         "ln 2)", lower_is_better=True, bounds=(0.0, math.inf), ci="none", no_ci=RATIO)  # fmt: skip
@@ -49,9 +46,6 @@ declare("num_perplexity_tokens", "accuracy", "tokens of the document scored (des
         per_instance=True, mean_of_instances=True)  # fmt: skip
 declare("num_bytes", "accuracy", "UTF-8 bytes of the document (descriptive)", bounds=(0.0, math.inf),
         per_instance=True, mean_of_instances=True)  # fmt: skip
-RATIOS = ("bits_per_byte", "logprob_per_byte", "perplexity")  # the first: the main metric of such a pin
-PER_DOCUMENT = ("logprob", "num_perplexity_tokens", "num_bytes")
-METRIC_NAMES = (*RATIOS, *PER_DOCUMENT)
 
 
 def document_stats(requests: Sequence[Request], completions: Mapping[str, Completion]) -> tuple[float, int, int]:

@@ -14,20 +14,18 @@ The same two measures of the first-stage order (bm25_*) are a baseline, the same
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from holistic_dagster.metrics import declare, scorer
-from holistic_dagster.records import Completion, Instance, InstanceScore, Request, ScenarioMetric
+from holistic_dagster.adaptation.methods.ranking_binary import METHOD, candidate_name, model_order
+from holistic_dagster.metrics.registry import declare, scorer
+from holistic_dagster.records import Instance, InstanceScore, ScenarioMetric
 
 if TYPE_CHECKING:
     from holistic_dagster.metrics.scoring import ScoringInput
 
 CUTOFF = 10  # RR@10, NDCG@10
 RELEVANT_FROM = 2  # TREC DL 2019 passage qrels: 2 (highly relevant) and 3 (perfectly relevant) count as relevant
-CORRECT_OUTPUT = "yes"  # HELM's BinaryRankingAdapter.RANKING_CORRECT_LABEL, standardized
-WRONG_OUTPUT = "no"  # RANKING_WRONG_LABEL, standardized
-METHOD = "ranking_binary"
 
 declare("rr_at_10", "accuracy", "reciprocal rank of the first relevant passage (grade >= 2) in the model's top 10",
         per_instance=True, mean_of_instances=True)  # fmt: skip
@@ -38,37 +36,6 @@ declare("bm25_rr_at_10", "accuracy", "rr_at_10 of the first-stage (BM25) order: 
 declare("bm25_ndcg_at_10", "accuracy", "ndcg_at_10 of the first-stage (BM25) order: a baseline, the same for every "
         "model", per_instance=True, mean_of_instances=True)  # fmt: skip
 METRIC_NAMES = ("rr_at_10", "ndcg_at_10", "bm25_rr_at_10", "bm25_ndcg_at_10")
-
-
-def binary_ranking_key(text: str, logprob: float) -> tuple[int, float]:
-    """HELM's sort key for one candidate's answer (sorted descending, best first): (2, logprob) when the
-    stripped, lower-cased answer is "yes" (the most probable Yes first), (1, -logprob) when it is "no" (the
-    least probable No first: the model was least sure the passage does not answer), (0, -logprob) for any other
-    answer. `logprob` is the sum of the generated tokens' log-probabilities."""
-    answer = text.strip().lower()
-    if answer == CORRECT_OUTPUT:
-        return 2, logprob
-    if answer == WRONG_OUTPUT:
-        return 1, -logprob
-    return 0, -logprob
-
-
-def model_order(requests: Iterable[Request], completions: Mapping[str, Completion]) -> list[int]:
-    """The reference indices (`choice_index`) of a query's candidates, best first: descending
-    `binary_ranking_key` of each candidate's completion, a failed completion (`error` set) after every answered
-    one, ties broken by the lower reference index (deterministic; as HELM's stable sort of the candidates in
-    reference order)."""
-    keyed = {}
-    for r in requests:
-        if r.choice_index is None or r.is_null_context:
-            continue
-        if r.choice_index in keyed:
-            raise ValueError(f"instance {r.instance_id}: two requests for candidate {r.choice_index}")
-        c = completions[r.request_id]
-        failed = bool(c.error)
-        label, score = (0, 0.0) if failed else binary_ranking_key(c.text, c.logprob)
-        keyed[r.choice_index] = (failed, -label, -score, r.choice_index)
-    return sorted(keyed, key=keyed.__getitem__)
 
 
 def first_stage_order(instance: Instance) -> list[int]:
@@ -123,14 +90,6 @@ def relevance_grades(instance: Instance) -> list[int]:
             f"({len(instance.references)}), found {found}"
         )
     return [int(g) for g in grades]
-
-
-def candidate_name(instance: Instance, index: int) -> str:
-    """A short name for a candidate: its docid where the instance has metadata["docids"], else its index."""
-    docids = instance.metadata.get("docids")
-    if docids is not None and index < len(docids):
-        return f"docid {docids[index]}"
-    return f"reference {index}"
 
 
 @scorer("ranking", "accuracy", METRIC_NAMES, methods=(METHOD,))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from holistic_dagster.metrics import declare
+from holistic_dagster.metrics.registry import declare
 
 COUNT = (0.0, math.inf)
 _SHAPE = {

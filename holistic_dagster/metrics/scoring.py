@@ -12,13 +12,13 @@ scorers registered for it (see holistic_dagster.metrics), from the same predicti
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.metrics import (
     WORST,
     ReferenceMetric,
@@ -30,7 +30,6 @@ from holistic_dagster.metrics import (
 from holistic_dagster.metrics.accuracy import exact_match
 from holistic_dagster.perturbations import get_perturbation
 from holistic_dagster.records import Completion, Instance, InstanceScore, Request, ScenarioMetric
-from holistic_dagster.scenarios.loaders import CHOICE_LABELS
 
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
 # the families whose scorers write per-instance rows for every original (besides the reference metrics)
@@ -65,44 +64,12 @@ def metrics_per_instance(
     return n
 
 
-def _softmax_prob(scores: list[float], index: int) -> float:
-    top = max(scores)
-    weights = [math.exp(s - top) for s in scores]
-    return weights[index] / sum(weights)
-
-
 def predict(
     method: str, instance: Instance, requests: Sequence[Request], completions: Mapping[str, Completion]
 ) -> tuple[str, float, Request]:
-    """(prediction text, the model's probability for it, the request that carries it)."""
-    if method == "language_modeling":  # no prediction: the document's probability, carried by its first window
-        windows = list(requests)
-        first = next((r for r in windows if not r.prompt), windows[0])  # the window scored after the start token
-        return "", math.exp(sum(completions[r.request_id].logprob for r in windows)), first
-    if method == "ranking_binary":  # the top-ranked candidate (HELM's order: "Yes" by confidence, then the rest)
-        from holistic_dagster.metrics.ranking import candidate_name, model_order
-
-        best = model_order(requests, completions)[0]
-        carrier = next(r for r in requests if r.choice_index == best)
-        return candidate_name(instance, best), math.exp(completions[carrier.request_id].logprob), carrier
-    if method in ("generation", "multiple_choice_joint"):
-        (request,) = requests
-        completion = completions[request.request_id]
-        prob = math.exp(completion.logprob)  # HELM: exp of the sum of the generated tokens' log-probabilities
-        if method == "generation":
-            return completion.text, prob, request
-        letter = completion.text.strip()
-        labels = CHOICE_LABELS[: len(instance.references)]
-        if len(letter) == 1 and letter in labels:  # map the letter back to its choice, as HELM does
-            return instance.references[labels.index(letter)].output, prob, request
-        return completion.text, prob, request
-    choices = sorted((r for r in requests if not r.is_null_context), key=lambda r: r.choice_index)
-    scores = [completions[r.request_id].logprob for r in choices]
-    if method == "multiple_choice_separate_calibrated":
-        null = {r.choice_index: completions[r.request_id].logprob for r in requests if r.is_null_context}
-        scores = [s - null[r.choice_index] for s, r in zip(scores, choices)]
-    best = int(np.argmax(scores))
-    return instance.references[best].output, _softmax_prob(scores, best), choices[best]
+    """(prediction text, the model's probability for it, the request that carries it), as the adapter method reads
+    its answers (adaptation.methods)."""
+    return adapter_method(method).predict(instance, requests, completions)
 
 
 def _correctness(instance: Instance, prediction: str) -> float:

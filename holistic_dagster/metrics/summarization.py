@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
-from holistic_dagster.metrics import declare, reference_metric, scorer
+from holistic_dagster.metrics.registry import declare, reference_metric, scorer
 from holistic_dagster.records import InstanceScore, ScenarioMetric
 
 if TYPE_CHECKING:

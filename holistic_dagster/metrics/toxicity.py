@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from holistic_dagster.metrics import declare, scorer
+from holistic_dagster.metrics.registry import declare, scorer
 from holistic_dagster.records import InstanceScore, ScenarioMetric
 
 if TYPE_CHECKING:

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 
-from holistic_dagster.catalog import CONTRAST_SET
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.records import Instance, Reference
+from holistic_dagster.records import CONTRAST_SET, Instance, Reference
 from holistic_dagster.wordlists import load
 
 # (text, rng, memo) -> text; memo keeps choices consistent within one instance (e.g. a renamed person)

@@ -15,13 +15,18 @@ from typing import Any
 
 import jinja2
 
-from holistic_dagster.catalog import CONTRAST_SET, CsvSpec, ScenarioSpec
+from holistic_dagster.adaptation.templating import TemplateLimitError, evaluate_expression, render, string_template
+from holistic_dagster.catalog import CsvSpec, ScenarioSpec
 from holistic_dagster.errors import DataFormatError
-from holistic_dagster.hashing import sha256_file, sha256_json
-from holistic_dagster.records import Instance, Reference, SourceFile
-from holistic_dagster.templating import TemplateLimitError, evaluate_expression, render, string_template
-
-CHOICE_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+from holistic_dagster.records import (
+    CHOICE_LABELS,
+    CONTRAST_SET,
+    Instance,
+    Reference,
+    SourceFile,
+    sha256_file,
+    sha256_json,
+)
 
 
 def _open_text(path: Path):

@@ -14,7 +14,7 @@ from filelock import FileLock
 from holistic_dagster import settings
 from holistic_dagster.catalog import ScenarioSpec
 from holistic_dagster.errors import DataUnavailableError
-from holistic_dagster.hashing import sha256_file
+from holistic_dagster.records import sha256_file
 
 
 def source_dir(spec: ScenarioSpec) -> Path:

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.hashing import sha256_json
-from holistic_dagster.records import Instance, Reference, SourceFile
+from holistic_dagster.records import Instance, Reference, SourceFile, sha256_json
 
 WORDS = ("apple", "river", "cat", "stone", "cloud", "lamp", "tree", "bird", "door", "fish", "moon", "sand")
 VARIABLES = "ABCD"

@@ -20,13 +20,13 @@ from typing import Any
 import phonenumbers
 from pydantic import Field, field_validator, model_validator
 
-from holistic_dagster.catalog import _read_yaml, _Strict, _validate
+from holistic_dagster.catalog import _read_yaml, _validate
 from holistic_dagster.errors import DataFormatError
-from holistic_dagster.hashing import sha256_json
+from holistic_dagster.records import Strict, sha256_json
 from holistic_dagster.shadow.pii import CATEGORIES, PHONE_REGIONS, PiiRemover, known_categories
 
 
-class PiiSpec(_Strict):
+class PiiSpec(Strict):
     # dotted paths into a log record dropped before anything else (e.g. request.user, metadata.user_email)
     drop_fields: tuple[str, ...] = ("request.user", "metadata.user_id", "metadata.user_email")
     redact: tuple[str, ...] = CATEGORIES  # categories of shadow.pii, each value replaced by [category] in all text
@@ -49,7 +49,7 @@ class PiiSpec(_Strict):
         return PiiRemover(self.redact, self.phone_regions)
 
 
-class ShadowSpec(_Strict):
+class ShadowSpec(Strict):
     """resources/shadow.yaml: where traffic logs land, which models answer them in shadow, who judges."""
 
     traffic_dir: str = "traffic"  # relative to HOLISTIC_HOME (data/), or absolute

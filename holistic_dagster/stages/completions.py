@@ -9,9 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from holistic_dagster.adaptation import adapter_as_asked
-from holistic_dagster.hashing import sha256_json
-from holistic_dagster.records import Completion, Request
+from holistic_dagster.adaptation.adapter import adapter_as_asked
+from holistic_dagster.records import Completion, Request, sha256_json
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.prompts import load_requests, prompted_method
 from holistic_dagster.warehouse import BackgroundWriter

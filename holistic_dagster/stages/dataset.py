@@ -8,10 +8,9 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.hashing import sha256_json
 from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES
 from holistic_dagster.perturbations import perturb_instances
-from holistic_dagster.records import Instance
+from holistic_dagster.records import Instance, sha256_json
 from holistic_dagster.scenarios import load_instances, sample_instances
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.rows import instance_from_row, instance_row, source_file_row

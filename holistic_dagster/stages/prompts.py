@@ -7,8 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from holistic_dagster.adaptation import TokenBudget, adapter_as_asked, build_requests
-from holistic_dagster.catalog import AdapterSpec
+from holistic_dagster.adaptation.adapter import TokenBudget, adapter_as_asked, build_requests
+from holistic_dagster.adaptation.methods import adapter_method
+from holistic_dagster.adaptation.spec import AdapterSpec
 from holistic_dagster.errors import CapabilityError, CatalogError, HolisticError
 from holistic_dagster.records import Request
 from holistic_dagster.stages.context import StageContext
@@ -21,9 +22,10 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
     client = stage.client(model)
     method = adapter_for(client, scenario, spec.adapter, pin.fallback_method).method
     adapter = adapter_as_asked(spec.adapter, method, pin.conventions)
-    if adapter.method == "generation" and adapter.max_tokens >= client.max_context:  # before anything is replaced
+    max_tokens = adapter_method(adapter.method).max_tokens(adapter)
+    if max_tokens >= client.max_context:  # before anything is replaced
         raise CatalogError(
-            f"scenario {scenario!r}: max_tokens {adapter.max_tokens} leaves no room for a prompt in {model!r}'s "
+            f"scenario {scenario!r}: max_tokens {max_tokens} leaves no room for a prompt in {model!r}'s "
             f"context window of {client.max_context} tokens: lower `max_tokens` in its adapter"
         )
     budget = TokenBudget(
@@ -53,13 +55,13 @@ def adapter_for(client, scenario: str, adapter: AdapterSpec, fallback_method: st
     give the prompt log-probabilities the scenario needs (recorded in prompts.adapter_method). Without a
     fallback it fails before the first request, saying what to change. language_modeling has no fallback: the
     log-probability of the text is what it measures."""
-    needs_logprobs = adapter.method.startswith("multiple_choice_separate") or adapter.method == "language_modeling"
-    if not needs_logprobs or client.supports_prompt_logprobs:
+    method = adapter_method(adapter.method)
+    if not method.scores_continuations or client.supports_prompt_logprobs:
         return adapter
-    if adapter.method == "language_modeling":
+    if not method.fallback_allowed:
         raise CapabilityError(
             f"model {client.spec.name!r} ({client.spec.backend}) cannot return prompt log-probabilities, which "
-            f"scenario {scenario!r} needs for language_modeling (the log-likelihood of its texts; no other method "
+            f"scenario {scenario!r} needs for {method.name} (the log-likelihood of given text; no other method "
             f"measures it). Use a backend that can (transformers, tgi; an OpenAI-compatible server with echo + "
             f"logprobs, marked `prompt_logprobs: true` in resources/models.yaml); a suite's fallback_method does "
             f"not apply to it."

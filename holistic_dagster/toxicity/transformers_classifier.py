@@ -8,7 +8,7 @@ from pathlib import Path
 
 from holistic_dagster.catalog import ToxicitySpec
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.hashing import sha256_file
+from holistic_dagster.records import sha256_file
 
 
 class TransformersClassifier:

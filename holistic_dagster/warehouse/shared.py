@@ -48,7 +48,7 @@ import pandas as pd
 from fsspec.implementations.local import LocalFileSystem
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.hashing import sha256_json
+from holistic_dagster.records import sha256_json
 from holistic_dagster.warehouse import (
     OUT_OF_REACH,
     SANDBOX,

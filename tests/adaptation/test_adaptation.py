@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from holistic_dagster.adaptation import NULL_PROMPT, TokenBudget, adapter_as_asked, build_requests
-from holistic_dagster.catalog import AdapterSpec
+from holistic_dagster.adaptation.adapter import TokenBudget, adapter_as_asked, build_requests
+from holistic_dagster.adaptation.examples import select_examples
+from holistic_dagster.adaptation.methods.multiple_choice_separate import NULL_PROMPT
+from holistic_dagster.adaptation.spec import AdapterSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Instance, Reference, SourceFile
-from holistic_dagster.scenarios.sampling import select_examples
 from tests.conftest import write
 
 SRC = SourceFile("test://", "0", "test")

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from holistic_dagster.adaptation import TokenBudget, adapter_as_asked, build_requests
+from holistic_dagster.adaptation.adapter import TokenBudget, adapter_as_asked, build_requests
+from holistic_dagster.adaptation.examples import helm_examples, source_order
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.records import Instance, Reference, SourceFile
 from holistic_dagster.scenarios import load_instances, sample_instances
-from holistic_dagster.scenarios.sampling import helm_eval_indices, helm_examples, source_order
+from holistic_dagster.scenarios.sampling import helm_eval_indices
 from holistic_dagster.settings import REPO_ROOT
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "helm_parity.json").read_text())

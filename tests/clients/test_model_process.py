@@ -11,8 +11,7 @@ import pytest
 from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients.model_process import ModelProcessClient, ModelProcessError
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.hashing import request_id
-from holistic_dagster.records import Request
+from holistic_dagster.records import Request, request_id
 from tests.conftest import model_spec
 
 pytestmark = pytest.mark.slow  # each client spawns a process that imports torch and transformers

@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from holistic_dagster.hashing import request_id
-from holistic_dagster.records import Request
+from holistic_dagster.records import Request, request_id
 
 
 def _score_request(prompt: str, continuation: str) -> Request:
@@ -122,7 +121,7 @@ def test_describe_records_backend_revision_and_versions(untrained_client):
     ],
 )
 def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned_client, catalog, scenario, method):
-    from holistic_dagster.adaptation import TokenBudget, build_requests
+    from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
     from holistic_dagster.catalog import SuiteScenario
     from holistic_dagster.scenarios import load_instances, sample_instances
 
@@ -177,7 +176,7 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
     """Greedy generation runs each subset's shared few-shot block once and continues every question from its
     key/value cache, in batches whose prompts are padded between the block and the question. The answers
     must be what full forward passes over each whole prompt give: same tokens, log-probabilities within 1e-4."""
-    from holistic_dagster.adaptation import TokenBudget, build_requests
+    from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
     from holistic_dagster.catalog import SuiteScenario
     from holistic_dagster.clients.transformers_client import _clusters_by_prefix
     from holistic_dagster.scenarios import load_instances, sample_instances

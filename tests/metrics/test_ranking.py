@@ -11,15 +11,9 @@ import math
 
 import pytest
 
+from holistic_dagster.adaptation.methods.ranking_binary import binary_ranking_key, model_order
 from holistic_dagster.metrics import METRICS, SCORERS
-from holistic_dagster.metrics.ranking import (
-    binary_ranking_key,
-    first_stage_order,
-    model_order,
-    ndcg,
-    ranking,
-    reciprocal_rank,
-)
+from holistic_dagster.metrics.ranking import first_stage_order, ndcg, ranking, reciprocal_rank
 from holistic_dagster.metrics.scoring import Prediction, ScoringInput
 from holistic_dagster.records import Completion, Instance, Reference, Request, SourceFile
 

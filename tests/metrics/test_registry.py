@@ -7,7 +7,6 @@ import math
 import pandas as pd
 import pytest
 
-from holistic_dagster import metrics
 from holistic_dagster.catalog import Catalog
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.metrics import (
@@ -19,6 +18,7 @@ from holistic_dagster.metrics import (
     metric,
     per_instance_metrics,
     reference_metric,
+    registry,
     scorer,
     scorers,
 )
@@ -29,11 +29,13 @@ from tests.helpers import edit_file
 
 
 @pytest.fixture
-def scratch_registry(monkeypatch):
+def scratch_registry():
     """Registrations made in a test are dropped afterwards."""
-    scorers()  # load the real declarations first
-    monkeypatch.setattr(metrics, "METRICS", dict(metrics.METRICS))
-    monkeypatch.setattr(metrics, "SCORERS", dict(metrics.SCORERS))
+    saved = dict(registry.METRICS), dict(registry.SCORERS)
+    yield
+    for table, before in zip((registry.METRICS, registry.SCORERS), saved):
+        table.clear()
+        table.update(before)
 
 
 def test_every_metric_a_scorer_writes_is_declared_once_with_a_family():

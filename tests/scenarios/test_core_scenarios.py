@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from holistic_dagster.adaptation import TokenBudget, build_requests
+from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
 from holistic_dagster.catalog import SuiteScenario
 from holistic_dagster.errors import DataFormatError, DataUnavailableError
 from holistic_dagster.scenarios import load_instances, sample_instances

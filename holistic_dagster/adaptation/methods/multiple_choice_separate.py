@@ -1,0 +1,81 @@
+"""The separate multiple-choice methods: each choice is scored separately as a continuation of the prompt.
+
+- multiple_choice_separate_original: the choice with the highest total log-probability wins.
+- multiple_choice_separate_calibrated: as original, but each choice's log-probability is divided by its probability
+  after the null prompt "Answer:" (log p(c | prompt) - log p(c | "Answer:")).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from holistic_dagster.adaptation.methods.base import AdapterMethod, Prediction
+from holistic_dagster.records import Completion, Instance, Request
+
+if TYPE_CHECKING:
+    from holistic_dagster.adaptation.adapter import Adapter
+
+NULL_PROMPT = "Answer:"  # HELM's calibration context for multiple_choice_separate_calibrated
+# HELM's get_multiple_choice_separate_adapter_spec: our continuation " <choice>" supplies its output_prefix " "
+HELM_SEPARATE_LAYOUT = {
+    "instructions": "",
+    "input_prefix": "",
+    "input_suffix": "",
+    "output_prefix": "",
+    "output_suffix": "",
+    "max_train_instances": 0,
+}
+
+
+class MultipleChoiceSeparateOriginal(AdapterMethod):
+    name = "multiple_choice_separate_original"
+    scores_continuations = True
+    helm_layout = HELM_SEPARATE_LAYOUT
+    calibrated = False
+
+    def max_tokens(self, spec) -> int:
+        return 0
+
+    def prime_texts(self, tests: Sequence[Instance]) -> list[str]:
+        return [" " + r.output for t in tests for r in t.references]  # each choice's length is counted too
+
+    def requests(self, adapter: Adapter, instance: Instance, train: list[Instance]) -> list[Request]:
+        # one scoring request per choice (plus the null-context ones when calibrated)
+        longest = max(adapter.budget.count_tokens(" " + r.output) for r in instance.references)
+        prompt, k, truncated = adapter.fit(instance, train, reserve=longest)
+        out = [
+            adapter.request(instance, "score", prompt, " " + r.output, k, truncated, choice=i)
+            for i, r in enumerate(instance.references)
+        ]
+        if self.calibrated:
+            out += [
+                adapter.request(instance, "score", NULL_PROMPT, " " + r.output, 0, False, choice=i, null=True)
+                for i, r in enumerate(instance.references)
+            ]
+        return out
+
+    def predict(
+        self, instance: Instance, requests: Sequence[Request], completions: Mapping[str, Completion]
+    ) -> Prediction:
+        choices = sorted((r for r in requests if not r.is_null_context), key=lambda r: r.choice_index)
+        scores = [completions[r.request_id].logprob for r in choices]
+        if self.calibrated:
+            null = {r.choice_index: completions[r.request_id].logprob for r in requests if r.is_null_context}
+            scores = [s - null[r.choice_index] for s, r in zip(scores, choices)]
+        best = int(np.argmax(scores))
+        return instance.references[best].output, _softmax_prob(scores, best), choices[best]
+
+
+class MultipleChoiceSeparateCalibrated(MultipleChoiceSeparateOriginal):
+    name = "multiple_choice_separate_calibrated"
+    calibrated = True
+
+
+def _softmax_prob(scores: list[float], index: int) -> float:
+    top = max(scores)
+    weights = [math.exp(s - top) for s in scores]
+    return weights[index] / sum(weights)

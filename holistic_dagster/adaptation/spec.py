@@ -1,0 +1,38 @@
+"""How to ask: HELM's adapter spec (the method and its decoding and prompt layout, the layout in a Jinja2 template),
+and how closely a suite follows HELM's conventions where they are conventions rather than data."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from holistic_dagster.adaptation.methods import ADAPTER_METHODS, adapter_method
+from holistic_dagster.records import Strict
+
+# How closely a suite follows HELM 0.5.16 where HELM's behaviour is a convention rather than the data. helm: HELM's
+# own draws of evaluated instances and in-context examples (scenarios.sampling, adaptation.examples) and its
+# separate multiple-choice layout (adaptation.adapter.adapter_as_asked), so a run compares with a HELM run instance
+# by instance; legacy: this project's draws and layouts before suite v5, kept so that the versions that used them
+# reproduce their draws.
+CONVENTIONS = ("helm", "legacy")
+
+
+class AdapterSpec(Strict):
+    """How to ask: HELM's adapter spec, with the prompt layout in a Jinja2 template."""
+
+    method: Literal[ADAPTER_METHODS]  # type: ignore[valid-type]
+    template: str | None = None  # file in templates/; default: the method's (adaptation.methods)
+    instructions: str = ""  # itself a template over the instance's subset
+    input_prefix: str = ""
+    input_suffix: str = "\n"
+    output_prefix: str = "Answer: "
+    output_suffix: str = "\n"
+    max_train_instances: int = Field(0, ge=0)
+    max_tokens: int = Field(1, ge=0)
+    temperature: float = Field(0.0, ge=0.0)
+    stop_sequences: tuple[str, ...] = ("\n",)
+
+    @property
+    def template_file(self) -> str:
+        return self.template or adapter_method(self.method).template
