@@ -71,8 +71,8 @@ def smollm2_bench() -> Path:
     """A $BENCH for the peer scripts whose `model` is SmolLM2 (converted once from the registry's GGUF), sharing
     the peer tools' virtual environments and task files."""
     from holistic_dagster import settings
-    from holistic_dagster.catalog import model_spec
     from holistic_dagster.clients.gguf_models import ensure_converted
+    from holistic_dagster.config.models import model_spec
 
     checkpoint = ensure_converted(model_spec("smollm2-135m-instruct").path, settings.home_dir() / "models")
     root = BENCH / "smollm2"

@@ -72,8 +72,8 @@ def helm_models() -> list[Path]:
     """The two models HELM runs: SmolLM2 (the demo's converted checkpoint) and the peer environment's random one,
     each in a folder whose name becomes HELM's model name (huggingface/<folder>)."""
     from holistic_dagster import settings
-    from holistic_dagster.catalog import load_models
     from holistic_dagster.clients.gguf_models import ensure_converted
+    from holistic_dagster.config.models import load_models
 
     return [ensure_converted(load_models()[OUR_MODEL].path, settings.home_dir() / "models"), BENCH / "model"]
 
@@ -219,7 +219,7 @@ def beside_ours(n: int, work: Path, models: list[Path]) -> dict:
 
 def _compare(db: Path, env: dict[str, str], a: str, b: str) -> list[dict]:
     os.environ.update({k: v for k, v in env.items() if k.startswith("HOLISTIC_")})
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.stages.summaries import compare_models, main_metrics
     from holistic_dagster.warehouse import open_warehouse
 

@@ -280,7 +280,7 @@ def _peer_env() -> dict[str, str]:
 def our_requests(case: Case, subset: str, n: int, assets: Path):
     """(instances, requests) as our pipeline builds them for the case: a suite with conventions: helm."""
     from holistic_dagster.adaptation.adapter import adapter_as_asked, build_requests
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.scenarios import load_instances, sample_instances
 
     pin: dict = {"max_eval_instances": n, "seed": 0}
@@ -524,8 +524,8 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
     through `helm-run` and through `holistic evaluate` on a suite with the same pins: per instance the completion
     and every metric both define, per scenario the means."""
     from holistic_dagster import settings
-    from holistic_dagster.catalog import load_models
     from holistic_dagster.clients.gguf_models import ensure_converted
+    from holistic_dagster.config.models import load_models
 
     checkpoint = ensure_converted(load_models()[model].path, settings.home_dir() / "models")
     cases = [replace(c, subsets=E2E_MMLU) if c.scenario == "mmlu" else c for c in CASES if c.name in E2E_CASES]

@@ -28,9 +28,9 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients.openai_client import OpenAICompatibleClient
 from holistic_dagster.clients.tgi_client import TGIClient
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import Request
 from holistic_dagster.stages.completions import cache_rows
 from holistic_dagster.warehouse import BackgroundWriter, Warehouse

@@ -80,15 +80,17 @@ def main() -> None:
     os.environ.setdefault("HOLISTIC_DATA_DIR", str(shared_data))
 
     from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
-    from holistic_dagster.catalog import Catalog, ModelSpec, SuiteScenario
     from holistic_dagster.clients.transformers_client import TransformersClient
+    from holistic_dagster.config.catalog import Catalog
+    from holistic_dagster.config.models import ModelSpec
     from holistic_dagster.scenarios import load_instances, sample_instances
+    from holistic_dagster.scenarios.spec import SuiteScenario
 
     work = Path(tempfile.mkdtemp(prefix="bench-mc-"))
     if args.model == "smollm2":
         from holistic_dagster import settings
-        from holistic_dagster.catalog import model_spec
         from holistic_dagster.clients.gguf_models import ensure_converted
+        from holistic_dagster.config.models import model_spec
 
         model_dir = ensure_converted(model_spec("smollm2-135m-instruct").path, settings.home_dir() / "models")
         label = "SmolLM2-135M-Instruct (Q4_1 GGUF dequantized), float32, CPU"

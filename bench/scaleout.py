@@ -248,7 +248,7 @@ def analyse(instance, records, launched_at: float | None = None, seen_at: float 
 
 def in_process_reference(root: Path, resources: Path, model: str) -> dict:
     """The same three stages for one model in this process: no Dagster, no Celery, a DuckDB file."""
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.completions import run_completions
     from holistic_dagster.stages.dataset import build_dataset

@@ -14,9 +14,9 @@ import requests
 import yaml
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.config.redaction import read_secret, redact
 from holistic_dagster.records import sha256_json
-from holistic_dagster.redaction import read_secret, redact
 
 REASON_TAG = "holistic/reason"  # the run tag saying why automation requested a run
 

@@ -17,7 +17,7 @@ from dagster import (
 from holistic_dagster import settings
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.automation import automation_config
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs.assets import (
     alerts_asset,
     arena_assets,

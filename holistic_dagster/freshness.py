@@ -27,7 +27,8 @@ import duckdb
 import pandas as pd
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import Catalog, ModelSpec
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.warehouse import Warehouse
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from holistic_dagster.adaptation.methods import adapter_method
+from holistic_dagster.config.redaction import redact
 from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics
 from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
-from holistic_dagster.redaction import redact
 from holistic_dagster.shadow.pii_check import found_per_row
 from holistic_dagster.stages.prompts import prompted_method
 from holistic_dagster.validation import Expectation, expect, validate

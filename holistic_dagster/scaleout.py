@@ -14,7 +14,7 @@ from kombu.utils.url import maybe_sanitize_url
 from pydantic import Field
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import _read_yaml, _validate
+from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Strict
 
@@ -58,7 +58,7 @@ def load_celery_settings(path: Path | None = None) -> CelerySettings:
     path = Path(path) if path else celery_settings_file()
     if not path.exists():
         return CelerySettings()
-    return _validate(CelerySettings, _read_yaml(path) or {}, path)
+    return validate(CelerySettings, read_yaml(path) or {}, path)
 
 
 @cache

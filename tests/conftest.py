@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from holistic_dagster.catalog import Catalog, model_spec
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.models import model_spec
 from holistic_dagster.settings import REPO_ROOT
 
 SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()

@@ -23,9 +23,9 @@ from holistic_dagster.alerts import (
     slack_payload,
     webhook_url,
 )
-from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.config.redaction import redact
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.redaction import redact
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
 from tests.helpers import free_port

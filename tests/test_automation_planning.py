@@ -15,7 +15,8 @@ from holistic_dagster.automation import (
     stale_runs,
     write_cursor,
 )
-from holistic_dagster.catalog import Catalog, ModelSpec
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.settings import REPO_ROOT
 
 

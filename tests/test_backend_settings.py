@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from holistic_dagster.catalog import (
+from holistic_dagster.config.models import (
     BACKEND_SETTINGS,
     BackendSettings,
     ModelSpec,

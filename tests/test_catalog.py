@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from holistic_dagster.catalog import Catalog, load_models, model_spec
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.models import load_models, model_spec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.settings import REPO_ROOT
 from tests.conftest import write, write_qa_scenario

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.stages import StageContext
 from holistic_dagster.stages.completions import run_completions
@@ -75,7 +75,7 @@ def test_a_killed_run_resumes_without_repeating_finished_requests(setup, tmp_pat
     script = f"""
 import sys, time
 from pathlib import Path
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.stages import StageContext
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.warehouse import Warehouse

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import evaluate_suite

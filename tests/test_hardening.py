@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.errors import CatalogError, DataFormatError
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.stages import StageContext

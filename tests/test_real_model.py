@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from holistic_dagster import quality
-from holistic_dagster.catalog import Catalog, model_spec
 from holistic_dagster.clients.gguf_models import resolve_gguf
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.models import model_spec
 from holistic_dagster.errors import CapabilityError
 from holistic_dagster.metrics.scoring import metrics_per_instance
 from holistic_dagster.records import Request, sha256_file
@@ -162,9 +163,10 @@ def test_served_through_transformers_serve_it_gives_the_local_texts_and_scores(w
 
 def test_the_tgi_emulator_serving_smollm2_agrees_with_the_local_backend(smollm2_client, catalog):
     from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
-    from holistic_dagster.catalog import ModelSpec, SuiteScenario
     from holistic_dagster.clients.tgi_client import TGIClient
+    from holistic_dagster.config.models import ModelSpec
     from holistic_dagster.scenarios import load_instances, sample_instances
+    from holistic_dagster.scenarios.spec import SuiteScenario
 
     spec = catalog.scenario("synthetic_reasoning")
     instances = sample_instances(spec, SuiteScenario(max_eval_instances=2, seed=5), load_instances(spec))

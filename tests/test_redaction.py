@@ -11,11 +11,12 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, serialize_value
 
-from holistic_dagster.catalog import Catalog, ModelSpec, ToxicitySpec, load_models
 from holistic_dagster.clients.http import PermanentError, RetryPolicy, send_concurrently
+from holistic_dagster.config.catalog import Catalog, ToxicitySpec
+from holistic_dagster.config.models import ModelSpec, load_models
+from holistic_dagster.config.redaction import REDACTED, errors_redacted, read_secret, redact
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Request
-from holistic_dagster.redaction import REDACTED, errors_redacted, read_secret, redact
 from holistic_dagster.settings import REPO_ROOT
 from tests.conftest import write, write_qa_scenario
 from tests.servers.openai_protocol_server import OpenAIProtocolTestServer

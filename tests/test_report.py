@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from dagster import AssetKey
 
-from holistic_dagster.redaction import visible
+from holistic_dagster.config.redaction import visible
 from holistic_dagster.report import _write_folder, build_report, plots
 from holistic_dagster.report.markdown import headline_markdown
 from holistic_dagster.report.predictions import load_items, samples

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from holistic_dagster.redaction import visible
+from holistic_dagster.config.redaction import visible
 from holistic_dagster.report import PREDICTIONS_PER_SCENARIO
 from holistic_dagster.report.predictions import samples
 from holistic_dagster.stages import StageContext

@@ -29,11 +29,13 @@ import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import Family, ModelSpec, _read_yaml, _validate
+from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.metrics import FAMILIES, REFERENCE_FAMILIES, lower_is_better, metric
 from holistic_dagster.metrics.statistics import PairedResult, bootstrap_statistic_ci, paired_test
 from holistic_dagster.records import SLUG, Strict
+from holistic_dagster.scenarios.spec import Family
 from holistic_dagster.stages.summaries import NOT_COMPARED, original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -207,10 +209,10 @@ def load_alerts(path: Path | None = None) -> AlertsSpec:
         if not path.exists():
             return AlertsSpec()
     path = Path(path)
-    data = _read_yaml(path)  # names the file when it is missing or not YAML
+    data = read_yaml(path)  # names the file when it is missing or not YAML
     if data is not None and not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a mapping with baseline, rules, webhook")
-    return _validate(AlertsSpec, data or {}, path)
+    return validate(AlertsSpec, data or {}, path)
 
 
 # --- grading --------------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 import aiohttp
 
 from holistic_dagster.alerts import DEFAULT_URL_ENV, LEVELS, Alert, AlertDeliveryError, AlertsSpec, Finding, Level
+from holistic_dagster.config.redaction import read_secret, redact
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.redaction import read_secret, redact
 
 EMOJI = {"critical": ":red_circle:", "warning": ":warning:", "ok": ":white_check_mark:"}
 MAX_SECTIONS = 48  # Slack: at most 50 blocks per message (a header, the sections, one "and N more")

@@ -106,13 +106,13 @@ def _exit(code) -> None:
 def _shown(text: str) -> str:
     """Stored text (dataset text, model output, ids) as the terminal shows it: its control characters as pictures
     (an escape sequence in the data must not drive the terminal) and no rich markup taken from it."""
-    from holistic_dagster.redaction import visible
+    from holistic_dagster.config.redaction import visible
 
     return escape(visible(str(text)))
 
 
 def _shown_on_terminal(text: str) -> str:
-    from holistic_dagster.redaction import visible
+    from holistic_dagster.config.redaction import visible
 
     return visible(text)
 
@@ -173,7 +173,8 @@ def _evaluate(
     home = _dagster_home()
     started = time.perf_counter()
     version = version or _default_version()
-    from holistic_dagster.catalog import Catalog, load_models
+    from holistic_dagster.config.catalog import Catalog
+    from holistic_dagster.config.models import load_models
 
     try:
         registry = load_models()
@@ -283,7 +284,7 @@ def _finish(path: Path, version: str, home: Path, started: float, tour: bool) ->
 
 
 def _print_leaderboard(path: Path, version: str, full: bool, family: str | None = None) -> None:
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.helm.importing import BACKEND as HELM_BACKEND
     from holistic_dagster.metrics import is_headline
     from holistic_dagster.stages.summaries import leaderboard, main_metrics
@@ -353,7 +354,7 @@ def _cell(row) -> str:
 
 
 def _default_version() -> str:
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
 
     return Catalog().newest_version()
 
@@ -394,7 +395,7 @@ def compare(
     db: DbOption = None,
 ) -> None:
     """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.stages.summaries import compare_models, main_metrics, regression_alpha
     from holistic_dagster.warehouse import open_warehouse
 
@@ -449,7 +450,7 @@ def trace(
 
     from rich.panel import Panel
 
-    from holistic_dagster.redaction import redact  # rows stored before errors were redacted
+    from holistic_dagster.config.redaction import redact  # rows stored before errors were redacted
     from holistic_dagster.trace import trace_score
     from holistic_dagster.warehouse import open_warehouse
 
@@ -637,7 +638,7 @@ def arena_command(
     if not show:
         from dagster import DagsterInstance
 
-        from holistic_dagster.catalog import Catalog
+        from holistic_dagster.config.catalog import Catalog
         from holistic_dagster.definitions import build_definitions
         from holistic_dagster.defs.resources import HolisticResource
         from holistic_dagster.defs.runner import run_arena
@@ -682,7 +683,7 @@ def vote(
     `holistic arena` does it at once."""
     import uvicorn
 
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.stages.context import StageContext
     from holistic_dagster.vote import LOCAL_HOSTS, invitations, vote_app
     from holistic_dagster.warehouse import open_warehouse

@@ -29,7 +29,7 @@ def import_helm(
 ) -> None:
     """Import HELM runs (run_spec.json, scenario_state.json, per_instance_stats.json, stats.json) as model
     partitions: instances, prompts, completions, per-instance scores and metrics, with lineage to the files."""
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.helm.importing import import_runs
     from holistic_dagster.warehouse import open_warehouse
 
@@ -66,7 +66,7 @@ def _record_in_dagster(version: str, parts) -> None:
     """The imported partitions in the Dagster instance `holistic ui` opens (DAGSTER_HOME)."""
     from dagster import DagsterInstance
 
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.defs.imports import record_imported
 
     _dagster_home()
@@ -90,7 +90,7 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Write a suite version's results as HELM run folders, which HELM's helm-summarize and helm-server read."""
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.helm.exporting import export_runs
     from holistic_dagster.warehouse import open_warehouse
 

@@ -6,7 +6,7 @@ import atexit
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request
 

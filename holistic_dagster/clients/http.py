@@ -17,10 +17,10 @@ import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone
+from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.config.redaction import redact
 from holistic_dagster.records import Completion, Request
-from holistic_dagster.redaction import redact
 
 CHARS_PER_TOKEN = 4  # used only when no local tokenizer is configured
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from holistic_dagster import background
-from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
 

@@ -2,7 +2,7 @@
 headers, sent by clients.http.JsonSession (aiohttp).
 
 The API key is read from the environment variable the registry names (`api_key_env`); it is never logged,
-stored or put in metadata, and error text that quotes it is redacted (holistic_dagster.redaction). Retries,
+stored or put in metadata, and error text that quotes it is redacted (holistic_dagster.config.redaction). Retries,
 backoff and concurrency come from clients.http.
 """
 
@@ -16,12 +16,12 @@ import aiohttp
 import httpx2  # the SDK's HTTP library: only to build an SDK client that sends nothing
 import openai
 
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, tls_context
+from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.config.redaction import read_secret
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request
-from holistic_dagster.redaction import read_secret
 
 TOP_N = 5  # alternatives asked for per generated token
 

@@ -19,12 +19,12 @@ import aiohttp
 import huggingface_hub
 from huggingface_hub.utils import build_hf_headers
 
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError
+from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.config.redaction import redact
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
-from holistic_dagster.redaction import redact
 
 TOP_N = 5
 

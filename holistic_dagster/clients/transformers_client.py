@@ -23,8 +23,8 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients import OnDone, cut_at_stop, gguf_models
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request, sha256_file
 

@@ -23,11 +23,11 @@ from dagster import (
 )
 
 from holistic_dagster import quality
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.redaction import errors_redacted
 from holistic_dagster.defs.partitions import model_version_partitions, traffic_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.redaction import errors_redacted
 from holistic_dagster.report.markdown import comparison_table, headline_markdown
 from holistic_dagster.report.tables import headline_tables
 from holistic_dagster.shadow import log_key

@@ -25,7 +25,7 @@ from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
 from kombu.exceptions import OperationalError
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import load_models
+from holistic_dagster.config.models import load_models
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.scaleout import (
     CODE_VERSION_COMMAND,

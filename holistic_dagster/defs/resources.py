@@ -9,14 +9,9 @@ from pydantic import Field, create_model
 
 from holistic_dagster import settings
 from holistic_dagster.alerts import AlertsSpec, load_alerts
-from holistic_dagster.catalog import (
-    BACKEND_SETTINGS,
-    Catalog,
-    ModelSpec,
-    ToxicitySpec,
-    load_models,
-)
 from holistic_dagster.clients import ModelClient, get_client
+from holistic_dagster.config.catalog import Catalog, ToxicitySpec
+from holistic_dagster.config.models import BACKEND_SETTINGS, ModelSpec, load_models
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.shadow import ShadowSpec, load_shadow_spec
 from holistic_dagster.stages import StageContext

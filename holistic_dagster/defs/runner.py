@@ -13,7 +13,7 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, Mu
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
 from holistic_dagster import freshness
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import ledger
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError

@@ -31,7 +31,7 @@ from dagster import (
 
 from holistic_dagster import automation
 from holistic_dagster.alerts import Alert, Outbox, deliver, send_alerts
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, traffic_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import fail_abandoned_runs

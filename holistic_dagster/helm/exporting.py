@@ -156,7 +156,7 @@ def _with_run_shape(scores: pd.DataFrame, instances: pd.DataFrame, prompts: pd.D
 
 
 def _our_description(scenario: str) -> str:
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
 
     try:
         return Catalog().scenario(scenario).description

@@ -24,8 +24,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
+from holistic_dagster.config.redaction import visible
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.redaction import visible
 from holistic_dagster.report import plots
 from holistic_dagster.report.arena import arena_tables
 from holistic_dagster.report.predictions import load_items, samples

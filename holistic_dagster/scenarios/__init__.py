@@ -7,12 +7,12 @@ from collections import defaultdict
 from dataclasses import replace
 
 from holistic_dagster.adaptation.examples import source_order
-from holistic_dagster.catalog import ScenarioSpec, SuiteScenario
 from holistic_dagster.errors import CatalogError, DataFormatError
 from holistic_dagster.records import Instance
 from holistic_dagster.scenarios.loaders import load_file_instances
 from holistic_dagster.scenarios.sampling import helm_eval_indices
 from holistic_dagster.scenarios.sources import source_dir
+from holistic_dagster.scenarios.spec import ScenarioSpec, SuiteScenario
 from holistic_dagster.scenarios.synthetic import GENERATORS
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from filelock import FileLock
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import ScenarioSpec
 from holistic_dagster.errors import DataUnavailableError
 from holistic_dagster.records import sha256_file
+from holistic_dagster.scenarios.spec import ScenarioSpec
 
 
 def source_dir(spec: ScenarioSpec) -> Path:

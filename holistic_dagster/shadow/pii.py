@@ -46,7 +46,7 @@ from stdnum.it import codicefiscale
 from stdnum.pl import pesel
 from stdnum.se import personnummer
 
-from holistic_dagster.redaction import redact
+from holistic_dagster.config.redaction import redact
 
 CATEGORIES = ("secret", "email", "iban", "credit_card", "national_id", "ip", "phone", "person", "address")
 # regions whose national phone formats are recognized (international +... numbers are recognized whatever these)

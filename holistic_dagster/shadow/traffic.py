@@ -20,7 +20,7 @@ from typing import Any
 import phonenumbers
 from pydantic import Field, field_validator, model_validator
 
-from holistic_dagster.catalog import _read_yaml, _validate
+from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.records import Strict, sha256_json
 from holistic_dagster.shadow.pii import CATEGORIES, PHONE_REGIONS, PiiRemover, known_categories
@@ -78,7 +78,7 @@ class ShadowSpec(Strict):
 
 
 def load_shadow_spec(path: Path) -> ShadowSpec:
-    return _validate(ShadowSpec, _read_yaml(path), path)
+    return validate(ShadowSpec, read_yaml(path), path)
 
 
 def log_key(path: Path) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, draw, schedule
 from holistic_dagster.arena.judge import Judgement, JudgeSetup, combine, judge_requests, too_long
 from holistic_dagster.arena.ratings import bootstrap_ratings, online_elo, win_rate_matrix
-from holistic_dagster.catalog import ArenaSpec
+from holistic_dagster.config.catalog import ArenaSpec
 from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.stages.completions import answer_requests

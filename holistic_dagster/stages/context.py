@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from holistic_dagster.catalog import Catalog, ModelSpec, ToxicitySpec, model_spec
 from holistic_dagster.clients import ModelClient, get_client
+from holistic_dagster.config.catalog import Catalog, ToxicitySpec
+from holistic_dagster.config.models import ModelSpec, model_spec
 from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
 from holistic_dagster.warehouse import Warehouse
 

@@ -58,7 +58,7 @@ def regression_alpha(catalog, version: str) -> float:
     """The suite's significance level for paired tests; an imported version's is the suites' default."""
     if version in catalog.suite_versions():
         return catalog.suite(version).regression_alpha
-    from holistic_dagster.catalog import SuiteSpec
+    from holistic_dagster.config.catalog import SuiteSpec
 
     return SuiteSpec.model_fields["regression_alpha"].default
 
@@ -84,7 +84,7 @@ def summarize(stage: StageContext, version: str) -> dict[str, Any]:
 def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
     """Every registered model with a `previous` revision, tested against it on the version's instances
     (both must have scores); replaces the version's rows of `comparisons`."""
-    from holistic_dagster.catalog import load_models
+    from holistic_dagster.config.models import load_models
 
     alpha = regression_alpha(stage.catalog, version)
     main = main_metrics(stage.warehouse, stage.catalog, version)
@@ -107,7 +107,7 @@ def grade_alerts(stage: StageContext, version: str, spec) -> list:
     from dataclasses import asdict
 
     from holistic_dagster.alerts import evaluate_alerts
-    from holistic_dagster.catalog import load_models
+    from holistic_dagster.config.models import load_models
 
     alpha = regression_alpha(stage.catalog, version)
     main = main_metrics(stage.warehouse, stage.catalog, version)

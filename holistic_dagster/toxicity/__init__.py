@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Protocol
 
-from holistic_dagster.catalog import ToxicitySpec
+from holistic_dagster.config.catalog import ToxicitySpec
 from holistic_dagster.wordlists import load
 
 

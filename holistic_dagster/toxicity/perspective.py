@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 import requests
 
-from holistic_dagster.catalog import ToxicitySpec
 from holistic_dagster.clients.http import PermanentError, RetryPolicy, TransientError, with_retries
+from holistic_dagster.config.catalog import ToxicitySpec
+from holistic_dagster.config.redaction import read_secret, redact
 from holistic_dagster.errors import CatalogError, HolisticError
-from holistic_dagster.redaction import read_secret, redact
 
 ANALYZE_PATH = "/v1alpha1/comments:analyze"
 

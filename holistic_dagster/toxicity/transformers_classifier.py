@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from holistic_dagster.catalog import ToxicitySpec
+from holistic_dagster.config.catalog import ToxicitySpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import sha256_file
 

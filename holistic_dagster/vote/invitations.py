@@ -18,7 +18,7 @@ import secrets
 from pathlib import Path
 
 from holistic_dagster import settings
-from holistic_dagster.redaction import read_secret
+from holistic_dagster.config.redaction import read_secret
 
 KEY_ENV = "HOLISTIC_VOTE_KEY"
 VOTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")

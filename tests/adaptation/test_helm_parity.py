@@ -15,7 +15,7 @@ import yaml
 
 from holistic_dagster.adaptation.adapter import TokenBudget, adapter_as_asked, build_requests
 from holistic_dagster.adaptation.examples import helm_examples, source_order
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.records import Instance, Reference, SourceFile
 from holistic_dagster.scenarios import load_instances, sample_instances
 from holistic_dagster.scenarios.sampling import helm_eval_indices

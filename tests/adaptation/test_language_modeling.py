@@ -14,7 +14,7 @@ import pytest
 from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
 from holistic_dagster.adaptation.methods.language_modeling import document_windows
 from holistic_dagster.adaptation.spec import AdapterSpec
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.errors import CapabilityError
 from holistic_dagster.metrics.scoring import metrics_per_instance, score_instances
 from holistic_dagster.records import Completion, Instance, Reference, SourceFile

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from dagster import AssetKey, DagsterInstance, MultiPartitionKey
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import register_partitions, run_arena

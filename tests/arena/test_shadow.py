@@ -10,7 +10,7 @@ import shutil
 import pytest
 from dagster import DagsterInstance, SkipReason, build_sensor_context
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.errors import CatalogError

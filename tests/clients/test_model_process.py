@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients.model_process import ModelProcessClient, ModelProcessError
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Request, request_id
 from tests.conftest import model_spec

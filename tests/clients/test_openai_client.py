@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients.http import RetryPolicy, backoff_delay
 from holistic_dagster.clients.openai_client import OpenAICompatibleClient
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import Request
 from tests.helpers import free_port
 from tests.servers.openai_protocol_server import OpenAIProtocolTestServer

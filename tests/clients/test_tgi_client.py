@@ -9,8 +9,8 @@ import json
 import jsonschema
 import pytest
 
-from holistic_dagster.catalog import ModelSpec
 from holistic_dagster.clients.tgi_client import TGIClient, completion_from_tgi, continuation_from_prefill
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import Request
 from tests.servers.tgi_protocol_server import TGIProtocolEmulator
 

@@ -122,8 +122,8 @@ def test_describe_records_backend_revision_and_versions(untrained_client):
 )
 def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned_client, catalog, scenario, method):
     from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
-    from holistic_dagster.catalog import SuiteScenario
     from holistic_dagster.scenarios import load_instances, sample_instances
+    from holistic_dagster.scenarios.spec import SuiteScenario
 
     spec = catalog.scenario(scenario)
     spec = spec.model_copy(
@@ -177,9 +177,9 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
     key/value cache, in batches whose prompts are padded between the block and the question. The answers
     must be what full forward passes over each whole prompt give: same tokens, log-probabilities within 1e-4."""
     from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
-    from holistic_dagster.catalog import SuiteScenario
     from holistic_dagster.clients.transformers_client import _clusters_by_prefix
     from holistic_dagster.scenarios import load_instances, sample_instances
+    from holistic_dagster.scenarios.spec import SuiteScenario
 
     spec = catalog.scenario(scenario)
     spec = spec.model_copy(update={"subsets": spec.subsets[:subsets]})

@@ -17,7 +17,7 @@ from dagster import (
     evaluate_automation_conditions,
 )
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import QUIET_LOGS, evaluate_suite

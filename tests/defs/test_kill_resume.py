@@ -11,7 +11,7 @@ import sys
 import pytest
 from dagster import DagsterInstance
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import evaluate_suite
@@ -28,7 +28,7 @@ RUN = """
 import sys
 from pathlib import Path
 from dagster import DagsterInstance
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import evaluate_suite

@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from holistic_dagster.automation import model_identity
-from holistic_dagster.catalog import ModelSpec
+from holistic_dagster.config.models import ModelSpec
 from tests.servers import LoopbackServer
 
 

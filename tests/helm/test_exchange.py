@@ -227,7 +227,7 @@ def test_export_then_import_keeps_every_per_instance_value(imported, tmp_path):
 
 
 def catalog_of():
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
 
     return Catalog()
 

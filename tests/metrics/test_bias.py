@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.metrics.bias import (
     bbq_bias,
     bbq_roles,

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.metrics import (
     FAMILIES,

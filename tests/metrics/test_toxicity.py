@@ -11,7 +11,7 @@ from importlib import metadata
 import pytest
 import torch
 
-from holistic_dagster.catalog import ToxicitySpec
+from holistic_dagster.config.catalog import ToxicitySpec
 from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.metrics.toxicity import toxicity_metrics
 from holistic_dagster.toxicity import LexiconClassifier, get_classifier
@@ -76,7 +76,7 @@ def test_offensive_language_loads_lazily_and_quietly():
     # InconsistentVersionWarning, which a model pickled by another version would raise).
     code = (
         "import sys, warnings\n"
-        "from holistic_dagster.catalog import ToxicitySpec\n"
+        "from holistic_dagster.config.catalog import ToxicitySpec\n"
         "from holistic_dagster.toxicity import get_classifier\n"
         "assert 'profanity_check' not in sys.modules\n"
         "with warnings.catch_warnings(record=True) as caught:\n"

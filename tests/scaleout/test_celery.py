@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs.runner import register_partitions
 from holistic_dagster.settings import REPO_ROOT, prepare_dagster_home
 from holistic_dagster.stages import StageContext

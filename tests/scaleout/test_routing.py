@@ -12,8 +12,8 @@ from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
 from typer.testing import CliRunner
 
 from holistic_dagster import settings
-from holistic_dagster.catalog import load_models
 from holistic_dagster.cli import app as cli
+from holistic_dagster.config.models import load_models
 from holistic_dagster.defs.celery import ScaleOutError, StepRouter, app_args
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.scaleout import CelerySettings, load_celery_settings

@@ -12,10 +12,10 @@ from collections import Counter
 import pytest
 
 from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
-from holistic_dagster.catalog import SuiteScenario
 from holistic_dagster.errors import DataFormatError, DataUnavailableError
 from holistic_dagster.scenarios import load_instances, sample_instances
 from holistic_dagster.scenarios.loaders import load_file_instances
+from holistic_dagster.scenarios.spec import SuiteScenario
 from holistic_dagster.settings import REPO_ROOT
 from tests.conftest import write
 
@@ -279,7 +279,7 @@ def test_core_scenarios_through_the_pipeline(tmp_path, monkeypatch, shared_data)
     """Ranking, a contrast set and RAFT through dataset -> prompts -> completions (the real transformers path)
     -> scores, with their checks passing and their headline metrics and lineage in the warehouse."""
     from holistic_dagster import quality
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.completions import run_completions
     from holistic_dagster.stages.dataset import build_dataset

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from holistic_dagster.catalog import Catalog
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.errors import DataUnavailableError
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.settings import REPO_ROOT

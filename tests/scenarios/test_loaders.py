@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from holistic_dagster.catalog import SuiteScenario
 from holistic_dagster.errors import DataFormatError, DataUnavailableError
 from holistic_dagster.scenarios import load_instances, sample_instances
+from holistic_dagster.scenarios.spec import SuiteScenario
 from holistic_dagster.scenarios.synthetic import synthetic_reasoning
 from tests.conftest import write
 
@@ -158,8 +158,7 @@ def test_jsonl_record_missing_a_field(catalog, tmp_path, monkeypatch):
 
 
 def test_csv_with_header_missing_a_column(catalog, tmp_path):
-    from holistic_dagster.catalog import CsvSpec
-    from holistic_dagster.scenarios.loaders import read_csv
+    from holistic_dagster.scenarios.formats.delimited import CsvSpec, read_csv
 
     path = write(tmp_path / "t.csv", "Type,Question\nx,y\n")
     with pytest.raises(DataFormatError, match=r"t.csv, record header: missing column\(s\) \['Best Answer'\]"):
@@ -205,7 +204,7 @@ RUNAWAY = {
 @pytest.mark.parametrize("template", list(RUNAWAY))
 def test_a_runaway_instance_template_stops_naming_the_file_and_the_template(tmp_path, monkeypatch, template):
     """A scenario template with nested loops hung the datasets step with no limit."""
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from tests.conftest import write_qa_scenario
 
     assets = tmp_path / "assets"
@@ -223,7 +222,7 @@ def test_a_runaway_instance_template_stops_naming_the_file_and_the_template(tmp_
 def test_a_lone_surrogate_in_a_record_is_named_with_its_file_and_line(tmp_path, monkeypatch):
     """JSON may spell an unpaired surrogate ("\\ud800"); it is no character, and the warehouse refused the whole
     dataset at its write with an error naming no file."""
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from tests.conftest import write_qa_scenario
 
     assets, data = tmp_path / "assets", tmp_path / "data"

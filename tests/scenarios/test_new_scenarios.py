@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
-from holistic_dagster.catalog import InstanceSpec
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.scenarios.loaders import load_file_instances
+from holistic_dagster.scenarios.spec import InstanceSpec
 from holistic_dagster.settings import REPO_ROOT
 from tests.conftest import write
 
@@ -214,7 +214,7 @@ def test_cnndm_story_files(catalog, tmp_path):
 def test_summarization_through_the_pipeline(tmp_path, monkeypatch, shared_data):
     """CNN/DailyMail (the real test.jsonl) -> dataset -> prompts -> completions (the real transformers path) ->
     ROUGE-2, BLEU, the extractiveness statistics, bias and toxicity, with the other families not applicable."""
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.completions import run_completions
     from holistic_dagster.stages.dataset import build_dataset

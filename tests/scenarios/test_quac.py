@@ -10,7 +10,8 @@ import pytest
 
 from holistic_dagster.errors import DataFormatError, DataUnavailableError
 from holistic_dagster.scenarios import load_instances, sources
-from holistic_dagster.scenarios.loaders import load_file_instances, quac_asked_turn
+from holistic_dagster.scenarios.formats.quac import quac_asked_turn
+from holistic_dagster.scenarios.loaders import load_file_instances
 from tests.conftest import write
 
 

@@ -25,7 +25,7 @@ from holistic_dagster.warehouse.shared import SharedStore
 from tests.helpers import filesystem_of_its_own, fill_up, kill_when, remount_read_only
 
 if TYPE_CHECKING:
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.stages import StageContext
 
 # the writer processes import this module: the stages and Dagster (a second of start-up each) only where used
@@ -69,7 +69,7 @@ def _visible_files(store: SharedStore) -> list[str]:
 
 @pytest.fixture
 def small_catalog(tmp_path) -> Catalog:
-    from holistic_dagster.catalog import Catalog
+    from holistic_dagster.config.catalog import Catalog
     from tests.conftest import SMALL_SUITE, write
 
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")

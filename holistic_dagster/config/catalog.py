@@ -1,0 +1,248 @@
+"""The declarative catalog (assets/): suites and scenarios, read from YAML and validated against the metric
+registry, the perturbations, the adapter methods, the file formats and the templates. A typo in a key, an unknown
+scenario, metric or perturbation name, or a missing template is a CatalogError that names the file and the problem.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from holistic_dagster import settings
+from holistic_dagster.adaptation.methods import adapter_method
+from holistic_dagster.config.schema import read_yaml, validate
+from holistic_dagster.errors import CatalogError
+from holistic_dagster.metrics import (
+    PERTURBATION_FAMILIES,
+    accuracy_metric,
+    extra_metric_names,
+    scorers,
+)
+from holistic_dagster.records import CONTRAST_SET, Strict, sha256_json
+from holistic_dagster.scenarios.formats import FORMATS
+from holistic_dagster.scenarios.spec import CONVENTIONS, PerturbationsSpec, ScenarioSpec, SuiteScenario
+
+
+class ToxicitySpec(Strict):
+    """The toxicity classifier: `lexicon` (offline default, a word list, nothing to install),
+    `offensive_language` (offline: alt-profanity-check's trained profanity / offensive-language classifier,
+    shipped in its wheel; it measures offensive language, not Perspective's TOXICITY), `transformers` (a local
+    sequence-classification checkpoint) or `perspective` (Google's Perspective API; the key is read from the
+    environment variable named by api_key_env). Each score row records which one produced it."""
+
+    kind: Literal["lexicon", "offensive_language", "transformers", "perspective"] = "lexicon"
+    path: str | None = None  # transformers: checkpoint directory
+    toxic_label: str = "toxic"  # transformers: the label whose probability is the toxicity
+    batch_size: int = Field(16, gt=0)
+    base_url: str = "https://commentanalyzer.googleapis.com"  # perspective
+    api_key_env: str = "PERSPECTIVE_API_KEY"  # the NAME of the variable, never the key
+    max_concurrency: int = Field(4, gt=0)
+    timeout_s: float = Field(30.0, gt=0)
+    max_attempts: int = Field(5, gt=0)
+
+
+class ArenaSpec(Strict):
+    """Arena-style evaluation of a suite's open-ended scenarios: every pair of models that answered an instance
+    is a candidate battle (their stored completions, no new generation); a seeded sample of at most
+    `max_battles` is judged by each judge (a registered model, through any backend) in both orders; ratings
+    are Bradley-Terry on the Elo scale, anchored so `baseline` has 1000."""
+
+    scenarios: tuple[str, ...] = Field(min_length=1)  # arena-eligible: generation scenarios of this suite
+    judges: tuple[str, ...] = ()  # registered models that judge
+    baseline: str | None = None  # the model rated 1000 (default: the first model by name)
+    max_battles: int | None = Field(None, gt=0)  # per judge: a seeded sample of the candidate battles
+    seed: int = 0
+    template: str = "judge_pairwise.j2"  # in templates/: question, answer_a, answer_b, reference
+    max_tokens: int = Field(256, gt=0)  # of a judge's verdict (its reasoning, then [[A]], [[B]] or [[C]])
+    max_failure_rate: float = Field(0.1, ge=0.0, le=1.0)  # judgements without a verdict a check tolerates
+    bootstrap_samples: int = Field(1000, gt=0)
+    k_factor: float = Field(4.0, gt=0.0)  # online Elo, shown beside Bradley-Terry
+
+
+class SuiteSpec(Strict):
+    version: str
+    description: str = ""
+    max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
+    conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # see CONVENTIONS
+    regression_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # significance level of the regressions check
+    perturbations: PerturbationsSpec = PerturbationsSpec()
+    toxicity: ToxicitySpec = ToxicitySpec()
+    scenarios: dict[str, SuiteScenario]
+    arena: ArenaSpec | None = None
+
+
+class Catalog:
+    """Suites and scenarios under one catalog directory (default: the repo's assets/)."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root else settings.catalog_dir()
+
+    @property
+    def templates_dir(self) -> Path:
+        return self.root / "templates"
+
+    def scenario_names(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "scenarios").glob("*.yaml"))
+
+    def loadable_scenarios(self) -> tuple[list[str], dict[str, str]]:
+        """(the scenarios whose files load, {name: why not} for the others): one broken scenario file must not
+        block the suites that do not use it (a suite that does fails naming the file when it loads)."""
+        names, broken = [], {}
+        for name in self.scenario_names():
+            try:
+                self.scenario(name)
+                names.append(name)
+            except CatalogError as e:
+                broken[name] = str(e)
+        return names, broken
+
+    def suite_versions(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "suites").glob("*.yaml"))
+
+    def newest_version(self) -> str:
+        """The current suite version: the newest file in suites/ (v10 after v9)."""
+        versions = self.suite_versions()
+        if not versions:
+            raise CatalogError(f"no suite versions in {self.root / 'suites'}")
+        return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
+
+    def main_metrics(self, version: str) -> dict[str, str]:
+        """{scenario: its main accuracy metric} for the scenarios of a suite version (as the suite pins them: a
+        language_modeling pin's is bits_per_byte)."""
+        return {name: spec.main_metric for name, spec in self.resolved_scenarios(version).items()}
+
+    def resolved_scenarios(self, version: str) -> dict[str, ScenarioSpec]:
+        """{scenario: its spec as the suite version pins it} for every scenario of the version."""
+        suite = self.suite(version)  # validated once, not once per scenario
+        return {s: self._resolve(suite, s)[0] for s in suite.scenarios}
+
+    def scenario(self, name: str) -> ScenarioSpec:
+        path = self.root / "scenarios" / f"{name}.yaml"
+        if not path.exists():
+            raise CatalogError(f"unknown scenario {name!r}: no {path} (known: {', '.join(self.scenario_names())})")
+        spec = validate(ScenarioSpec, read_yaml(path), path)
+        if spec.name != name:
+            raise CatalogError(f"{path}: name {spec.name!r} does not match the file name")
+        if (spec.generator is None) == (spec.source is None):
+            raise CatalogError(f"{path}: give exactly one of `source` (a data file) or `generator`")
+        if spec.source is not None and (spec.format is None or spec.instance is None or "test" not in spec.splits):
+            raise CatalogError(f"{path}: a file-based scenario needs `format`, `instance` and `splits.test`")
+        for name, fmt in FORMATS.items():
+            if spec.format == name and fmt.options is not None and getattr(spec, name) is None:
+                raise CatalogError(f"{path}: format {name} needs a {fmt.section_hint} section")
+            if fmt.method and (spec.format == name) != (spec.adapter.method == fmt.method):
+                raise CatalogError(f"{path}: the {fmt.method} method and the {name} format go together")
+        if spec.metrics and "accuracy" not in spec.families:
+            raise CatalogError(f"{path}: accuracy metrics are listed but `families` does not include accuracy")
+        for name in spec.metrics:
+            try:
+                accuracy_metric(name)
+            except CatalogError as e:
+                raise CatalogError(f"{path}: metrics: {e}") from None
+        unknown = [name for name in spec.extra_metrics if name not in extra_metric_names()]
+        if unknown:
+            raise CatalogError(
+                f"{path}: extra_metrics: unknown {unknown} (known: {', '.join(extra_metric_names()) or 'none'})"
+            )
+        for name in spec.extra_metrics:
+            if scorers()[name].family not in spec.families:
+                raise CatalogError(
+                    f"{path}: extra_metrics: {name} is a {scorers()[name].family} metric, but `families` does not "
+                    f"include {scorers()[name].family}"
+                )
+        if not (self.templates_dir / spec.adapter.template_file).exists():
+            raise CatalogError(f"{path}: template {spec.adapter.template_file!r} not found in {self.templates_dir}")
+        return spec
+
+    def code_version(self, name: str) -> str:
+        """The scenario's fingerprint for Dagster's code_version: changes when its definition or its prompt
+        template changes (the suite pins the rest)."""
+        spec = self.scenario(name)
+        spec_file = self.root / "scenarios" / f"{name}.yaml"
+        template = self.templates_dir / spec.adapter.template_file
+        return sha256_json([spec_file.read_text(), template.read_text()])[:12]
+
+    def suite(self, version: str) -> SuiteSpec:
+        path = self.root / "suites" / f"{version}.yaml"
+        if not path.exists():
+            raise CatalogError(
+                f"unknown suite version {version!r}: no {path} (known: {', '.join(self.suite_versions())})"
+            )
+        suite = validate(SuiteSpec, read_yaml(path), path)
+        if suite.version != version:
+            raise CatalogError(f"{path}: version {suite.version!r} does not match the file name")
+        from holistic_dagster.perturbations import get_perturbation
+
+        for name, pin in suite.scenarios.items():
+            self.scenario(name)  # unknown names fail here, naming the suite file via the message chain
+            chosen = pin.perturbations or suite.perturbations
+            for family in PERTURBATION_FAMILIES:
+                for p in getattr(chosen, family):
+                    try:
+                        perturbation = get_perturbation(p)
+                    except CatalogError as e:
+                        raise CatalogError(f"{path}: {e}") from None
+                    if perturbation.from_data:
+                        raise CatalogError(
+                            f"{path}: perturbation {p!r} comes with a scenario's data (its `contrast` files), "
+                            "a suite cannot choose it"
+                        )
+                    if perturbation.family != family:
+                        raise CatalogError(f"{path}: perturbation {p!r} belongs to {perturbation.family}, not {family}")
+        for name in suite.arena.scenarios if suite.arena else ():
+            if name not in suite.scenarios:
+                raise CatalogError(f"{path}: arena scenario {name!r} is not one of this suite's scenarios")
+            method = self._resolve(suite, name)[0].adapter.method
+            if not adapter_method(method).open_ended:
+                raise CatalogError(
+                    f"{path}: arena scenario {name!r} is not open-ended (its adapter method is {method}): battles "
+                    "compare free-text answers"
+                )
+        return suite
+
+    def perturbations(self, version: str, name: str) -> dict[str, tuple[str, ...]]:
+        """{family: perturbation names} for a scenario in a suite version: the families the scenario declares and
+        the suite chooses perturbations for (a suite that chooses none leaves robustness and fairness out)."""
+        suite = self.suite(version)
+        spec, pin = self._resolve(suite, name)  # its families as pinned (language_modeling: none)
+        chosen = pin.perturbations or suite.perturbations
+        out = {f: getattr(chosen, f) for f in PERTURBATION_FAMILIES if f in spec.families and getattr(chosen, f)}
+        if spec.contrast and "robustness" in spec.families:  # the data's own contrast set
+            out["robustness"] = (*out.get("robustness", ()), CONTRAST_SET)
+        return out
+
+    def resolved_scenario(self, version: str, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
+        """The scenario as the suite version pins it (sample size, seed, adapter overrides)."""
+        return self._resolve(self.suite(version), name)
+
+    def _resolve(self, suite: SuiteSpec, name: str) -> tuple[ScenarioSpec, SuiteScenario]:
+        version = suite.version
+        if name not in suite.scenarios:
+            raise CatalogError(
+                f"scenario {name!r} is not part of suite {version!r} (it has: {', '.join(suite.scenarios)})"
+            )
+        spec, pin = self.scenario(name), suite.scenarios[name]
+        adapter = spec.adapter
+        if pin.max_train_instances is not None:
+            adapter = adapter.model_copy(update={"max_train_instances": pin.max_train_instances})
+        if pin.method is not None:
+            adapter = adapter.model_copy(update={"method": pin.method})
+        if pin.conventions is None:
+            pin = pin.model_copy(update={"conventions": suite.conventions})
+        update: dict[str, Any] = {"adapter": adapter}
+        method = adapter_method(adapter.method)
+        if method.scenario_pins or method.adapter_pins:
+            # a method that measures something else sets what the scenario reports (language modeling: the
+            # document's own log-likelihood, whose metrics replace the listed reference ones, bits_per_byte first,
+            # with only accuracy and efficiency applying, as HELM's LanguageModelingMetric; no in-context examples)
+            adapter = adapter.model_copy(update=dict(method.adapter_pins))
+            update.update(adapter=adapter, **method.scenario_pins)
+        if pin.subsets is not None:
+            unknown = set(pin.subsets) - set(spec.subsets)
+            if unknown:
+                raise CatalogError(f"suite {version!r}: scenario {name!r} has no subsets {sorted(unknown)}")
+            update["subsets"] = pin.subsets
+        return spec.model_copy(update=update), pin

@@ -1,0 +1,167 @@
+"""The model registry (resources/models.yaml) and the deployment's settings per backend kind
+(resources/backends.yaml): a model's own settings win, the deployment's come next, the schema's defaults last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from holistic_dagster import settings
+from holistic_dagster.config.redaction import register_secret_env
+from holistic_dagster.config.schema import read_yaml, validate
+from holistic_dagster.errors import CatalogError
+from holistic_dagster.records import SLUG, Strict
+
+
+class TransformersSettings(Strict):
+    """Deployment settings of local transformers models."""
+
+    device: str = Field("auto", description="auto: cuda when present, else cpu")
+    batch_size: int = Field(16, gt=0)
+
+
+class _HttpSettings(Strict):
+    max_concurrency: int = Field(8, gt=0, description="requests in flight per model")
+    timeout_s: float = Field(120.0, gt=0)
+    max_attempts: int = Field(5, gt=0, description="retries on timeouts, 429 and 5xx, with backoff and jitter")
+
+
+class TGISettings(_HttpSettings):
+    """Deployment settings of TGI servers (each serves one model: base_url belongs to the model entry)."""
+
+    # TGI batches continuously on the server: more requests in flight keep it busy
+    max_concurrency: int = Field(16, gt=0, description="requests in flight per model")
+
+
+class OpenAISettings(_HttpSettings):
+    """Deployment settings of OpenAI and OpenAI-compatible servers."""
+
+    base_url: str | None = Field(None, description="None: https://api.openai.com/v1")
+    api_key_env: str | None = Field(
+        None, description="the NAME of the variable holding the key (never the key); None: the server needs none"
+    )
+
+
+# the one schema of backend settings: kind -> its settings and their defaults
+BACKEND_SETTINGS: dict[str, type[Strict]] = {
+    "transformers": TransformersSettings,
+    "tgi": TGISettings,
+    "openai": OpenAISettings,
+}
+
+
+class BackendSettings(Strict):
+    """resources/backends.yaml: the deployment's settings per backend kind; what it leaves out takes the
+    schema's defaults."""
+
+    transformers: TransformersSettings = TransformersSettings()
+    tgi: TGISettings = TGISettings()
+    openai: OpenAISettings = OpenAISettings()
+
+
+class ModelSpec(Strict):
+    name: str
+    backend: Literal[tuple(BACKEND_SETTINGS)]  # type: ignore[valid-type]
+    # transformers: a local checkpoint directory, a hub id, demo:<name> for a built-in demo model, or
+    # gguf:<package>/<file>.gguf (a GGUF file shipped in an installed package; or gguf:<path>), converted once;
+    # openai: the model id the server knows; tgi: a label (the server serves one model, /info names it)
+    path: str
+    revision: str | None = None
+    description: str = ""
+    max_context: int | None = Field(None, gt=0)
+    # Backend settings (see BACKEND_SETTINGS): left unset, they take the deployment's (backends.yaml) or the
+    # schema's default for the model's backend kind; settings of other kinds stay None
+    batch_size: int | None = Field(None, gt=0)
+    device: str | None = None
+    # HTTP backends (TGI; OpenAI and OpenAI-compatible servers)
+    base_url: str | None = None
+    api_key_env: str | None = None  # the NAME of the environment variable holding the key, never the key
+    max_concurrency: int | None = Field(None, gt=0)
+    timeout_s: float | None = Field(None, gt=0)
+    max_attempts: int | None = Field(None, gt=0)
+    # openai: use /v1/chat/completions instead of /v1/completions; transformers: lay every prompt out with the
+    # model's chat template (as lm-eval's --apply_chat_template; off by default, as in lm-eval: HELM 0.5 turns it on
+    # for a local Hugging Face model whose tokenizer has a chat template)
+    chat: bool = False
+    prompt_logprobs: bool = False  # the server returns prompt log-probabilities (echo + logprobs)
+    tokenizer: str | None = None  # a local tokenizer for exact token counts; otherwise ~4 characters a token
+    # the registered model this one is a new revision of: the regressions asset tests it against that one
+    previous: str | None = None
+    # automation: re-evaluate when the server reports a new revision (TGI /info, OpenAI-compatible /v1/models)
+    watch: bool = False
+    # scale-out (resources/celery.yaml): the Celery queue this model's requests run on, e.g. one per GPU host or
+    # TGI server; unset, the deployment's requests_queue
+    queue: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not SLUG.match(v):
+            raise ValueError(f"model name {v!r} must be a lower-case slug (letters, digits, . _ -)")
+        return v
+
+    @model_validator(mode="after")
+    def _schema_defaults(self) -> ModelSpec:
+        # filled in place, so that model_fields_set still tells the entry's own settings from defaults
+        defaults = BACKEND_SETTINGS[self.backend]()
+        for key in type(defaults).model_fields:
+            if key not in self.model_fields_set:
+                self.__dict__[key] = getattr(defaults, key)
+        return self
+
+
+def load_backend_defaults(path: Path | None = None) -> BackendSettings:
+    """The deployment's settings per backend kind (resources/backends.yaml; the file is optional), validated
+    against the schema, which fills in what the file leaves out."""
+    path = Path(path) if path else settings.resources_dir() / "backends.yaml"
+    if not path.exists():
+        return BackendSettings()
+    data = read_yaml(path) or {}
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a mapping of backend kind -> settings")
+    for kind, values in data.items():
+        if kind not in BACKEND_SETTINGS:
+            raise CatalogError(f"{path}: unknown backend kind {kind!r} (known: {', '.join(BACKEND_SETTINGS)})")
+        allowed = BACKEND_SETTINGS[kind].model_fields
+        unknown = set(values) - set(allowed) if isinstance(values, dict) else set()
+        if unknown:
+            raise CatalogError(f"{path}: {kind}: unknown setting(s) {sorted(unknown)}; allowed: {', '.join(allowed)}")
+    # a kind with every line commented out reads as null
+    return validate(BackendSettings, {kind: values or {} for kind, values in data.items()}, path)
+
+
+def with_backend_settings(spec: ModelSpec, deployment: BaseModel) -> ModelSpec:
+    """The model's own settings win; the deployment's settings for its backend kind (a BACKEND_SETTINGS model)
+    replace the rest. The entry's own settings stay marked as its own, so a later layer can do the same."""
+    values = {**spec.model_dump(), **deployment.model_dump(exclude=spec.model_fields_set)}
+    return ModelSpec.model_construct(_fields_set=set(spec.model_fields_set), **values)
+
+
+def load_models(path: Path | None = None, backends: Path | None = None) -> dict[str, ModelSpec]:
+    """The model registry (resources/models.yaml): {name: ModelSpec}, with backends.yaml defaults applied."""
+    path = Path(path) if path else settings.resources_dir() / "models.yaml"
+    data = read_yaml(path) or {}
+    entries = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        raise CatalogError(f"{path}: expected a top-level `models:` mapping of name -> settings")
+    deployment = load_backend_defaults(backends if backends else backends_file(path))
+    models = {}
+    for name, body in entries.items():
+        spec = validate(ModelSpec, {"name": name, **(body or {})}, path)
+        models[name] = with_backend_settings(spec, getattr(deployment, spec.backend))
+        register_secret_env(models[name].api_key_env)  # its value is redacted from error text
+    return models
+
+
+def backends_file(models_file: Path) -> Path:
+    """The deployment's backend settings live beside its model registry."""
+    return Path(models_file).parent / "backends.yaml"
+
+
+def model_spec(name: str, path: Path | None = None) -> ModelSpec:
+    models = load_models(path)
+    if name not in models:
+        raise CatalogError(f"unknown model {name!r}: not in the model registry (known: {', '.join(models)})")
+    return models[name]

@@ -1,0 +1,137 @@
+"""How a scenario is declared (assets/scenarios/<name>.yaml): where its data comes from, how a record becomes an
+Instance, how it is asked, which metrics and families apply; and how a suite version pins it (sample size, seed,
+conventions, perturbations). Validated against the catalog's other files by config.catalog.Catalog."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, create_model, field_validator, model_validator
+
+from holistic_dagster.adaptation.methods import ADAPTER_METHODS
+from holistic_dagster.adaptation.spec import CONVENTIONS, AdapterSpec
+from holistic_dagster.metrics import FAMILIES
+from holistic_dagster.records import SLUG, Strict
+from holistic_dagster.scenarios.formats import FORMATS
+
+Family = Literal[FAMILIES]  # type: ignore[valid-type]
+
+
+class DownloadSpec(Strict):
+    url: str
+    archive_dir: str = ""  # folder inside an archive that holds the files `splits` name
+    sha256: str | None = None
+
+
+class SourceSpec(Strict):
+    dir: str  # sub-folder of a data dir holding the upstream files
+    revision: str
+    download: DownloadSpec | None = None
+
+
+class InstanceSpec(Strict):
+    """Maps one upstream record to an Instance; expressions are sandboxed Jinja2 over the record's fields."""
+
+    id: str | None = None  # expression; default: <subset>/<split>/<record number>
+    input: str  # template
+    target: str | None = None  # template: the one correct output (generation)
+    targets: str | None = None  # expression giving a list: every correct output (NQ's answers), duplicates dropped
+    choices: str | None = None  # expression giving a list (multiple choice)
+    answer_index: str | None = None  # expression giving the index of the correct choice
+    metadata: dict[str, str] = {}  # name -> expression: fields a metric needs (e.g. BBQ's context condition)
+    # skip records whose input is empty (upstream BOLD has 5 empty prompts) instead of failing on them
+    skip_empty_input: bool = False
+    # expression: keep only the records for which it is true; `scenario.subset` and `scenario.split` name what is
+    # being read (RealToxicityPrompts' toxic / non-toxic subsets, CivilComments' demographics and split column)
+    keep: str | None = None
+    # strip the input's and the choices' leading and trailing whitespace; false keeps the record's text as it is
+    # (HELM's MMLU keeps a CSV field's leading space: `Question:  In his discussion...`)
+    strip: bool = True
+
+    @model_validator(mode="after")
+    def _one_target(self) -> InstanceSpec:
+        given = [k for k in ("target", "targets", "choices") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of target, targets, choices (found {', '.join(given)})")
+        return self
+
+
+class GeneratorSpec(Strict):
+    name: str
+    params: dict[str, Any] = {}
+
+
+class _Scenario(Strict):
+    name: str
+    description: str
+    source: SourceSpec | None = None
+    generator: GeneratorSpec | None = None
+    # the upstream file format (scenarios.formats: csv, jsonl, nested_json, story, text_files, trec_run, raft, quac);
+    # a format's options are the section of the file named after it (`csv:`, `nested_json:`, ...)
+    format: Literal[tuple(FORMATS)] | None = None  # type: ignore[valid-type]
+    # a file per split whose records are row by row minimally edited copies of the split's records, with their
+    # own (flipped) labels: HELM's contrast sets, evaluated as the robustness perturbation "contrast_set"
+    contrast: dict[Literal["test"], str] = {}
+    # what a user must fetch when the data cannot be downloaded from upstream (shown when it is missing)
+    data_note: str = ""
+    subsets: tuple[str, ...] = ("",)
+    splits: dict[Literal["train", "test"], str] = {}  # file pattern per split; {subset} is substituted
+    train_holdout: int = Field(0, ge=0)  # no train file: hold out this many test records as the few-shot pool
+    # no train file, conventions helm: the first fraction of the test records (file order) is the few-shot pool
+    # and only the rest are evaluated, as HELM splits such a file (TruthfulQA: 0.2); legacy suites use train_holdout
+    train_head: float | None = Field(None, gt=0.0, lt=1.0)
+    instance: InstanceSpec | None = None
+    adapter: AdapterSpec
+    metrics: tuple[str, ...] = ()  # accuracy metrics; none for a scenario without references (BOLD)
+    # the metric families that apply; the others are reported "not applicable"
+    families: tuple[Family, ...] = ("accuracy", "calibration", "efficiency")  # type: ignore[valid-type]
+    # scenario-level metrics beyond the per-reference ones (e.g. bbq_bias)
+    extra_metrics: tuple[str, ...] = ()
+
+    @property
+    def main_metric(self) -> str:
+        """The headline accuracy metric (the first listed; "" for a scenario without references): what
+        calibration calls correct, and the column a scenario adds to a family's win rate."""
+        return self.metrics[0] if self.metrics else ""
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not SLUG.match(v) or "__" in v:
+            raise ValueError(f"scenario name {v!r} must be a lower-case slug")
+        return v
+
+
+# each format's options are a section of the scenario file named after the format
+ScenarioSpec = create_model(
+    "ScenarioSpec",
+    __base__=_Scenario,
+    __module__=__name__,
+    __doc__="A scenario file: its data, how a record becomes an Instance, how it is asked, what is measured.",
+    **{
+        name: (f.options, f.default_options) if f.default_options is not None else (f.options | None, None)
+        for name, f in FORMATS.items()
+        if f.options is not None
+    },
+)
+
+
+class PerturbationsSpec(Strict):
+    """Which perturbations make the robustness and fairness instances (names from holistic_dagster.perturbations)."""
+
+    robustness: tuple[str, ...] = ()
+    fairness: tuple[str, ...] = ()
+
+
+class SuiteScenario(Strict):
+    max_eval_instances: int = Field(gt=0)
+    max_train_instances: int | None = Field(None, ge=0)
+    seed: int = 0
+    conventions: Literal[CONVENTIONS] | None = None  # type: ignore[valid-type]  # default: the suite's
+    subsets: tuple[str, ...] | None = None
+    method: Literal[ADAPTER_METHODS] | None = None  # type: ignore[valid-type]
+    # ranking: evaluate the first-stage top k candidates of each query (HELM's valid_topk)
+    max_candidates: int | None = Field(None, gt=0)
+    # used instead on models that cannot give prompt log-probabilities (recorded in prompts.adapter_method)
+    fallback_method: Literal["generation", "multiple_choice_joint"] | None = None
+    perturbations: PerturbationsSpec | None = None  # overrides the suite's, for this scenario
