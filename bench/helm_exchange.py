@@ -220,7 +220,8 @@ def beside_ours(n: int, work: Path, models: list[Path]) -> dict:
 def _compare(db: Path, env: dict[str, str], a: str, b: str) -> list[dict]:
     os.environ.update({k: v for k, v in env.items() if k.startswith("HOLISTIC_")})
     from holistic_dagster.config.catalog import Catalog
-    from holistic_dagster.stages.summaries import compare_models, main_metrics
+    from holistic_dagster.results.leaderboard import main_metrics
+    from holistic_dagster.results.scores import compare_models
     from holistic_dagster.warehouse import open_warehouse
 
     warehouse = open_warehouse(db)

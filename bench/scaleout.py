@@ -249,6 +249,7 @@ def analyse(instance, records, launched_at: float | None = None, seen_at: float 
 def in_process_reference(root: Path, resources: Path, model: str) -> dict:
     """The same three stages for one model in this process: no Dagster, no Celery, a DuckDB file."""
     from holistic_dagster.config.catalog import Catalog
+    from holistic_dagster.config.deployment import Deployment
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.completions import run_completions
     from holistic_dagster.stages.dataset import build_dataset
@@ -256,7 +257,9 @@ def in_process_reference(root: Path, resources: Path, model: str) -> dict:
     from holistic_dagster.stages.scores import compute_scores
     from holistic_dagster.warehouse import Warehouse
 
-    stage = StageContext(Warehouse(root / "in_process.duckdb"), Catalog(), resources / "models.yaml")
+    stage = StageContext(
+        Warehouse(root / "in_process.duckdb"), Catalog(), Deployment.of(models=resources / "models.yaml")
+    )
     build_dataset(stage, VERSION, SCENARIO)
     timings = {}
     for key, run in zip(STEPS, (build_prompts, run_completions, compute_scores), strict=True):
@@ -270,8 +273,8 @@ def queue_check_s(env: dict[str, str], queue: str, tries: int = 3) -> float:
     """What a run's first step on a queue spends asking the workers (defs/celery.py StepRouter.check_queue)."""
     from dagster_celery.make_app import make_app
 
+    from holistic_dagster.config.scaleout import load_celery_settings
     from holistic_dagster.defs.celery import StepRouter, app_args
-    from holistic_dagster.scaleout import load_celery_settings
 
     config = load_celery_settings()
     app = make_app(app_args(config))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from dagster import (
     AssetSelection,
@@ -16,7 +15,6 @@ from dagster import (
 
 from holistic_dagster import settings
 from holistic_dagster.adaptation.methods import adapter_method
-from holistic_dagster.automation import automation_config
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs.assets import (
     alerts_asset,
@@ -88,7 +86,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
         "answers to the same prompts, the judge's verdicts and win rates (resources/shadow.yaml).",
     )
     code_versions = {s: catalog.code_version(s) for s in scenarios}
-    cron = automation_config(Path(holistic.models_file).parent)["rerun_stale_cron"]
+    cron = holistic.deployment().automation().rerun_stale_cron
     return Definitions(
         # steps as Celery tasks where the deployment says so (settings.executor); otherwise Dagster's default
         executor=_scale_out_executor(),

@@ -6,6 +6,7 @@ source file -> Instance -> Request -> Completion -> InstanceScore
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -148,3 +149,20 @@ def request_id(
             "stop": list(stop),
         }
     )[:32]
+
+
+PACKAGE = Path(__file__).resolve().parent
+SOURCE_SUFFIXES = (".py", ".sql", ".j2", ".yaml")  # code, the warehouse schema, templates, word lists and catalogs
+
+
+@functools.cache
+def code_fingerprint(*roots: Path) -> str:
+    """A hash of this package's source files and of those under `roots` (a Celery worker adds its catalog): another
+    release or a local edit changes it, so a step is run again (automation.freshness) and a worker started from
+    other code is refused (defs/celery.py)."""
+    h = hashlib.sha256()
+    for root in (PACKAGE, *map(Path, roots)):
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]

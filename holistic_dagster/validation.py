@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from holistic_dagster import background
+from holistic_dagster.clients import background
 
 if TYPE_CHECKING:
     import pandas as pd

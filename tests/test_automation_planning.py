@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from holistic_dagster.automation import (
+from holistic_dagster.automation.planning import (
     REASON_TAG,
     PromptsBuild,
     find_stale,

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.stages import StageContext
 from holistic_dagster.stages.completions import run_completions
@@ -46,7 +47,7 @@ def setup(tmp_path):
 
 
 def _stage(path, catalog, models) -> StageContext:
-    return StageContext(Warehouse(path), catalog, models)
+    return StageContext(Warehouse(path), catalog, Deployment.of(models=models))
 
 
 def _prepare(stage: StageContext) -> int:
@@ -76,6 +77,7 @@ def test_a_killed_run_resumes_without_repeating_finished_requests(setup, tmp_pat
 import sys, time
 from pathlib import Path
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.stages import StageContext
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.warehouse import Warehouse
@@ -88,7 +90,8 @@ def progress(description, total):
             time.sleep(3600)
     return advance
 
-stage = StageContext(Warehouse(sys.argv[1]), Catalog(Path(sys.argv[2])), Path(sys.argv[3]), progress=progress)
+deployment = Deployment.of(models=sys.argv[3])
+stage = StageContext(Warehouse(sys.argv[1]), Catalog(Path(sys.argv[2])), deployment, progress=progress)
 run_completions(stage, 'v1', '{SCENARIO}', '{MODEL}')
 """
     proc = subprocess.Popen([sys.executable, "-c", script, str(path), str(catalog.root), str(models)], env=os.environ)

@@ -9,6 +9,7 @@ import pytest
 
 from holistic_dagster import quality
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.errors import CapabilityError
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.stages import StageContext
@@ -59,7 +60,7 @@ models:
     timeout_s: 5
 """,
     )
-    return StageContext(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), models)
+    return StageContext(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), Deployment.of(models=models))
 
 
 def test_a_model_without_prompt_logprobs_is_stopped_before_any_request(world):

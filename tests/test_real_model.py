@@ -13,6 +13,7 @@ import pytest
 from holistic_dagster import quality
 from holistic_dagster.clients.gguf_models import resolve_gguf
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.config.models import model_spec
 from holistic_dagster.errors import CapabilityError
 from holistic_dagster.metrics.scoring import metrics_per_instance
@@ -119,7 +120,7 @@ def test_served_through_transformers_serve_it_gives_the_local_texts_and_scores(w
             local=f"backend: transformers;path: {GGUF}",
             served=f"backend: openai;path: {smollm2_client.path};base_url: {base_url};api_key_env: null;timeout_s: 120",
         )
-        stage = StageContext(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), models)
+        stage = StageContext(Warehouse(world / "w.duckdb"), Catalog(world / "assets"), Deployment.of(models=models))
         generation = ["synthetic_reasoning", "boolq", "mmlu", "bbq"]
         _evaluate(stage, "local", generation)
         _evaluate(stage, "served", generation)
@@ -199,7 +200,9 @@ def test_scores_do_not_depend_on_the_batch_size_and_reruns_are_bit_identical(wor
     runs = {}
     for label, batch in (("b16", 16), ("b1", 1), ("b16-again", 16)):
         models = _registry(world, smollm2=f"backend: transformers;path: {GGUF};batch_size: {batch}")
-        stage = StageContext(Warehouse(world / f"{label}.duckdb"), Catalog(world / "assets"), models)
+        stage = StageContext(
+            Warehouse(world / f"{label}.duckdb"), Catalog(world / "assets"), Deployment.of(models=models)
+        )
         _evaluate(stage, "smollm2", scenarios)
         runs[label] = stage
     columns = "scenario, request_id, text, tokens, logprobs, logprob"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.trace import trace_score
+from holistic_dagster.results.trace import trace_score
 from tests.conftest import SUITE
 from tests.test_cli import run
 

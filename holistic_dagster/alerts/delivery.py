@@ -15,13 +15,39 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import aiohttp
 
-from holistic_dagster.alerts import DEFAULT_URL_ENV, LEVELS, Alert, AlertDeliveryError, AlertsSpec, Finding, Level
+from holistic_dagster.config.alerts import DEFAULT_URL_ENV, LEVELS, AlertsSpec, Level
 from holistic_dagster.config.redaction import read_secret, redact
-from holistic_dagster.errors import CatalogError
+from holistic_dagster.errors import CatalogError, HolisticError
+
+
+class Notifiable(Protocol):
+    """What becomes an alert: a graded finding (alerts.grading.Finding)."""
+
+    def alert(self) -> Alert: ...
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One item to notify about: a failing finding (Finding.alert), or a failed check of any run."""
+
+    level: Level
+    title: str
+    text: str
+
+
+class AlertDeliveryError(HolisticError):
+    """The webhook did not take the alerts (its URL is never part of the message). permanent: the receiver
+    refused them (a 4xx other than 408 and 429, a redirect to another host), so asking again will not help."""
+
+    def __init__(self, message: str, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
+
 
 EMOJI = {"critical": ":red_circle:", "warning": ":warning:", "ok": ":white_check_mark:"}
 MAX_SECTIONS = 48  # Slack: at most 50 blocks per message (a header, the sections, one "and N more")
@@ -36,10 +62,10 @@ MAX_PENDING = 500  # alerts kept waiting at most; older ones are undeliverable
 TRANSIENT_4XX = (408, 429)  # client errors that a later post may get past
 
 
-def at_least(items: Sequence[Alert | Finding], min_level: Level = "warning") -> list[Alert]:
+def at_least(items: Sequence[Alert | Notifiable], min_level: Level = "warning") -> list[Alert]:
     """The items at `min_level` or above, as Alerts with secrets redacted (a chat channel is a log too),
     critical first (stable otherwise)."""
-    alerts = [i.alert() if isinstance(i, Finding) else i for i in items]
+    alerts = [i if isinstance(i, Alert) else i.alert() for i in items]
     alerts = [Alert(a.level, redact(a.title), redact(a.text)) for a in alerts]
     alerts = [a for a in alerts if LEVELS.index(a.level) >= LEVELS.index(min_level)]
     return sorted(alerts, key=lambda a: -LEVELS.index(a.level))
@@ -62,7 +88,7 @@ def slack_payload(alerts: Sequence[Alert], header: str = "holistic-dagster") -> 
 
 
 def notify(
-    items: Sequence[Alert | Finding],
+    items: Sequence[Alert | Notifiable],
     url: str,
     *,
     timeout_s: float = 10.0,
@@ -128,7 +154,7 @@ def webhook_url(spec: AlertsSpec) -> str | None:
     return value
 
 
-def send_alerts(items: Sequence[Alert | Finding], spec: AlertsSpec, header: str = "holistic-dagster") -> int:
+def send_alerts(items: Sequence[Alert | Notifiable], spec: AlertsSpec, header: str = "holistic-dagster") -> int:
     """notify() with the spec's webhook settings; 0 without posting when the URL variable is not set."""
     url = webhook_url(spec)
     if url is None:

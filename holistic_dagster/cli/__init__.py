@@ -128,7 +128,9 @@ DEMO_MODELS = ("smollm2-135m-instruct", "demo-gpt2-untrained")
 VersionOption = Annotated[
     Optional[str], typer.Option(help="suite version (a file in assets/suites/; default: the newest)")
 ]
-DataDirOption = Annotated[Optional[Path], typer.Option(help="folder with upstream data files (sets HOLISTIC_DATA_DIR)")]
+DataDirOption = Annotated[
+    Optional[Path], typer.Option(help="folder with upstream data files (default: $HOLISTIC_DATA_DIR)")
+]
 ForceOption = Annotated[
     bool, typer.Option("--force", help="run every step, also those whose inputs are unchanged since their last run")
 ]
@@ -167,18 +169,16 @@ def evaluate(
 def _evaluate(
     names: list[str], version: str | None, db: Path | None, data_dir: Path | None, tour: bool, force: bool
 ) -> None:
-    if data_dir:
-        os.environ["HOLISTIC_DATA_DIR"] = str(data_dir.resolve())
-    path = _warehouse_path(db)
+    from holistic_dagster.config.deployment import Deployment
+
+    deployment = Deployment.of(warehouse=db, data_dirs=[data_dir] if data_dir else None)
+    path = deployment.warehouse_path
     home = _dagster_home()
     started = time.perf_counter()
     version = version or _default_version()
-    from holistic_dagster.config.catalog import Catalog
-    from holistic_dagster.config.models import load_models
-
     try:
-        registry = load_models()
-        catalog = Catalog()
+        registry = deployment.models()
+        catalog = deployment.catalog()
         catalog.suite(version)
     except HolisticError as e:
         _fail(str(e))
@@ -186,7 +186,7 @@ def _evaluate(
         if name not in registry:
             _fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
     label = "demo" if tour else "evaluate"
-    if not force and (unchanged := _all_unchanged(path, catalog, version, names, registry)):
+    if not force and (unchanged := _all_unchanged(deployment, catalog, version, names, registry)):
         # nothing to run: no Dagster, no model (a warm re-run costs a warehouse read), unless a killed run waits
         # to be marked failed
         console.print(
@@ -198,7 +198,7 @@ def _evaluate(
         _finish(path, version, home, started, tour)
         return
     from holistic_dagster import validation
-    from holistic_dagster.clients import start_model_processes
+    from holistic_dagster.clients.registry import start_model_processes
     from holistic_dagster.report import plots
 
     # what takes seconds to load (Great Expectations, each local model) loads in processes of its own, on the
@@ -212,7 +212,7 @@ def _evaluate(
     from holistic_dagster.defs.resources import HolisticResource
     from holistic_dagster.defs.runner import evaluate_suite
 
-    defs = build_definitions(catalog, HolisticResource(warehouse_path=str(path), show_progress=True))
+    defs = build_definitions(catalog, HolisticResource.of(deployment, show_progress=True))
     console.print(f"[bold]holistic {label}[/]: suite [cyan]{version}[/]")
     for name in names:
         console.print(
@@ -254,14 +254,13 @@ def _mark_killed_runs(home: Path) -> None:
             console.print(f"[bold]>[/] marked {len(failed)} run(s) failed whose process was killed: {runs}")
 
 
-def _all_unchanged(path: Path, catalog, version: str, names: list[str], registry: dict) -> list[str]:
-    """One line per step when every step of the evaluation can be skipped (holistic_dagster.freshness), else []."""
-    from holistic_dagster import freshness
-    from holistic_dagster.warehouse import open_warehouse
+def _all_unchanged(deployment, catalog, version: str, names: list[str], registry: dict) -> list[str]:
+    """One line per step when every step of the evaluation can be skipped (automation.freshness), else []."""
+    from holistic_dagster.automation import freshness
 
-    warehouse = open_warehouse(path)
+    warehouse = deployment.warehouse()
     lines = []
-    for label, inputs in freshness.suite_steps(warehouse, catalog, version, names, registry):
+    for label, inputs in freshness.suite_steps(deployment, version, names, registry):
         step = freshness.mark_skippable(warehouse, catalog, inputs())
         if not step.skip_reason:
             return []
@@ -271,7 +270,7 @@ def _all_unchanged(path: Path, catalog, version: str, names: list[str], registry
 
 def _finish(path: Path, version: str, home: Path, started: float, tour: bool) -> None:
     _print_leaderboard(path, version, full=False)
-    from holistic_dagster.stages.summaries import report_path
+    from holistic_dagster.results.leaderboard import report_path
     from holistic_dagster.warehouse import open_warehouse
 
     console.print(f"\n{'Demo' if tour else 'Evaluation'} finished in {time.perf_counter() - started:.0f} s.")
@@ -287,7 +286,7 @@ def _print_leaderboard(path: Path, version: str, full: bool, family: str | None 
     from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.helm.importing import BACKEND as HELM_BACKEND
     from holistic_dagster.metrics import is_headline
-    from holistic_dagster.stages.summaries import leaderboard, main_metrics
+    from holistic_dagster.results.leaderboard import leaderboard, main_metrics
     from holistic_dagster.warehouse import open_warehouse
 
     warehouse = open_warehouse(path)
@@ -396,7 +395,8 @@ def compare(
 ) -> None:
     """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
     from holistic_dagster.config.catalog import Catalog
-    from holistic_dagster.stages.summaries import compare_models, main_metrics, regression_alpha
+    from holistic_dagster.results.leaderboard import main_metrics, regression_alpha
+    from holistic_dagster.results.scores import compare_models
     from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
@@ -451,7 +451,7 @@ def trace(
     from rich.panel import Panel
 
     from holistic_dagster.config.redaction import redact  # rows stored before errors were redacted
-    from holistic_dagster.trace import trace_score
+    from holistic_dagster.results.trace import trace_score
     from holistic_dagster.warehouse import open_warehouse
 
     version = version or _default_version()
@@ -791,10 +791,10 @@ def worker(
 ) -> None:
     """Start a Celery worker for scale-out (HOLISTIC_EXECUTOR=celery): it runs the steps that runs send to its
     queues, on the broker named in resources/celery.yaml, with this checkout's code. See docs/scaling.md."""
-    from holistic_dagster.scaleout import load_celery_settings
+    from holistic_dagster.config.deployment import Deployment
 
     try:
-        config = load_celery_settings()
+        config = Deployment().celery()
         config.broker()  # a clear error now, not Celery's retry loop against localhost
     except HolisticError as e:
         _fail(str(e))

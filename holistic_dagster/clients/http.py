@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
-from holistic_dagster.clients import OnDone
+from holistic_dagster.clients.protocol import OnDone
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.records import Completion, Request

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from holistic_dagster import background
+from holistic_dagster.clients import background
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request

@@ -15,9 +15,10 @@ from typing import Any
 import aiohttp
 import httpx2  # the SDK's HTTP library: only to build an SDK client that sends nothing
 import openai
+import requests
 
-from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, tls_context
+from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import read_secret
 from holistic_dagster.errors import CatalogError
@@ -56,6 +57,22 @@ class OpenAICompatibleClient(HttpClientBase):
         super().__init__(spec, default_context=4096)
         self.supports_prompt_logprobs = spec.prompt_logprobs and not spec.chat
         self._base_url, self._headers = _sdk_request_settings(spec, _api_key(spec))
+
+    @staticmethod
+    def served_revision(spec: ModelSpec, timeout_s: float) -> str:
+        """The model's entry in the server's /v1/models (its id, root and creation time)."""
+        base = (spec.base_url or "").rstrip("/")
+        headers = {}
+        if spec.api_key_env:
+            if not (key := read_secret(spec.api_key_env)):
+                raise KeyError(spec.api_key_env)  # (as os.environ[...] did: the variable is not set)
+            headers["Authorization"] = f"Bearer {key}"
+        listing = requests.get(f"{base}/models", headers=headers, timeout=timeout_s)
+        listing.raise_for_status()
+        for entry in listing.json().get("data", []):
+            if entry.get("id") == spec.path:
+                return f"{entry.get('id')}@{entry.get('root', '')}@{entry.get('created', '')}"
+        raise LookupError(f"{spec.path!r} is not in {base}/models")
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -19,8 +19,8 @@ import aiohttp
 import huggingface_hub
 from huggingface_hub.utils import build_hf_headers
 
-from holistic_dagster.clients import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError
+from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.errors import HolisticError
@@ -94,20 +94,26 @@ class TGIClient(HttpClientBase):
     def __init__(self, spec: ModelSpec):
         if not spec.base_url:
             raise HolisticError(f"model {spec.name!r}: a TGI backend needs base_url (the server's address)")
-        self.info = self._server_info(spec)
+        self.info = self.server_info(spec, spec.timeout_s)
         self._base_url = spec.base_url
         self._headers = build_hf_headers()  # the user agent, and the saved Hugging Face token if there is one
         super().__init__(spec, default_context=int(self.info.get("max_input_tokens") or 4096))
 
     @staticmethod
-    def _server_info(spec: ModelSpec) -> dict[str, Any]:
+    def server_info(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
+        """The server's /info (the model it serves, its revision, its limits)."""
         try:
-            with urllib.request.urlopen(spec.base_url.rstrip("/") + "/info", timeout=spec.timeout_s) as response:
+            with urllib.request.urlopen(spec.base_url.rstrip("/") + "/info", timeout=timeout_s) as response:
                 return json.loads(response.read())
         except (OSError, ValueError) as e:
             raise HolisticError(
                 redact(f"model {spec.name!r}: cannot read {spec.base_url}/info from the TGI server: {e}")
             ) from None
+
+    @staticmethod
+    def served_revision(spec: ModelSpec, timeout_s: float) -> str:
+        info = TGIClient.server_info(spec, timeout_s)
+        return f"{info.get('model_id')}@{info.get('model_sha')}"
 
     def describe(self) -> dict[str, Any]:
         info = self.info

@@ -23,7 +23,9 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
-from holistic_dagster.clients import OnDone, cut_at_stop, gguf_models
+from holistic_dagster.clients import gguf_models
+from holistic_dagster.clients.checkpoints import local_checkpoint
+from holistic_dagster.clients.protocol import OnDone, cut_at_stop
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request, sha256_file
@@ -49,13 +51,7 @@ class TransformersClient:
         the first call that needs them, or when `load_model()` is called (the model's process does that in the
         background while the evaluation builds its prompts: importing the model's classes costs seconds)."""
         self.spec = spec
-        path = spec.path
-        if path.startswith("demo:"):
-            from holistic_dagster.clients.demo_models import ensure_demo_model
-
-            path = str(ensure_demo_model(path.removeprefix("demo:"), settings.home_dir() / "demo_models"))
-        elif path.startswith(gguf_models.PREFIX):
-            path = str(gguf_models.ensure_converted(path, settings.home_dir() / "models"))
+        path = local_checkpoint(spec, settings.home_dir())
         self.path = path
         local = Path(path).is_dir()
         self.device = torch.device(

@@ -242,7 +242,7 @@ def alerts_asset() -> AssetsDefinition:
         them. Table `alerts`."""
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
-        findings = summaries.grade_alerts(stage, version, holistic.alerts())
+        findings = summaries.grade_alerts(stage, version, holistic.deployment().alerts())
         levels = {level: sum(f.level == level for f in findings) for level in ("critical", "warning", "ok")}
         shown = [f.message for f in findings if f.level != "ok"][:30]
         yield MaterializeResult(
@@ -371,7 +371,7 @@ def shadow_assets() -> list[AssetsDefinition]:
     and the judge's verdicts with each candidate's win rate against production per traffic slice."""
 
     def _log(context: AssetExecutionContext, holistic: HolisticResource):
-        spec = holistic.shadow()
+        spec = holistic.deployment().shadow()
         key = context.partition_key
         return spec, key, holistic.stage(context.run.run_id)
 
@@ -386,7 +386,7 @@ def shadow_assets() -> list[AssetsDefinition]:
         """The traffic log's requests and production's answers (OpenAI chat/completions or completions shape),
         with the configured PII fields dropped and PII patterns replaced before anything is stored."""
         spec, log, stage = _log(context, holistic)
-        path = traffic_log_path(holistic.traffic_dir(), log)
+        path = traffic_log_path(holistic.deployment().traffic_dir(), log)
         metadata = shadow.load_traffic(stage, spec, log, path)
         yield MaterializeResult(
             metadata={

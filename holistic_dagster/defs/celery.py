@@ -12,7 +12,6 @@ run's steps spread over every worker, and a model's requests stay on the hosts t
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -24,15 +23,10 @@ from dagster_celery.executor import CeleryExecutor, _submit_task
 from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
 from kombu.exceptions import OperationalError
 
-from holistic_dagster import settings
-from holistic_dagster.config.models import load_models
+from holistic_dagster.config.deployment import Deployment
+from holistic_dagster.config.scaleout import CODE_VERSION_COMMAND, CelerySettings
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.scaleout import (
-    CODE_VERSION_COMMAND,
-    CelerySettings,
-    code_fingerprint,
-    load_celery_settings,
-)
+from holistic_dagster.records import code_fingerprint
 
 # an unreachable or restarted Redis: the client's own, kombu's, and the socket's
 BROKER_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError, OSError)
@@ -85,7 +79,7 @@ class HolisticCeleryExecutor(CeleryExecutor):
 @executor(name="holistic_celery", requirements=multiple_process_executor_requirements())
 def holistic_celery_executor(_init_context) -> HolisticCeleryExecutor:
     """Every step as a task on the Celery workers of resources/celery.yaml's broker (see docs/scaling.md)."""
-    return HolisticCeleryExecutor(load_celery_settings())
+    return HolisticCeleryExecutor(Deployment().celery())
 
 
 class StepRouter:
@@ -102,10 +96,10 @@ class StepRouter:
             return self.config.cpu_queue, "cpu_queue in resources/celery.yaml"
         model = self.plan_context.dagster_run.tags.get("dagster/partition/model")
         if model:
-            models_file = settings.resources_dir() / "models.yaml"
-            spec = load_models(Path(models_file)).get(model)
+            deployment = Deployment()
+            spec = deployment.models().get(model)
             if spec is not None and spec.queue:
-                return spec.queue, f"`queue` of model {model!r} in {models_file}"
+                return spec.queue, f"`queue` of model {model!r} in {deployment.models_path}"
         return self.config.requests_queue, "requests_queue in resources/celery.yaml"
 
     def send(self, app, plan_context, step, _queue, priority, known_state) -> WatchedResult:
@@ -130,7 +124,7 @@ class StepRouter:
         run; workers that are starting may not answer at once: asks again for up to worker_wait_s."""
         if queue in self._checked and not again:
             return
-        deadline, ours = time.monotonic() + self.config.worker_wait_s, code_fingerprint()
+        deadline, ours = time.monotonic() + self.config.worker_wait_s, code_fingerprint(Deployment().catalog_dir)
         while True:
             if again or self._workers is None or queue not in {q for w in self._workers.values() for q in w["queues"]}:
                 self._workers = self._ask_workers(app)

@@ -8,10 +8,13 @@ from celery.worker.control import inspect_command
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 
+from holistic_dagster.config.deployment import Deployment
+from holistic_dagster.config.scaleout import CODE_VERSION_COMMAND
 from holistic_dagster.defs.celery import app_args
-from holistic_dagster.scaleout import CODE_VERSION_COMMAND, code_fingerprint, load_celery_settings
+from holistic_dagster.records import code_fingerprint
 
-app = make_app(app_args(load_celery_settings()))
+DEPLOYMENT = Deployment()  # this worker's: the environment's (settings.py)
+app = make_app(app_args(DEPLOYMENT.celery()))
 execute_plan = create_task(app)
 
 
@@ -20,4 +23,7 @@ def holistic_code_version(state) -> dict[str, object]:
     """This worker's code fingerprint and the queues it consumes: what a run checks before it sends a step (one
     broadcast, rather than Celery's active_queues and a second one)."""
     consumer = state.consumer.task_consumer
-    return {"code_version": code_fingerprint(), "queues": sorted(q.name for q in consumer.queues) if consumer else []}
+    return {
+        "code_version": code_fingerprint(DEPLOYMENT.catalog_dir),
+        "queues": sorted(q.name for q in consumer.queues) if consumer else [],
+    }

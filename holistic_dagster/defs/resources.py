@@ -1,22 +1,18 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import ClassVar
 
 from dagster import ConfigurableResource
 from pydantic import Field, create_model
 
-from holistic_dagster import settings
-from holistic_dagster.alerts import AlertsSpec, load_alerts
-from holistic_dagster.clients import ModelClient, get_client
+from holistic_dagster.clients.protocol import ModelClient
+from holistic_dagster.clients.registry import get_client
 from holistic_dagster.config.catalog import Catalog, ToxicitySpec
-from holistic_dagster.config.models import BACKEND_SETTINGS, ModelSpec, load_models
-from holistic_dagster.errors import CatalogError
-from holistic_dagster.shadow import ShadowSpec, load_shadow_spec
+from holistic_dagster.config.deployment import Deployment
+from holistic_dagster.config.models import BACKEND_SETTINGS, ModelSpec
 from holistic_dagster.stages import StageContext
 from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
-from holistic_dagster.warehouse import open_warehouse
 
 
 class _Backend(ConfigurableResource):
@@ -77,39 +73,48 @@ class ToxicityClassifierResource(ConfigurableResource):
 
 
 class HolisticResource(ConfigurableResource):
-    """Where results go (the DuckDB warehouse), the catalog and the model registry."""
+    """The deployment (config.deployment.Deployment): where results go (the DuckDB warehouse), the catalog, the
+    model registry, the alerts and shadow files and the upstream data folders. A path left unset is the
+    environment's (settings.py)."""
 
-    warehouse_path: str = Field(default_factory=lambda: str(settings.warehouse_path()))
-    catalog_dir: str = Field(default_factory=lambda: str(settings.catalog_dir()))
-    models_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "models.yaml"))
+    warehouse_path: str | None = None
+    catalog_dir: str | None = None
+    models_file: str | None = None
+    alerts_file: str | None = None
+    shadow_file: str | None = None
+    data_dirs: list[str] = []  # folders with upstream data files, searched before downloading
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
-    shadow_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "shadow.yaml"))
-    alerts_file: str = Field(default_factory=lambda: str(settings.resources_dir() / "alerts.yaml"))
+
+    @classmethod
+    def of(cls, deployment: Deployment, show_progress: bool = False) -> HolisticResource:
+        """The resource for a deployment (the CLI's, with its --db and --data-dir)."""
+        d = deployment
+        return cls(
+            warehouse_path=str(d.warehouse_path),
+            catalog_dir=str(d.catalog_dir),
+            models_file=str(d.models_path),
+            alerts_file=str(d.alerts_file) if d.alerts_file else None,
+            shadow_file=str(d.shadow_file) if d.shadow_file else None,
+            data_dirs=[str(p) for p in d.data_dirs],
+            show_progress=show_progress,
+        )
+
+    def deployment(self) -> Deployment:
+        return Deployment.of(
+            warehouse=self.warehouse_path,
+            catalog=self.catalog_dir,
+            models=self.models_file,
+            alerts=self.alerts_file,
+            shadow=self.shadow_file,
+            data_dirs=self.data_dirs,
+        )
 
     # sensors and schedules read the catalog and registry through these, as the assets do
     def catalog(self) -> Catalog:
-        return Catalog(Path(self.catalog_dir))
+        return self.deployment().catalog()
 
     def models(self) -> dict[str, ModelSpec]:
-        return load_models(Path(self.models_file))
-
-    def shadow(self) -> ShadowSpec:
-        """The shadow-evaluation configuration (resources/shadow.yaml)."""
-        path = Path(self.shadow_file)
-        if not path.exists():
-            raise CatalogError(
-                f"shadow evaluation is not configured: no {path} (name the candidate models and the judge there; "
-                "see the README's shadow-evaluation section)"
-            )
-        return load_shadow_spec(path)
-
-    def alerts(self) -> AlertsSpec:
-        """The graded alerts' rules and webhook (resources/alerts.yaml; none: no rules)."""
-        path = Path(self.alerts_file)
-        return load_alerts(path) if path.exists() else AlertsSpec()
-
-    def traffic_dir(self) -> Path:
-        return self.shadow().traffic_path(settings.home_dir())
+        return self.deployment().models()
 
     def stage(
         self,
@@ -117,12 +122,13 @@ class HolisticResource(ConfigurableResource):
         backends: ModelBackends | None = None,
         toxicity: ToxicityClassifierResource | None = None,
     ) -> StageContext:
+        deployment = self.deployment()
         return StageContext(
             clients=backends.client if backends else get_client,
             toxicity=toxicity.classifier if toxicity else get_classifier,
-            warehouse=open_warehouse(self.warehouse_path),
-            catalog=self.catalog(),
-            models_file=Path(self.models_file),
+            warehouse=deployment.warehouse(),
+            catalog=deployment.catalog(),
+            deployment=deployment,
             run_id=run_id,
             progress=_tqdm_progress if self.show_progress else None,
         )

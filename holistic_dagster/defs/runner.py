@@ -12,12 +12,11 @@ import psutil
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, MultiPartitionKey, RunsFilter
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
-from holistic_dagster import freshness
+from holistic_dagster.automation import freshness
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import ledger
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse import open_warehouse
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -110,13 +109,13 @@ def evaluate_suite(
     raises RunFailed on the first failure. skip_unchanged: a step whose inputs are those of its last successful
     run, and whose outputs remain, is not run (holistic_dagster.freshness); each step's inputs are taken just
     before it, after the steps it depends on."""
-    catalog = catalog or Catalog()
+    deployment = defs.resources["holistic"].deployment()
+    catalog = catalog or deployment.catalog()
     scenarios = list(catalog.suite(version).scenarios)
     if abandoned := fail_abandoned_runs(instance):
         announce(f"marked {len(abandoned)} run(s) failed whose process was killed: {', '.join(abandoned)}")
     register_partitions(instance, models, [version])
-    holistic = defs.resources["holistic"]
-    warehouse, registry = open_warehouse(holistic.warehouse_path), holistic.models()
+    warehouse, registry = deployment.warehouse(), deployment.models()
     datasets = [AssetKey([s, "dataset"]) for s in scenarios]
     per_model = [AssetKey([s, stage]) for s in scenarios for stage in ("prompts", "completions", "scores")]
     jobs = [
@@ -124,7 +123,7 @@ def evaluate_suite(
         *[("evaluate_model", MultiPartitionKey({"model": m, "version": version}), per_model) for m in models],
         ("leaderboard_job", version, None),
     ]
-    steps = freshness.suite_steps(warehouse, catalog, version, models, registry)
+    steps = freshness.suite_steps(deployment, version, models, registry)
     runs = []
     for (job, key, selection), (label, inputs) in zip(jobs, steps, strict=True):
         step = inputs()

@@ -29,15 +29,14 @@ from dagster import (
     sensor,
 )
 
-from holistic_dagster import automation
-from holistic_dagster.alerts import Alert, Outbox, deliver, send_alerts
+from holistic_dagster.alerts.delivery import Alert, Outbox, deliver, send_alerts
+from holistic_dagster.automation import planning as automation
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs.partitions import model_partitions, traffic_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.shadow import log_key
-from holistic_dagster.warehouse import open_warehouse
 
 
 def suite_assets(catalog: Catalog, version: str, stages: tuple[str, ...]) -> list[AssetKey]:
@@ -195,7 +194,7 @@ def make_votes_sensor(ratings_job):
     def arena_votes(context: SensorEvaluationContext, holistic: HolisticResource):
         """New votes cast on `holistic vote`'s page (table `votes`) -> the arena ratings of their suite version
         are fitted again. The cursor is, per version, the number of votes and the time of the latest."""
-        warehouse = open_warehouse(holistic.warehouse_path)
+        warehouse = holistic.deployment().warehouse()
         if not warehouse.path.exists():
             return SkipReason("no warehouse yet")
         try:
@@ -235,7 +234,7 @@ def make_traffic_sensor(shadow_job):
         """New or changed traffic log files (*.jsonl in shadow.yaml's traffic_dir) -> a partition each and a run
         of the shadow evaluation (traffic, the candidates' answers, the judge's verdicts)."""
         try:
-            directory = holistic.traffic_dir()
+            directory = holistic.deployment().traffic_dir()
         except CatalogError as e:
             return SkipReason(str(e))
         if not directory.is_dir():
@@ -270,7 +269,7 @@ def alert_webhook(context: SensorEvaluationContext, holistic: HolisticResource):
     way that works on every event log storage, SQLite's run-sharded one (the default install) included. Alerts
     not posted wait in the cursor's outbox and are tried again with a growing delay (alerts.delivery.deliver);
     those given up on are recorded in the warehouse (`undelivered_alerts`), and later alerts still go out."""
-    spec = holistic.alerts()
+    spec = holistic.deployment().alerts()
     state = _alert_cursor(context.cursor)
     now = time.time()
     if state is None:  # the first tick starts from now: an instance's old failures are not news
@@ -347,4 +346,4 @@ def _record_undelivered(holistic: HolisticResource, alerts: list[Alert], error: 
     at = datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None)
     rows = [{"recorded_at": at, "level": a.level, "title": a.title, "text": a.text, "error": error} for a in alerts]
     frame = pd.DataFrame(rows).drop_duplicates(["title"])
-    open_warehouse(holistic.warehouse_path).upsert("undelivered_alerts", frame)
+    holistic.deployment().warehouse().upsert("undelivered_alerts", frame)

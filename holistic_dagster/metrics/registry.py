@@ -13,6 +13,9 @@ FAMILIES = ("accuracy", "calibration", "robustness", "fairness", "bias", "toxici
 PERTURBATION_FAMILIES = ("robustness", "fairness")  # families measured on perturbed copies of the instances
 REFERENCE_FAMILIES = ("accuracy", *PERTURBATION_FAMILIES)  # families whose metrics are the reference metrics
 WORST = "worst"  # the perturbation label of a worst-case row (HELM's robustness / fairness)
+# families whose per-instance values a paired test does not compare: a higher max_prob is not better, and timings
+# are noise between runs
+NOT_COMPARED = ("calibration", "efficiency")
 
 CiMethod = Literal["mean", "calibration", "toxicity", "none"]
 NO_CI = {

@@ -30,7 +30,7 @@ from holistic_dagster.report import plots
 from holistic_dagster.report.arena import arena_tables
 from holistic_dagster.report.predictions import load_items, samples
 from holistic_dagster.report.tables import headline_tables, number, scenario_table
-from holistic_dagster.stages.summaries import original_scores
+from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
 
 PREDICTIONS_PER_SCENARIO = 20  # original instances per scenario on a predictions page (with their perturbed copies)

@@ -15,10 +15,10 @@ import logging
 
 import pandas as pd
 
-from holistic_dagster import background
+from holistic_dagster.clients import background
 from holistic_dagster.metrics import PERTURBATION_FAMILIES, REFERENCE_FAMILIES
 from holistic_dagster.metrics.calibration import equal_mass_bins
-from holistic_dagster.stages.summaries import calibration_pairs
+from holistic_dagster.results.scores import calibration_pairs
 
 log = logging.getLogger(__name__)
 _background = background.Offload("holistic-plots", __name__, "_pyplot", log, doing="drawing", nice=10)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from holistic_dagster.metrics import FAMILIES, WORST, metric
-from holistic_dagster.stages.summaries import headline_columns
+from holistic_dagster.results.leaderboard import headline_columns
 
 
 def direction(name: str) -> str:

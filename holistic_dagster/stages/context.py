@@ -4,30 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from holistic_dagster.clients import ModelClient, get_client
+from holistic_dagster.clients.protocol import ModelClient
+from holistic_dagster.clients.registry import get_client
 from holistic_dagster.config.catalog import Catalog, ToxicitySpec
-from holistic_dagster.config.models import ModelSpec, model_spec
+from holistic_dagster.config.deployment import Deployment
+from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
 from holistic_dagster.warehouse import Warehouse
 
 
 @dataclass
 class StageContext:
-    """Where results go, the catalog, the model registry and the run's id; how to reach a model's backend and
-    the suite's toxicity classifier (the Dagster layer passes its configured resources)."""
+    """Where results go, the catalog, the deployment (its model registry, configuration files and data folders)
+    and the run's id; how to reach a model's backend and the suite's toxicity classifier (the Dagster layer passes
+    its configured resources)."""
 
     warehouse: Warehouse
     catalog: Catalog = field(default_factory=Catalog)
-    models_file: Path | None = None
+    deployment: Deployment = field(default_factory=Deployment)
     run_id: str = ""
     progress: Callable[[str, int], Callable[[int], None]] | None = None  # (description, total) -> advance
     clients: Callable[[ModelSpec], ModelClient] = get_client
     toxicity: Callable[[ToxicitySpec], ToxicityClassifier] = get_classifier
 
     def model(self, name: str) -> ModelSpec:
-        return model_spec(name, self.models_file)
+        return self.deployment.model(name)
 
     def client(self, name: str) -> ModelClient:
         return self.clients(self.model(name))

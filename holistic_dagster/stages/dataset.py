@@ -18,7 +18,7 @@ from holistic_dagster.warehouse.rows import instance_from_row, instance_row, sou
 
 def build_dataset(stage: StageContext, version: str, scenario: str) -> dict[str, Any]:
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
-    instances = sample_instances(spec, pin, load_instances(spec))
+    instances = sample_instances(spec, pin, load_instances(spec, stage.deployment.data_dirs))
     if not any(i.split == "test" for i in instances):  # checked before anything is replaced
         raise HolisticError(f"scenario {scenario!r}: no test instances in its source: nothing to evaluate")
     chosen = stage.catalog.perturbations(version, scenario)

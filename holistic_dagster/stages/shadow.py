@@ -15,10 +15,11 @@ import pandas as pd
 
 from holistic_dagster.adaptation.adapter import greedy_request
 from holistic_dagster.arena.battles import Answer, Battle, draw
+from holistic_dagster.config.shadow import ShadowSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
-from holistic_dagster.shadow import ShadowSpec, read_traffic
+from holistic_dagster.shadow import read_traffic
 from holistic_dagster.stages.arena import run_judge
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext

@@ -15,6 +15,7 @@ from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
 from holistic_dagster.adaptation.methods.language_modeling import document_windows
 from holistic_dagster.adaptation.spec import AdapterSpec
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.errors import CapabilityError
 from holistic_dagster.metrics.scoring import metrics_per_instance, score_instances
 from holistic_dagster.records import Completion, Instance, Reference, SourceFile
@@ -190,7 +191,7 @@ def test_xsum_as_a_corpus_through_the_pipeline(lm_catalog, tmp_path, monkeypatch
         f"models:\n  {model}: {{backend: transformers, path: 'demo:gpt2-untrained', max_context: 128}}\n",
     )
     monkeypatch.setenv("HOLISTIC_DATA_DIR", str(shared_data))
-    stage = StageContext(Warehouse(tmp_path / "wh.duckdb"), lm_catalog, models_file=models)
+    stage = StageContext(Warehouse(tmp_path / "wh.duckdb"), lm_catalog, deployment=Deployment.of(models=models))
     assert build_dataset(stage, version, "xsum")["num_test"] == 2
     build_prompts(stage, version, "xsum", model)
     run_completions(stage, version, "xsum", model)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, MultiPartitionKey, build_sensor_context
 
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.stages.completions import run_completions
@@ -37,7 +38,7 @@ def graded(arena_world, tmp_path, monkeypatch):
     wh = Warehouse(shutil.copy(arena_world["wh"].path, tmp_path / "warehouse.duckdb"))
     registry = Path(arena_world["resource"].models_file).read_text()
     models = write(tmp_path / "models.yaml", registry.replace("path: wrong}", "path: wrong, previous: oracle}"))
-    stage = StageContext(wh, arena_world["catalog"], models)
+    stage = StageContext(wh, arena_world["catalog"], Deployment.of(models=models))
     for model in ("oracle", "wrong"):
         compute_scores(stage, "a1", "mini_qa", model)
     resource = HolisticResource(
@@ -96,7 +97,7 @@ def test_an_answer_that_changes_when_asked_again_is_a_stability_alert(arena_worl
         tmp_path / "flaky.yaml",
         f"models:\n  oracle: {{{http}, path: oracle}}\n  flaky: {{{http}, path: flaky, previous: oracle}}\n",
     )
-    stage = StageContext(wh, catalog, models)
+    stage = StageContext(wh, catalog, Deployment.of(models=models))
     build_prompts(stage, "a1", "mini_qa", "flaky")
     run_completions(stage, "a1", "mini_qa", "flaky")  # each prompt's first answer: the correct one
     resource = HolisticResource(

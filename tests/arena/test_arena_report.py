@@ -11,6 +11,7 @@ import lxml.html
 import pandas as pd
 import pytest
 
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.report import build_report
 from holistic_dagster.report.arena import arena_tables
 from holistic_dagster.stages import arena, summaries
@@ -27,7 +28,7 @@ def scored_once(arena_world, tmp_path_factory) -> Path:
     """A copy of the arena's warehouse with the contestants' scores and the leaderboard (which the report needs
     and the arena world does not make), computed once for this module."""
     wh = Warehouse(shutil.copy(arena_world["wh"].path, tmp_path_factory.mktemp("scored") / "warehouse.duckdb"))
-    stage = StageContext(wh, arena_world["catalog"], Path(arena_world["resource"].models_file))
+    stage = StageContext(wh, arena_world["catalog"], Deployment.of(models=Path(arena_world["resource"].models_file)))
     for model in CONTESTANTS:
         compute_scores(stage, "a1", "mini_qa", model)
     summaries.summarize(stage, "a1")

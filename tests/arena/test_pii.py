@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from holistic_dagster import quality
-from holistic_dagster.shadow import ShadowSpec, pii_check, read_traffic
-from holistic_dagster.shadow.pii import CATEGORIES, PiiRemover
+from holistic_dagster.config.shadow import CATEGORIES, ShadowSpec
+from holistic_dagster.shadow import pii_check, read_traffic
+from holistic_dagster.shadow.pii import PiiRemover
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 

@@ -11,12 +11,12 @@ import pytest
 from dagster import DagsterInstance, SkipReason, build_sensor_context
 
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.shadow import CATEGORIES, ShadowSpec, load_shadow_spec
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.settings import REPO_ROOT
-from holistic_dagster.shadow import ShadowSpec, load_shadow_spec, read_traffic
-from holistic_dagster.shadow.pii import CATEGORIES
+from holistic_dagster.shadow import read_traffic
 from holistic_dagster.warehouse import TABLES, Warehouse
 from tests.arena.conftest import QA
 from tests.conftest import write
@@ -183,7 +183,7 @@ def test_a_rerun_sends_nothing_twice_and_a_bad_log_leaves_earlier_results_intact
 def test_no_configuration_says_what_to_write_and_the_example_is_valid(tmp_path):
     resource = HolisticResource(shadow_file=str(tmp_path / "shadow.yaml"))
     with pytest.raises(CatalogError, match="shadow evaluation is not configured"):
-        resource.shadow()
+        resource.deployment().shadow()
     example = load_shadow_spec(REPO_ROOT / "resources" / "shadow.example.yaml")
     assert example.pii.redact == CATEGORIES and example.slice_by == "metadata.route"
     bad = write(tmp_path / "bad.yaml", "candidates: [a]\njudge: b\npii: {redact: [email, ssn]}\n")

@@ -9,6 +9,7 @@ import pytest
 import requests
 from dagster import SkipReason, build_sensor_context
 
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.vote import invitations, vote_app
 from tests.arena.conftest import QA
@@ -29,7 +30,7 @@ def _choice(question: str, first: str, second: str) -> str:
 
 def test_votes_cast_in_a_browser_land_as_rows_and_the_ratings_follow(arena_world):
     wh, resource, instance = arena_world["wh"], arena_world["resource"], arena_world["instance"]
-    stage = StageContext(wh, arena_world["catalog"], Path(resource.models_file))
+    stage = StageContext(wh, arena_world["catalog"], Deployment.of(models=Path(resource.models_file)))
     key = b"test-key-not-a-secret"
     alice = invitations.invitation(key, "a1", "alice")
     with LoopbackServer(vote_app(stage, "a1", key)) as server, chromium_page(1200, 900) as page:

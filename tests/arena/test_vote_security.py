@@ -11,6 +11,7 @@ import duckdb
 import pytest
 import requests
 
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.vote import MAX_BODY_BYTES, VOTES_PER_MINUTE, invitations, vote_app
 from holistic_dagster.warehouse import Warehouse
@@ -24,7 +25,7 @@ def page(arena_world, tmp_path):
     wh = Warehouse(shutil.copy(arena_world["wh"].path, tmp_path / "warehouse.duckdb"))  # votes stay in the copy
     with duckdb.connect(str(wh.path)) as con:  # none cast yet (the browser test's, when it ran first, aside)
         con.execute("DELETE FROM votes")
-    stage = StageContext(wh, arena_world["catalog"], Path(arena_world["resource"].models_file))
+    stage = StageContext(wh, arena_world["catalog"], Deployment.of(models=Path(arena_world["resource"].models_file)))
     # a clock that stands still: the rate limit counts these requests in one minute however slow the machine
     with LoopbackServer(vote_app(stage, "a1", KEY, clock=lambda: 1000.0)) as server:
         yield f"http://127.0.0.1:{server.port}", wh

@@ -16,8 +16,9 @@ from holistic_dagster.helm.exporting import export_runs
 from holistic_dagster.helm.importing import import_runs
 from holistic_dagster.helm.names import our_metric
 from holistic_dagster.helm.runs import read_run
-from holistic_dagster.stages.summaries import compare_models, main_metrics
-from holistic_dagster.trace import trace_score
+from holistic_dagster.results.leaderboard import main_metrics
+from holistic_dagster.results.scores import compare_models
+from holistic_dagster.results.trace import trace_score
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 

@@ -33,7 +33,7 @@ from holistic_dagster.metrics.calibration import (
 )
 from holistic_dagster.metrics.scoring import metrics_per_instance, score_instances
 from holistic_dagster.records import Completion, Request
-from holistic_dagster.stages.summaries import calibration_pairs
+from holistic_dagster.results.scores import calibration_pairs
 from tests.adaptation.test_adaptation import mc, qa
 
 FAMILIES = ("accuracy", "calibration", "efficiency")

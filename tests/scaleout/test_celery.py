@@ -12,6 +12,7 @@ import pytest
 from dagster import DagsterInstance
 
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.defs.runner import register_partitions
 from holistic_dagster.settings import REPO_ROOT, prepare_dagster_home
 from holistic_dagster.stages import StageContext
@@ -179,7 +180,7 @@ def _run_id_for(instance: DagsterInstance, partition: str) -> str | None:
 def _in_process_results(root: Path, models: list[str]) -> Warehouse:
     """The same evaluation without Dagster or Celery: the stages in this process, into a DuckDB file."""
     path = root / f"in_process_{'_'.join(models)}.duckdb"
-    stage = StageContext(Warehouse(path), Catalog(), Path(root / "resources" / "models.yaml"))
+    stage = StageContext(Warehouse(path), Catalog(), Deployment.of(models=Path(root / "resources" / "models.yaml")))
     build_dataset(stage, "v1", "mini_qa")
     for model in models:
         build_prompts(stage, "v1", "mini_qa", model)

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from holistic_dagster import settings
 from holistic_dagster.cli import app as cli
 from holistic_dagster.config.models import load_models
+from holistic_dagster.config.scaleout import CelerySettings, load_celery_settings
 from holistic_dagster.defs.celery import ScaleOutError, StepRouter, app_args
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.scaleout import CelerySettings, load_celery_settings
 from tests.conftest import write
 from tests.helpers import free_port
 from tests.services import CeleryWorker, RedisServer

@@ -1,6 +1,6 @@
 """What automation decides, without Dagster: what identifies a model (its registry entry, and for entries
 with `watch: true` the revision its server reports), which runs a registry sensor tick requests, and which
-evaluated partitions are stale. holistic_dagster/defs/sensors.py turns these decisions into Dagster requests.
+evaluated partitions are stale. holistic_dagster/defs/automation.py turns these decisions into Dagster requests.
 """
 
 from __future__ import annotations
@@ -8,61 +8,32 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import requests
-import yaml
 
-from holistic_dagster import settings
+from holistic_dagster.clients.registry import backend, served_revision
 from holistic_dagster.config.models import ModelSpec
-from holistic_dagster.config.redaction import read_secret, redact
+from holistic_dagster.config.redaction import redact
+from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import sha256_json
 
 REASON_TAG = "holistic/reason"  # the run tag saying why automation requested a run
-
-
-def automation_config(resources_dir: Path | None = None) -> dict:
-    """resources/automation.yaml (optional): {rerun_stale_cron: "0 3 * * *"}."""
-    path = (resources_dir or settings.resources_dir()) / "automation.yaml"
-    config = {"rerun_stale_cron": "0 3 * * *"}
-    if path.exists():
-        config.update(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-    return config
+# what a model's results depend on: a change of any of these (or of the revision its server reports) is a new model
+IDENTITY_FIELDS = ("backend", "path", "revision", "base_url", "chat")
 
 
 # --- model identity ---------------------------------------------------------------------------------------
 
 
-def served_revision(spec: ModelSpec, timeout_s: float = 5.0) -> str:
-    """The revision the server says it serves (raises on a server that cannot be asked)."""
-    base = (spec.base_url or "").rstrip("/")
-    if spec.backend == "tgi":
-        info = requests.get(f"{base}/info", timeout=timeout_s)
-        info.raise_for_status()
-        body = info.json()
-        return f"{body.get('model_id')}@{body.get('model_sha')}"
-    headers = {}
-    if spec.api_key_env:
-        if not (key := read_secret(spec.api_key_env)):
-            raise KeyError(spec.api_key_env)  # (as os.environ[...] did: the variable is not set)
-        headers["Authorization"] = f"Bearer {key}"
-    listing = requests.get(f"{base}/models", headers=headers, timeout=timeout_s)
-    listing.raise_for_status()
-    for entry in listing.json().get("data", []):
-        if entry.get("id") == spec.path:
-            return f"{entry.get('id')}@{entry.get('root', '')}@{entry.get('created', '')}"
-    raise LookupError(f"{spec.path!r} is not in {base}/models")
-
-
 def model_identity(spec: ModelSpec, previous: str | None) -> tuple[str, str]:
     """(identity, warning). A watched server that cannot be reached keeps the previous identity, so an
     outage never looks like a new revision."""
-    fields = {k: getattr(spec, k) for k in ("backend", "path", "revision", "base_url", "chat")}
-    if not spec.watch or spec.backend == "transformers":
+    fields = {k: getattr(spec, k) for k in IDENTITY_FIELDS}
+    if not spec.watch or not backend(spec).watchable:
         return sha256_json(fields)[:16], ""
     try:
         fields["served"] = served_revision(spec)
-    except (requests.RequestException, LookupError, KeyError, ValueError) as e:
+    except (requests.RequestException, OSError, HolisticError, LookupError, KeyError, ValueError) as e:
         note = redact(f"could not read the served revision ({type(e).__name__}: {e})")  # logged by the sensor
         return previous or sha256_json(fields)[:16], note
     return sha256_json(fields)[:16], ""

@@ -15,31 +15,22 @@ Inputs are fingerprinted as a hash of their content: rows through DuckDB's hash 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 
-from holistic_dagster import settings
+from holistic_dagster.clients.registry import model_files
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.config.models import ModelSpec
-from holistic_dagster.records import sha256_file, sha256_json
+from holistic_dagster.records import code_fingerprint, sha256_json
+from holistic_dagster.results.leaderboard import report_path
 from holistic_dagster.warehouse import Warehouse
-
-PACKAGE = Path(__file__).resolve().parent
-
-
-@functools.cache
-def code_fingerprint() -> str:
-    """This package's own files (code, schema, word lists): another release or a local edit re-runs every step."""
-    files = sorted(p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return sha256_json([[str(p.relative_to(PACKAGE)), sha256_file(p)] for p in files])[:16]
 
 
 def files_state(paths: list[str]) -> list[list[Any]]:
@@ -88,48 +79,35 @@ def _suite_inputs(catalog: Catalog, version: str) -> dict[str, Any]:
     }
 
 
-def model_files(spec: ModelSpec) -> list[str]:
-    """The local files a model's weights come from (none for a server)."""
-    if spec.backend != "transformers":
-        return []
-    path = spec.path
-    if path.startswith("demo:"):
-        folder = settings.home_dir() / "demo_models" / path.removeprefix("demo:")
-    elif path.startswith("gguf:"):
-        from holistic_dagster.clients.gguf_models import resolve_gguf
-
-        try:
-            return [str(resolve_gguf(path))]
-        except Exception:  # not installed: the evaluation will say so
-            return []
-    else:
-        folder = Path(path)
-    return [str(p) for p in sorted(folder.glob("*")) if p.is_file()] if folder.is_dir() else [str(folder)]
-
-
-def datasets_step(warehouse: Warehouse, catalog: Catalog, version: str) -> Step:
+def datasets_step(deployment: Deployment, warehouse: Warehouse, catalog: Catalog, version: str) -> Step:
     files = warehouse.df(
         "SELECT uri FROM source_files WHERE version = ? AND uri NOT LIKE 'generator:%'", [version]
     )["uri"].tolist() if warehouse.path.exists() else []  # fmt: skip
-    inputs = {**_suite_inputs(catalog, version), "data_dirs": [str(d) for d in settings.data_dirs()]}
+    inputs = {**_suite_inputs(catalog, version), "data_dirs": [str(d) for d in deployment.data_dirs]}
     return Step("datasets", version, sha256_json(inputs)[:24], files_state(files))
 
 
-def evaluate_step(warehouse: Warehouse, catalog: Catalog, version: str, spec: ModelSpec) -> Step:
+def evaluate_step(
+    deployment: Deployment, warehouse: Warehouse, catalog: Catalog, version: str, spec: ModelSpec
+) -> Step:
     inputs = {
         **_suite_inputs(catalog, version),
         "model": spec.model_dump(mode="json"),
         "instances": _rows(warehouse, "instances", "version = ?", [version]) if warehouse.path.exists() else None,
     }
-    return Step("evaluate", f"{spec.name}|{version}", sha256_json(inputs)[:24], files_state(model_files(spec)))
+    return Step(
+        "evaluate", f"{spec.name}|{version}", sha256_json(inputs)[:24], files_state(model_files(spec, deployment.home))
+    )
 
 
-def summaries_step(warehouse: Warehouse, catalog: Catalog, version: str, registry: dict[str, ModelSpec]) -> Step:
+def summaries_step(
+    deployment: Deployment, warehouse: Warehouse, catalog: Catalog, version: str, registry: dict[str, ModelSpec]
+) -> Step:
     scored = {
         table: _rows(warehouse, table, "version = ?", [version]) if warehouse.path.exists() else None
         for table in ("instance_scores", "scenario_metrics", "applicability", "stability")
     }
-    alerts = settings.resources_dir() / "alerts.yaml"  # its rules grade the version (asset `alerts`)
+    alerts = deployment.alerts_path  # its rules grade the version (asset `alerts`)
     inputs = {
         **_suite_inputs(catalog, version),
         "registry": {name: spec.model_dump(mode="json") for name, spec in sorted(registry.items())},
@@ -140,14 +118,18 @@ def summaries_step(warehouse: Warehouse, catalog: Catalog, version: str, registr
 
 
 def suite_steps(
-    warehouse: Warehouse, catalog: Catalog, version: str, models: Sequence[str], registry: Mapping[str, ModelSpec]
+    deployment: Deployment, version: str, models: Sequence[str], registry: Mapping[str, ModelSpec]
 ) -> list[tuple[str, Callable[[], Step]]]:
     """An evaluation's steps in order, each with its label and how to take its inputs (just before it runs,
     after the steps it depends on): the one plan `holistic evaluate` checks and evaluate_suite runs."""
+    warehouse, catalog = deployment.warehouse(), deployment.catalog()
     return [
-        (f"datasets for {version}", lambda: datasets_step(warehouse, catalog, version)),
-        *[(f"evaluate {m}", lambda m=m: evaluate_step(warehouse, catalog, version, registry[m])) for m in models],
-        ("leaderboard", lambda: summaries_step(warehouse, catalog, version, dict(registry))),
+        (f"datasets for {version}", lambda: datasets_step(deployment, warehouse, catalog, version)),
+        *[
+            (f"evaluate {m}", lambda m=m: evaluate_step(deployment, warehouse, catalog, version, registry[m]))
+            for m in models
+        ],
+        ("leaderboard", lambda: summaries_step(deployment, warehouse, catalog, version, dict(registry))),
     ]
 
 
@@ -162,8 +144,6 @@ def outputs_present(warehouse: Warehouse, catalog: Catalog, step: Step) -> bool:
             "SELECT DISTINCT scenario FROM scenario_metrics WHERE model = ? AND version = ?", [model, version]
         )
     else:
-        from holistic_dagster.stages.summaries import report_path
-
         if not report_path(warehouse, step.partition).exists():
             return False
         found = warehouse.df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [step.partition])

@@ -1,0 +1,20 @@
+"""resources/automation.yaml (optional): when the `rerun_stale` schedule re-evaluates stale partitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from holistic_dagster.config.schema import read_yaml, validate
+from holistic_dagster.records import Strict
+
+
+class AutomationSettings(Strict):
+    rerun_stale_cron: str = Field("0 3 * * *", min_length=1)  # a cron expression, UTC
+
+
+def load_automation(path: Path) -> AutomationSettings:
+    """The automation settings (the file is optional: without it, the defaults)."""
+    path = Path(path)
+    return validate(AutomationSettings, read_yaml(path) or {}, path) if path.exists() else AutomationSettings()

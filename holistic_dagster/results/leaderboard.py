@@ -1,0 +1,57 @@
+"""The leaderboard as the warehouse holds it: cells per family, scenario, metric and model (never blended across
+families), the headline cells that enter each family's win rate, each scenario's main metric and the suite's
+significance level (for imported HELM versions, as the import recorded them), and where a version's report is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from holistic_dagster.config.catalog import SuiteSpec
+from holistic_dagster.metrics import FAMILIES, is_headline
+from holistic_dagster.warehouse import Warehouse
+
+
+def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -> pd.DataFrame:
+    """Models x (scenario, metric) per family, for one suite version; never blended across families. Families
+    that do not apply to a scenario appear as rows with no value and a note saying so."""
+    sql = "SELECT * FROM leaderboard WHERE version = ?" + (" AND family = ?" if family else "")
+    frame = warehouse.df(sql, [version] + ([family] if family else []))
+    frame["family"] = pd.Categorical(frame["family"], categories=FAMILIES, ordered=True)
+    return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)
+
+
+def main_metrics(warehouse: Warehouse, catalog, version: str) -> dict[str, str]:
+    """{scenario: its main accuracy metric}: as the suite version pins them, or for a version made by importing
+    HELM runs (holistic_dagster.helm), as the import chose them."""
+    if version in catalog.suite_versions():
+        return catalog.main_metrics(version)
+    return dict(warehouse.df(IMPORTED_SCENARIOS, [version])[["scenario", "main_metric"]].itertuples(index=False))
+
+
+def regression_alpha(catalog, version: str) -> float:
+    """The suite's significance level for paired tests; an imported version's is the suites' default."""
+    if version in catalog.suite_versions():
+        return catalog.suite(version).regression_alpha
+    return SuiteSpec.model_fields["regression_alpha"].default
+
+
+IMPORTED_SCENARIOS = (
+    "SELECT scenario, any_value(main_metric) AS main_metric, any_value(adapter_method) AS method, "
+    "any_value(description) AS description FROM imported_runs WHERE version = ? GROUP BY scenario ORDER BY scenario"
+)
+
+
+def headline_columns(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.DataFrame:
+    """The cells that enter each family's win rate (metrics.is_headline)."""
+    if cells.empty:
+        return cells
+    main = lambda r: main_metric.get(r.scenario, "")  # noqa: E731
+    return cells[cells.apply(lambda r: is_headline(r.family, r.metric, r.perturbation, main(r)), axis=1)]
+
+
+def report_path(warehouse: Warehouse, version: str) -> Path:
+    """The first page of a suite version's HTML report: reports/<version>/index.html beside the warehouse (its
+    scenario and predictions pages are in the same folder)."""
+    return warehouse.path.parent / "reports" / version / "index.html"
