@@ -29,7 +29,7 @@ from holistic_dagster.alerts.delivery import (
     notify,
 )
 from holistic_dagster.defs.resources import HolisticResource
-from holistic_dagster.defs.sensors import alert_webhook
+from holistic_dagster.defs.summaries import alert_webhook
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 from tests.helpers import free_port

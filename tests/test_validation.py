@@ -10,8 +10,8 @@ import signal
 import pandas as pd
 import pytest
 
-from holistic_dagster import validation
-from holistic_dagster.validation import expect, validate, validate_here
+from holistic_dagster.quality import gx as validation
+from holistic_dagster.quality.gx import expect, validate, validate_here
 
 pytestmark = pytest.mark.slow  # the background process imports Great Expectations (seconds)
 
@@ -56,7 +56,7 @@ def test_a_dead_background_process_leaves_validation_here(background, caplog):
     assert validate(FRAME, CASES[0]) == (True, {})
     os.kill(background._process.pid, signal.SIGKILL)
     background._process.join(timeout=10)
-    with caplog.at_level(logging.WARNING, logger="holistic_dagster.validation"):
+    with caplog.at_level(logging.WARNING, logger="holistic_dagster.quality.gx"):
         assert validate(FRAME, CASES[1]) == validate_here(FRAME, CASES[1])
     assert "validating in this process" in caplog.text
     assert validation._background.helper is None

@@ -1,6 +1,6 @@
 """What automation decides, without Dagster: what identifies a model (its registry entry, and for entries
 with `watch: true` the revision its server reports), which runs a registry sensor tick requests, and which
-evaluated partitions are stale. holistic_dagster/defs/automation.py turns these decisions into Dagster requests.
+evaluated partitions are stale. holistic_dagster/defs/evaluation.py turns these decisions into Dagster requests.
 """
 
 from __future__ import annotations

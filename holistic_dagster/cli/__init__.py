@@ -197,8 +197,8 @@ def _evaluate(
             console.print(f"[bold]>[/] {line}")
         _finish(path, version, home, started, tour)
         return
-    from holistic_dagster import validation
     from holistic_dagster.clients.registry import start_model_processes
+    from holistic_dagster.quality import gx as validation
     from holistic_dagster.report import plots
 
     # what takes seconds to load (Great Expectations, each local model) loads in processes of its own, on the

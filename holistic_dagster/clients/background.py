@@ -1,5 +1,5 @@
 """Helper processes that a command starts to load slow libraries on the machine's other core (Great
-Expectations: validation.py; a local model: clients/model_process.py; the report's plots: report/plots.py).
+Expectations: quality/gx.py; a local model: clients/model_process.py; the report's plots: report/plots.py).
 Each talks over one pipe and ends when its pipe closes or its parent kills it."""
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ import json
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue, MultiPartitionKey
 
+from holistic_dagster.defs.jobs import MODEL_STAGES
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 
-STAGES = ("completions", "scores")
+STAGES = MODEL_STAGES[1:]  # what an imported run has: completions and scores (not our prompts)
 
 
 def record_imported(instance: DagsterInstance, version: str, parts, scenarios_with_assets: set[str]) -> list[str]:

@@ -9,12 +9,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psutil
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, MultiPartitionKey, RunsFilter
+from dagster import DagsterInstance, DagsterRunStatus, Definitions, MultiPartitionKey, RunsFilter
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
 from holistic_dagster.automation import freshness
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import ledger
+from holistic_dagster.defs.jobs import ARENA_JOB, DATASETS_JOB, EVALUATE_JOB, LEADERBOARD_JOB, dataset_keys, model_keys
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
 
@@ -116,12 +117,10 @@ def evaluate_suite(
         announce(f"marked {len(abandoned)} run(s) failed whose process was killed: {', '.join(abandoned)}")
     register_partitions(instance, models, [version])
     warehouse, registry = deployment.warehouse(), deployment.models()
-    datasets = [AssetKey([s, "dataset"]) for s in scenarios]
-    per_model = [AssetKey([s, stage]) for s in scenarios for stage in ("prompts", "completions", "scores")]
     jobs = [
-        ("datasets", version, datasets),
-        *[("evaluate_model", MultiPartitionKey({"model": m, "version": version}), per_model) for m in models],
-        ("leaderboard_job", version, None),
+        (DATASETS_JOB, version, dataset_keys(scenarios)),
+        *[(EVALUATE_JOB, MultiPartitionKey({"model": m, "version": version}), model_keys(scenarios)) for m in models],
+        (LEADERBOARD_JOB, version, None),
     ]
     steps = freshness.suite_steps(deployment, version, models, registry)
     runs = []
@@ -156,7 +155,7 @@ def run_arena(defs: Definitions, instance: DagsterInstance, version: str) -> Exe
         logging.getLogger("holistic_dagster").warning("marked failed, their process was killed: %s", abandoned)
     register_partitions(instance, [], [version])
     with ledger.running(instance.root_directory):
-        result = defs.resolve_job_def("arena_job").execute_in_process(
+        result = defs.resolve_job_def(ARENA_JOB).execute_in_process(
             partition_key=version, instance=instance, run_config=QUIET_LOGS, raise_on_error=False, tags=process_tags()
         )
     if not result.success:

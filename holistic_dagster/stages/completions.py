@@ -11,8 +11,9 @@ import pandas as pd
 
 from holistic_dagster.adaptation.adapter import adapter_as_asked
 from holistic_dagster.records import Completion, Request, sha256_json
+from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.stages.prompts import load_requests, prompted_method
+from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.warehouse import BackgroundWriter
 from holistic_dagster.warehouse.rows import completion_from_row, completion_row
 
@@ -22,7 +23,9 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
     is replaced at the end."""
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     requests = load_requests(stage, version, scenario, model)
-    adapter = adapter_as_asked(spec.adapter, prompted_method(stage, version, scenario, model), pin.conventions)
+    adapter = adapter_as_asked(
+        spec.adapter, prompted_method(stage.warehouse, version, scenario, model), pin.conventions
+    )
     decoding = {
         "method": adapter.method,
         "max_tokens": adapter.max_tokens,

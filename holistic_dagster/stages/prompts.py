@@ -10,8 +10,9 @@ import pandas as pd
 from holistic_dagster.adaptation.adapter import TokenBudget, adapter_as_asked, build_requests
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.adaptation.spec import AdapterSpec
-from holistic_dagster.errors import CapabilityError, CatalogError, HolisticError
+from holistic_dagster.errors import CapabilityError, CatalogError
 from holistic_dagster.records import Request
+from holistic_dagster.results.scores import no_prompts
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.warehouse.rows import prompt_row, request_from_row
@@ -76,28 +77,11 @@ def adapter_for(client, scenario: str, adapter: AdapterSpec, fallback_method: st
     )
 
 
-def prompted_method(stage: StageContext, version: str, scenario: str, model: str) -> str:
-    """The adapter method the prompts were built with (the scenario's, or a fallback)."""
-    frame = stage.warehouse.df(
-        "SELECT DISTINCT adapter_method FROM prompts WHERE model = ? AND version = ? AND scenario = ?",
-        [model, version, scenario],
-    )
-    if frame.empty:
-        raise _no_prompts(version, scenario, model)
-    return str(frame["adapter_method"].iat[0])
-
-
-def _no_prompts(version: str, scenario: str, model: str) -> HolisticError:
-    return HolisticError(
-        f"no prompts for {scenario!r}, model {model!r}, version {version!r}: materialize [{scenario}, prompts] first"
-    )
-
-
 def load_requests(stage: StageContext, version: str, scenario: str, model: str) -> list[Request]:
     frame = stage.warehouse.df(
         "SELECT * FROM prompts WHERE model = ? AND version = ? AND scenario = ? ORDER BY instance_id, request_id",
         [model, version, scenario],
     )
     if frame.empty:
-        raise _no_prompts(version, scenario, model)
+        raise no_prompts(version, scenario, model)
     return [request_from_row(r) for r in frame.itertuples(index=False)]

@@ -10,10 +10,11 @@ import pandas as pd
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import is_headline
 from holistic_dagster.metrics.scoring import applicable_scorers, score_instances
+from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.completions import load_completions
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
-from holistic_dagster.stages.prompts import load_requests, prompted_method
+from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
 
 
@@ -34,7 +35,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     instances = [i for i in instances if i.instance_id not in failed]
     if not any(not i.perturbation for i in instances):
         raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
-    method = prompted_method(stage, version, scenario, model)
+    method = prompted_method(stage.warehouse, version, scenario, model)
     classifier = None
     if any(s.uses_classifier for s in applicable_scorers(method, spec.families, spec.extra_metrics)):
         classifier = stage.toxicity(stage.catalog.suite(version).toxicity)

@@ -11,7 +11,7 @@ import sys
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter, SkipReason, build_sensor_context
 from dagster._core.instance.ref import InstanceRef
 
-from holistic_dagster.defs.sensors import abandoned_runs
+from holistic_dagster.defs.evaluation import abandoned_runs
 from holistic_dagster.settings import REPO_ROOT
 from tests.helpers import kill_when, wait_until
 

@@ -1,0 +1,277 @@
+"""The evaluation: per scenario its dataset (per suite version), and per model its prompts, completions and scores
+(the quality checks of each), the jobs that run them, the sensor that evaluates new models, new revisions and new
+suite versions, the schedule that re-evaluates stale partitions, and the sensor that marks killed in-process runs
+failed. What to run is decided in automation/planning.py; this module reads the Dagster instance and turns the
+decisions into requests."""
+
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    AssetKey,
+    AssetRecordsFilter,
+    AssetsDefinition,
+    DataVersion,
+    DefaultScheduleStatus,
+    DefaultSensorStatus,
+    Definitions,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionKey,
+    RunRequest,
+    ScheduleEvaluationContext,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    asset,
+    define_asset_job,
+    schedule,
+    sensor,
+)
+
+from holistic_dagster import quality
+from holistic_dagster.automation import planning as automation
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.defs import jobs
+from holistic_dagster.defs.common import BY_VERSION, SCORES_FOLLOW, check_results, check_specs, model_stage
+from holistic_dagster.defs.partitions import model_partitions, model_version_partitions, version_partitions
+from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
+from holistic_dagster.defs.runner import fail_abandoned_runs
+from holistic_dagster.stages.completions import run_completions
+from holistic_dagster.stages.dataset import build_dataset
+from holistic_dagster.stages.prompts import build_prompts
+from holistic_dagster.stages.scores import compute_scores
+
+
+def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> Definitions:
+    """The evaluation's assets, jobs, sensors and schedule for the catalog's loadable scenarios."""
+    datasets_job = define_asset_job(
+        jobs.DATASETS_JOB,
+        selection=jobs.selection(jobs.dataset_keys(scenarios)),
+        description="Load and sample every scenario's data for a suite version.",
+    )
+    evaluate_job = define_asset_job(
+        jobs.EVALUATE_JOB,
+        selection=jobs.selection(jobs.model_keys(scenarios)),
+        description="Prompts, completions and scores of every scenario for one model.",
+    )
+    code_versions = {s: catalog.code_version(s) for s in scenarios}
+    return Definitions(
+        assets=[a for s in scenarios for a in scenario_assets(catalog, s)],
+        jobs=[datasets_job, evaluate_job],
+        sensors=[make_registry_sensor(datasets_job, evaluate_job), abandoned_runs],
+        schedules=[
+            make_stale_schedule(
+                evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), rerun_cron
+            )
+        ],
+    )
+
+
+def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
+    spec = catalog.scenario(scenario)
+    code_version = catalog.code_version(scenario)
+    common = {"group_name": scenario, "code_version": code_version, "kinds": {"duckdb"}}
+
+    @asset(
+        key=[scenario, "dataset"],
+        partitions_def=version_partitions,
+        check_specs=check_specs([scenario, "dataset"], "dataset"),
+        description=f"{spec.description} The suite version's sample of instances, with references and the "
+        f"checksum of every source file.",
+        **common,
+    )
+    def dataset(context: AssetExecutionContext, holistic: HolisticResource):
+        version = context.partition_key
+        stage = holistic.stage(context.run.run_id)
+        summary = build_dataset(stage, version, scenario)
+        yield MaterializeResult(
+            metadata={
+                "num_test_instances": summary["num_test"],
+                "num_train_instances": summary["num_train"],
+                "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"])),
+            },
+            # the content's version (source checksums + sample): the stale-partition schedule compares it
+            data_version=DataVersion(summary["data_version"]),
+        )
+        yield from check_results(quality.check_stage("dataset", stage, version, scenario), "dataset")
+
+    @asset(
+        key=[scenario, "prompts"],
+        partitions_def=model_version_partitions,
+        deps=[AssetDep(AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
+        check_specs=check_specs([scenario, "prompts"], "prompts"),
+        description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context window.",
+        **common,
+    )
+    def prompts(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        backends = model_backends
+        yield from model_stage(context, holistic, scenario, "prompts", build_prompts, backends)
+
+    @asset(
+        key=[scenario, "completions"],
+        pool="model_requests",  # concurrent runs share model servers: see dagster.yaml
+        partitions_def=model_version_partitions,
+        deps=[AssetKey([scenario, "prompts"])],
+        check_specs=check_specs([scenario, "completions"], "completions"),
+        description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
+        **common,
+    )
+    def completions(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+        backends = model_backends
+        yield from model_stage(context, holistic, scenario, "completions", run_completions, backends)
+
+    @asset(
+        key=[scenario, "scores"],
+        partitions_def=model_version_partitions,
+        automation_condition=SCORES_FOLLOW,
+        deps=[AssetKey([scenario, "completions"])],
+        check_specs=check_specs([scenario, "scores"], "scores"),
+        description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
+        **common,
+    )
+    def scores(
+        context: AssetExecutionContext, holistic: HolisticResource, toxicity_classifier: ToxicityClassifierResource
+    ):
+        yield from model_stage(context, holistic, scenario, "scores", compute_scores, toxicity=toxicity_classifier)
+
+    return [dataset, prompts, completions, scores]
+
+
+def datasets_ready(instance, catalog: Catalog, version: str) -> bool:
+    """Every scenario of the version has its dataset materialized for that version."""
+    return all(
+        version in instance.get_materialized_partitions(key) for key in jobs.dataset_keys(_suite(catalog, version))
+    )
+
+
+def _suite(catalog: Catalog, version: str) -> list[str]:
+    return list(catalog.suite(version).scenarios)
+
+
+def _evaluate_request(run: automation.EvaluateRun, catalog: Catalog, job_name: str | None = None) -> RunRequest:
+    return RunRequest(
+        job_name=job_name,
+        partition_key=MultiPartitionKey({"model": run.model, "version": run.version}),
+        run_key=run.run_key,
+        asset_selection=jobs.model_keys(_suite(catalog, run.version)),
+        tags=run.tags,
+    )
+
+
+def make_registry_sensor(datasets_job, evaluate_job):
+    @sensor(
+        name="model_registry",
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        jobs=[datasets_job, evaluate_job],
+    )
+    def model_registry(context: SensorEvaluationContext, holistic: HolisticResource):
+        """Watches the model registry the `holistic` resource names (resources/models.yaml; for entries with
+        `watch: true`, also the TGI server's /info or the OpenAI-compatible server's /v1/models) and its
+        catalog's suites/. What to run is decided by automation.plan_registry_tick."""
+        catalog, models = holistic.catalog(), holistic.models()
+        versions = catalog.suite_versions()
+        previous = automation.read_cursor(context.cursor)
+        identities, warnings = automation.model_identities(models, previous)
+        for warning in warnings:
+            context.log.warning(warning)
+        plan = automation.plan_registry_tick(
+            previous,
+            identities,
+            versions,
+            catalog.newest_version(),
+            lambda version: datasets_ready(context.instance, catalog, version),
+        )
+        for line in plan.log:
+            context.log.info(line)
+        partitions = []
+        if new := [m for m in models if not context.instance.has_dynamic_partition(model_partitions.name, m)]:
+            partitions.append(model_partitions.build_add_request(new))
+        if new := [v for v in versions if not context.instance.has_dynamic_partition(version_partitions.name, v)]:
+            partitions.append(version_partitions.build_add_request(new))
+        cursor = automation.write_cursor(plan.cursor)
+        if previous is None:  # the first tick records the registry
+            return SensorResult(dynamic_partitions_requests=partitions, cursor=cursor)
+        runs = [
+            RunRequest(
+                job_name=datasets_job.name,
+                partition_key=run.version,
+                run_key=run.run_key,
+                asset_selection=jobs.dataset_keys(_suite(catalog, run.version)),
+            )
+            for run in plan.datasets
+        ]
+        runs += [_evaluate_request(run, catalog, evaluate_job.name) for run in plan.evaluations]
+        if not runs and not partitions:
+            return SkipReason("model registry and suites unchanged")
+        return SensorResult(run_requests=runs, dynamic_partitions_requests=partitions, cursor=cursor)
+
+    return model_registry
+
+
+@sensor(name="abandoned_runs", default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=60)
+def abandoned_runs(context: SensorEvaluationContext):
+    """Marks failed the in-process runs (`holistic demo` / `evaluate`) whose process was killed before it
+    finished them: otherwise they show STARTED forever and hold back declarative automation."""
+    failed = fail_abandoned_runs(context.instance)
+    return SkipReason(f"marked failed: {', '.join(failed)}" if failed else "no abandoned runs")
+
+
+def make_stale_schedule(evaluate_job, stale_partitions, cron_schedule: str):
+    @schedule(
+        name="rerun_stale",
+        cron_schedule=cron_schedule,
+        job=evaluate_job,
+        default_status=DefaultScheduleStatus.RUNNING,
+    )
+    def rerun_stale(context: ScheduleEvaluationContext, holistic: HolisticResource):
+        """Re-evaluates every model x version partition whose prompts or scores were produced by an older code
+        version of their scenario (its YAML or template changed) or from an older dataset materialization."""
+        stale = stale_partitions(context.instance)
+        if not stale:
+            return SkipReason("nothing stale")
+        catalog = holistic.catalog()
+        tick = context.scheduled_execution_time.isoformat()
+        return [_evaluate_request(run, catalog) for run in automation.stale_runs(stale, tick)]
+
+    return rerun_stale
+
+
+def prompts_builds(instance, scenarios: list[str]) -> list[automation.PromptsBuild]:
+    """The latest prompts materialization of every evaluated partition, as plain records for
+    automation.find_stale."""
+
+    def history(key: AssetKey, partition: str, limit: int = 1):
+        return instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=limit
+        ).records
+
+    builds = []
+    for scenario in scenarios:
+        prompts_key, dataset_key = AssetKey([scenario, "prompts"]), AssetKey([scenario, "dataset"])
+        for partition in instance.get_materialized_partitions(prompts_key):
+            # a model x version key reads "<model>|<version>" (dimensions in alphabetical order)
+            if "|" not in partition or not (records := history(prompts_key, partition)):
+                continue
+            model, version = partition.split("|")
+            tags = records[0].asset_materialization.tags
+            datasets = history(dataset_key, version, limit=100)
+            builds.append(
+                automation.PromptsBuild(
+                    scenario=scenario,
+                    model=model,
+                    version=version,
+                    code_version=tags.get("dagster/code_version"),
+                    # the dataset materialization the prompts were built from
+                    dataset_used=tags.get(f"dagster/input_event_pointer/{scenario}/dataset"),
+                    dataset_history=[
+                        (str(r.storage_id), r.asset_materialization.tags.get("dagster/data_version")) for r in datasets
+                    ],
+                )
+            )
+    return builds
+
+
+def find_stale(instance, code_versions: dict[str, str], scenarios: list[str]) -> dict[tuple[str, str], set[str]]:
+    """{(model, version): reasons} for every evaluated partition whose prompts are stale (automation.find_stale)."""
+    return automation.find_stale(prompts_builds(instance, scenarios), code_versions)

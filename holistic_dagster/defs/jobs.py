@@ -1,0 +1,39 @@
+"""The named jobs and the asset selections they run: one definition, read by the products' definitions, the CLI's
+runner (defs/runner.py) and the sensors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dagster import AssetKey, AssetSelection
+
+DATASET = "dataset"
+MODEL_STAGES = ("prompts", "completions", "scores")  # one model's evaluation of a scenario, in order
+
+DATASETS_JOB = "datasets"
+EVALUATE_JOB = "evaluate_model"
+LEADERBOARD_JOB = "leaderboard_job"
+STABILITY_JOB = "stability_job"
+ARENA_JOB = "arena_job"
+ARENA_RATINGS_JOB = "arena_ratings_job"
+SHADOW_JOB = "shadow_job"
+
+SUMMARY_ASSETS = (["leaderboard"], ["regressions"], ["alerts"], ["report"])  # a version's summaries, in order
+
+
+def scenario_keys(scenarios: Iterable[str], stages: Iterable[str]) -> list[AssetKey]:
+    """The assets of the scenarios' stages (a run covers a suite's scenarios, not the catalog's)."""
+    stages = tuple(stages)
+    return [AssetKey([s, stage]) for s in scenarios for stage in stages]
+
+
+def dataset_keys(scenarios: Iterable[str]) -> list[AssetKey]:
+    return scenario_keys(scenarios, (DATASET,))
+
+
+def model_keys(scenarios: Iterable[str]) -> list[AssetKey]:
+    return scenario_keys(scenarios, MODEL_STAGES)
+
+
+def selection(keys: Iterable[AssetKey | list[str]]) -> AssetSelection:
+    return AssetSelection.assets(*keys)

@@ -1,0 +1,65 @@
+"""The checks of shadow evaluation: no personal data in the stored traffic, and judge verdicts that parse."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from holistic_dagster.config.redaction import redact
+from holistic_dagster.quality.base import CheckOutcome, declare
+from holistic_dagster.quality.gx import expect
+from holistic_dagster.shadow.pii_check import found_per_row
+from holistic_dagster.warehouse import Warehouse
+
+PII_REMOVED = declare(
+    "shadow_traffic",
+    "pii_removed",
+    "An independent PII detector (Presidio's recognizers and spaCy names, not the remover's patterns) finds "
+    "no personal data in any stored text of the traffic log: messages, prompts, production's answers, record "
+    "ids, slices and times. A detector that cannot run fails the check.",
+    blocking=True,
+)
+SHADOW_VERDICTS_PARSE = declare(
+    "shadow_verdicts",
+    "verdicts_parse",
+    "Judgements without a verdict stay within shadow.yaml's max_failure_rate; they are never votes.",
+    blocking=True,
+)
+
+
+def check_traffic(warehouse: Warehouse, log: str) -> list[CheckOutcome]:
+    """Every stored text of the log run through an independent PII detector (shadow.pii_check, not the remover's
+    patterns). Fails closed: a detector that cannot run fails the check. Details name the column, line and kind
+    of what was found, never the value."""
+    frame = warehouse.df(
+        "SELECT line, record_id, slice, messages::VARCHAR AS messages, prompt, production_text, logged_at "
+        "FROM traffic WHERE log = ? ORDER BY line",
+        [log],
+    )
+    # key-shaped tokens are looked for in free text only: ids are random tokens by design
+    free_text = {"record_id": False, "slice": False, "messages": True, "prompt": True, "production_text": True,
+                 "logged_at": False}  # fmt: skip
+    try:
+        found = frame[["line"]].assign(pii=found_per_row(frame, free_text))
+    except Exception as e:  # fail closed: unchecked text is never passed as clean
+        return [PII_REMOVED.result(False, f"{PII_REMOVED.description} The detector could not run: {redact(str(e))}")]
+    expectations = [
+        expect.ExpectTableRowCountToBeBetween(min_value=1),
+        expect.ExpectColumnValuesToBeInSet(column="pii", value_set=[""]),
+    ]
+    outcome = PII_REMOVED.outcome(found, expectations, examples=False)
+    left = {int(r.line): r.pii for r in found.itertuples() if r.pii}
+    if not left:
+        return [outcome]
+    return [replace(outcome, description=f"{outcome.description} Found on lines: {left}",
+                    details={**outcome.details, "found": left})]  # fmt: skip
+
+
+def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: float) -> list[CheckOutcome]:
+    frame = warehouse.df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
+    expectations = [
+        expect.ExpectTableRowCountToBeBetween(min_value=1),
+        expect.ExpectColumnValuesToBeInSet(
+            column="winner", value_set=["candidate", "production", "tie"], mostly=1.0 - max_failure_rate
+        ),
+    ]
+    return [SHADOW_VERDICTS_PARSE.outcome(frame, expectations)]
