@@ -28,6 +28,12 @@ def home_dir() -> Path:
     return _path("HOLISTIC_HOME", REPO_ROOT / "data")
 
 
+def dagster_home() -> Path:
+    """Dagster's instance folder (DAGSTER_HOME, default <home>/dagster): the runs, events and check results of
+    `holistic evaluate`, which `holistic ui` shows."""
+    return _path("DAGSTER_HOME", home_dir() / "dagster")
+
+
 def warehouse_path() -> Path:
     """Where results go (HOLISTIC_WAREHOUSE); warehouse.open_warehouse tells the two kinds apart by the path.
     A name ending in .duckdb (the default), or an existing file: one DuckDB file, written by one process at a

@@ -1,5 +1,4 @@
-"""The verbs of results exchange with HELM (holistic_dagster.helm): `holistic import-helm` and `holistic export`.
-Registered on the CLI's app in cli/__init__.py, whose console, options and error line they share."""
+"""The verbs of results exchange with HELM (holistic_dagster.helm): `holistic import-helm` and `holistic export`."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from holistic_dagster.cli import DbOption, _dagster_home, _fail, _warehouse_path, console
+from holistic_dagster.cli.common import DbOption, console, default_version, deployment, fail
 from holistic_dagster.errors import HolisticError
 
 
@@ -29,15 +28,14 @@ def import_helm(
 ) -> None:
     """Import HELM runs (run_spec.json, scenario_state.json, per_instance_stats.json, stats.json) as model
     partitions: instances, prompts, completions, per-instance scores and metrics, with lineage to the files."""
-    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.helm.importing import import_runs
-    from holistic_dagster.warehouse import open_warehouse
 
-    path = _warehouse_path(db)
+    chosen = deployment(db)
+    path = chosen.warehouse_path
     try:
-        parts = import_runs(open_warehouse(path), Catalog(), paths, version)
+        parts = import_runs(chosen.warehouse(), chosen.catalog(), paths, version)
     except HolisticError as e:
-        _fail(str(e))
+        fail(str(e))
     version = parts[0].frames["imported_runs"]["version"].iat[0]
     table = Table(title=f"imported into suite version {version} ({path})", title_justify="left")
     for column in ("scenario", "model", "HELM runs", "instances", "scores", "metrics"):
@@ -54,7 +52,7 @@ def import_helm(
     console.print(table)
     for what, n in skipped.items():
         console.print(f"  [dim]not imported: {n} {what}[/]")
-    _record_in_dagster(version, parts)
+    _record_in_dagster(chosen, version, parts)
     models = sorted({p.model for p in parts})
     console.print(f"Next: holistic leaderboard --version {version}")
     if len(models) > 1:
@@ -62,16 +60,11 @@ def import_helm(
     console.print(f"      holistic report --version {version}")
 
 
-def _record_in_dagster(version: str, parts) -> None:
+def _record_in_dagster(chosen, version: str, parts) -> None:
     """The imported partitions in the Dagster instance `holistic ui` opens (DAGSTER_HOME)."""
-    from dagster import DagsterInstance
+    from holistic_dagster.defs import local
 
-    from holistic_dagster.config.catalog import Catalog
-    from holistic_dagster.defs.imports import record_imported
-
-    _dagster_home()
-    with DagsterInstance.get() as instance:
-        missing = record_imported(instance, version, parts, set(Catalog().scenario_names()))
+    missing = local.record_imported(chosen, version, parts)
     console.print("  [dim]in the Dagster UI (holistic ui): the completions and scores assets, marked as imported[/]")
     if missing:
         console.print(
@@ -90,18 +83,16 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Write a suite version's results as HELM run folders, which HELM's helm-summarize and helm-server read."""
-    from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.helm.exporting import export_runs
-    from holistic_dagster.warehouse import open_warehouse
 
     if format != "helm":
-        _fail(f"unknown export format {format!r} (known: helm)")
-    path = _warehouse_path(db)
+        fail(f"unknown export format {format!r} (known: helm)")
+    chosen = deployment(db)
     try:
-        version = version or Catalog().newest_version()
-        folder = export_runs(open_warehouse(path), version, out, suite, models)
+        version = version or default_version(chosen)
+        folder = export_runs(chosen.warehouse(), version, out, suite, models)
     except HolisticError as e:
-        _fail(str(e))
+        fail(str(e))
     runs = sorted(p.name for p in folder.iterdir())
     console.print(f"{len(runs)} HELM runs of suite version {version} written to [cyan]{folder}[/]")
     console.print(f"  HELM reads them: helm-summarize --suite {folder.name} -o {folder.parent.parent}")

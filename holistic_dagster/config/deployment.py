@@ -26,6 +26,7 @@ class Deployment:
     home: Path = field(default_factory=settings.home_dir)  # working data: built models, downloads, reports' default
     warehouse_path: Path = field(default_factory=settings.warehouse_path)
     data_dirs: tuple[Path, ...] = field(default_factory=lambda: tuple(settings.data_dirs()))
+    dagster_home: Path = field(default_factory=settings.dagster_home)  # Dagster's runs, events and check results
     # the files, each named on its own where a deployment keeps one elsewhere (None: in resources_dir)
     models_file: Path | None = None
     alerts_file: Path | None = None
@@ -116,7 +117,3 @@ class Deployment:
 
     def warehouse(self) -> Warehouse:
         return open_warehouse(self.warehouse_path)
-
-    @property
-    def dagster_home(self) -> Path:
-        return self.home / "dagster"

@@ -25,12 +25,12 @@ from kombu.exceptions import OperationalError
 
 from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.config.scaleout import CODE_VERSION_COMMAND, CelerySettings
+from holistic_dagster.defs.jobs import MODEL_REQUESTS_POOL
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import code_fingerprint
 
 # an unreachable or restarted Redis: the client's own, kombu's, and the socket's
 BROKER_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError, OSError)
-MODEL_REQUESTS_POOL = "model_requests"  # the pool of every step that sends model requests (defs/evaluation.py and the other products)
 # a broadcast waits this long for every worker's answer (a run asks once, and again only for a queue not seen)
 INSPECT_TIMEOUT_S = 1.0
 PING_TIMEOUT_S = 2.0  # one worker's answer: returns as soon as it comes

@@ -109,7 +109,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
 
     @asset(
         key=[scenario, "completions"],
-        pool="model_requests",  # concurrent runs share model servers: see dagster.yaml
+        pool=jobs.MODEL_REQUESTS_POOL,
         partitions_def=model_version_partitions,
         deps=[AssetKey([scenario, "prompts"])],
         check_specs=check_specs([scenario, "completions"], "completions"),

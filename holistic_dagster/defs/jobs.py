@@ -18,6 +18,10 @@ ARENA_JOB = "arena_job"
 ARENA_RATINGS_JOB = "arena_ratings_job"
 SHADOW_JOB = "shadow_job"
 
+# every step that sends model requests: concurrent runs share model servers (dagster.yaml limits the pool; the
+# Celery executor sends these steps to the model's queue)
+MODEL_REQUESTS_POOL = "model_requests"
+
 SUMMARY_ASSETS = (["leaderboard"], ["regressions"], ["alerts"], ["report"])  # a version's summaries, in order
 
 

@@ -81,7 +81,7 @@ def shadow_assets() -> list[AssetsDefinition]:
         group_name="shadow",
         kinds={"duckdb"},
         deps=[AssetKey(["shadow", "traffic"])],
-        pool="model_requests",
+        pool=jobs.MODEL_REQUESTS_POOL,
     )
     def answers(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
         """Each candidate model's answers to the log's prompts (greedy), through the completion cache."""

@@ -158,7 +158,7 @@ def stability_asset(scenarios: list[str]) -> AssetsDefinition:
         group_name="summary",
         kinds={"duckdb"},
         deps=[AssetKey([s, "completions"]) for s in scenarios],
-        pool="model_requests",
+        pool=jobs.MODEL_REQUESTS_POOL,
     )
     def stability(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
         """Output stability of one model: a seeded sample of its generation requests (20 instances per scenario,

@@ -31,6 +31,7 @@ from holistic_dagster.report.arena import arena_tables
 from holistic_dagster.report.predictions import load_items, samples
 from holistic_dagster.report.tables import headline_tables, number, scenario_table
 from holistic_dagster.results.scores import original_scores
+from holistic_dagster.results.statistics import summary_cells
 from holistic_dagster.warehouse import Warehouse
 
 PREDICTIONS_PER_SCENARIO = 20  # original instances per scenario on a predictions page (with their perturbed copies)
@@ -69,9 +70,7 @@ def build_report(
     cells = warehouse.df("SELECT * FROM leaderboard_stats WHERE version = ?", [version])
     if cells.empty:
         raise HolisticError(f"no leaderboard statistics for suite version {version!r}: materialize [leaderboard] first")
-    keys = ["model", "scenario", "family", "metric", "perturbation"]
-    notes = warehouse.df(f"SELECT {', '.join(keys)}, note FROM scenario_metrics WHERE version = ?", [version])
-    cells = cells.merge(notes, on=keys, how="left").fillna({"note": ""})  # why an undefined value is undefined
+    cells = summary_cells(warehouse, version)
     rates = warehouse.df("SELECT * FROM win_rates WHERE version = ?", [version])
     comparisons = warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
     applicability = warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
 from holistic_dagster.config.catalog import SuiteSpec
@@ -55,3 +56,12 @@ def report_path(warehouse: Warehouse, version: str) -> Path:
     """The first page of a suite version's HTML report: reports/<version>/index.html beside the warehouse (its
     scenario and predictions pages are in the same folder)."""
     return warehouse.path.parent / "reports" / version / "index.html"
+
+
+def imported_models(warehouse: Warehouse, version: str) -> set[str]:
+    """The models of the version whose results were imported from HELM runs (holistic_dagster.helm)."""
+    try:
+        frame = warehouse.df("SELECT DISTINCT model FROM imported_runs WHERE version = ?", [version])
+    except duckdb.CatalogException:  # a warehouse from before imports
+        return set()
+    return set(frame["model"])

@@ -118,7 +118,7 @@ def test_per_row_metrics_are_the_row_by_row_ones():
 def test_the_bootstrap_resamples_pairs_as_one_at_a_time(monkeypatch):
     """The leaderboard's calibration CIs: the same seeded resamples, each scored by calibration_metrics (batched
     in blocks; here blocks of 40 of 900 pairs)."""
-    from holistic_dagster.stages import summaries
+    from holistic_dagster.results import statistics as summaries
 
     monkeypatch.setattr(summaries, "BOOT_BATCH_CELLS", 40 * 900)
     rng = np.random.default_rng(3)

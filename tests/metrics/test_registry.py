@@ -167,7 +167,7 @@ def test_each_cell_gets_the_ci_its_metric_declares(tmp_path):
     """Through the warehouse: means get a bootstrap CI, rates and bias a note; calibration that was not computed
     (no log-probabilities) says its value is undefined, max_prob included."""
     from holistic_dagster.metrics import NO_CI
-    from holistic_dagster.stages.summaries import cell_statistics
+    from holistic_dagster.results.statistics import cell_statistics
     from holistic_dagster.warehouse import Warehouse
     from holistic_dagster.warehouse.rows import instance_row, instance_score_row, scenario_metric_row
 

@@ -1,0 +1,54 @@
+"""Dagster runs in this process, for the CLI (which imports no Dagster itself): the instance at the deployment's
+DAGSTER_HOME, with the chosen instance configuration linked in; a suite version's evaluation and the arena as runs the
+UI then shows; killed in-process runs marked failed; partitions imported from HELM recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from dagster import DagsterInstance
+
+from holistic_dagster import settings
+from holistic_dagster.config.deployment import Deployment
+from holistic_dagster.defs import build_definitions, imports, ledger, runner
+from holistic_dagster.defs.resources import HolisticResource
+
+
+def instance(deployment: Deployment) -> DagsterInstance:
+    return DagsterInstance.from_config(str(settings.prepare_dagster_home(deployment.dagster_home)))
+
+
+def evaluate(
+    deployment: Deployment,
+    version: str,
+    models: Sequence[str],
+    announce: Callable[[str], None],
+    skip_unchanged: bool,
+) -> list[runner.SuiteRun]:
+    """Datasets, each model, then the summaries of a suite version, as Dagster runs (runner.evaluate_suite)."""
+    catalog = deployment.catalog()
+    defs = build_definitions(catalog, HolisticResource.of(deployment, show_progress=True))
+    with instance(deployment) as dagster:
+        return runner.evaluate_suite(defs, dagster, version, models, announce, catalog, skip_unchanged)
+
+
+def arena(deployment: Deployment, version: str) -> None:
+    """The arena job of a suite version (battles judged, then the ratings) as a Dagster run."""
+    defs = build_definitions(deployment.catalog(), HolisticResource.of(deployment, show_progress=True))
+    with instance(deployment) as dagster:
+        runner.run_arena(defs, dagster, version)
+
+
+def mark_killed_runs(deployment: Deployment) -> list[str]:
+    """Marks failed the in-process runs whose process was killed; their marks say so before Dagster is opened."""
+    if not ledger.killed(deployment.dagster_home):
+        return []
+    with instance(deployment) as dagster:
+        return runner.fail_abandoned_runs(dagster)
+
+
+def record_imported(deployment: Deployment, version: str, parts) -> list[str]:
+    """The partitions imported from HELM in the Dagster instance `holistic ui` opens; returns the scenarios that have
+    no asset here (not in the catalog)."""
+    with instance(deployment) as dagster:
+        return imports.record_imported(dagster, version, parts, set(deployment.catalog().scenario_names()))
