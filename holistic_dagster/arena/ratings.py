@@ -33,6 +33,14 @@ N_BOOT = 1000
 SEED = 0
 
 
+HUMAN = "human"  # the judge name of votes cast on the vote page
+ONE_PROMPT = "no interval: every battle is on one prompt, and a bootstrap over prompts needs two or more"
+UNBOUNDED = (
+    "unbounded: it never lost (or never won) against the baseline's group in these battles, so its maximum-"
+    "likelihood rating is infinite; the value shown is held finite by a small prior and means only above (below) all"
+)
+
+
 @dataclass(frozen=True)
 class BTFit:
     """A Bradley-Terry fit. theta: logits in the order of `models` (sorted), summing to 0. ratings: Elo, the

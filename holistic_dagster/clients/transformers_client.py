@@ -9,12 +9,10 @@ assistant's generation prompt), as lm-eval's `--apply_chat_template` does; off b
 
 from __future__ import annotations
 
-import copy
 import platform
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +22,10 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
 from holistic_dagster.clients import gguf_models
+from holistic_dagster.clients.batching import clusters_by_prefix, padded_batches, repeated
 from holistic_dagster.clients.checkpoints import local_checkpoint
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop
+from holistic_dagster.clients.transformers_scoring import ContinuationScoring
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request, sha256_file
@@ -42,7 +42,7 @@ def _revision(path: Path) -> str:
     return "sha256:" + "".join(sha256_file(p)[:8] for p in files)[:32] if files else "unknown"
 
 
-class TransformersClient:
+class TransformersClient(ContinuationScoring):
     backend = "transformers"
     supports_prompt_logprobs = True
 
@@ -241,7 +241,7 @@ class TransformersClient:
         alone: list[int] = []
         # a cluster too small to fill half a batch costs a prefix pass and a short batch: its prompts run with the
         # rest, in full length-sorted batches (0-shot prompts share only an instruction line and a few words)
-        clusters = _clusters_by_prefix([[i] for i in range(len(group))], encoded, max(2, self.spec.batch_size // 2))
+        clusters = clusters_by_prefix([[i] for i in range(len(group))], encoded, max(2, self.spec.batch_size // 2))
         for cluster, prefix_len in clusters:
             members = [g[0] for g in cluster]
             if not prefix_len:
@@ -272,7 +272,7 @@ class TransformersClient:
             inputs[row, width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
             mask[row, prefix_len + width - len(suffix) :] = 1
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, prefix_len:]
-        cache = None if prefix_cache is None else _repeated(prefix_cache, len(idx))
+        cache = None if prefix_cache is None else repeated(prefix_cache, len(idx))
         mask, positions = mask.to(self.device), positions.to(self.device)
         step_input = inputs.to(self.device)
         new_ids, lps, tops = [[] for _ in idx], [[] for _ in idx], [[] for _ in idx]
@@ -315,97 +315,6 @@ class TransformersClient:
 
     # --- scoring --------------------------------------------------------------------------------------
     @torch.inference_mode()
-    def score(
-        self, requests: Sequence[Request], on_done: OnDone | None = None, share_context: bool = True
-    ) -> list[Completion]:
-        """Continuation log-probabilities. Requests that share a context (the choices of one question) run the
-        context once and reuse its key/value cache for every continuation; the rest run in length-sorted
-        batches. Either way only the continuation's positions get the vocabulary projection."""
-        self.load_model()  # before any clock starts
-        encoded = [self._encode_pair(r) for r in requests]
-        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for i, (ids, n_cont) in enumerate(encoded):
-            groups[tuple(ids[: len(ids) - n_cont])].append(i)
-        shared = [g for g in groups.values() if share_context and len(g) > 1]
-        alone = [i for g in groups.values() if not (share_context and len(g) > 1) for i in g]
-        results: dict[int, Completion] = {}
-        alone.sort(key=lambda i: -len(encoded[i][0]))
-        for chunk in padded_batches(alone, lambda i: len(encoded[i][0]), self.spec.batch_size):
-            finished = self._score_batch(chunk, encoded, requests)
-            results.update(finished)
-            if on_done:
-                on_done(list(finished.values()))
-        for cluster, prefix_len in _clusters_by_prefix(shared, encoded):
-            prefix_cache, prefix_s = None, 0.0
-            if prefix_len:  # e.g. the few-shot block every question of a subset starts with: run it once
-                prefix_cache, prefix_s = self._prefix_cache(encoded[cluster[0][0]][0][:prefix_len], len(cluster))
-            for group in cluster:
-                finished = self._score_shared_context(group, encoded, requests, prefix_cache, prefix_len, prefix_s)
-                results.update(finished)
-                if on_done:
-                    on_done(list(finished.values()))
-        return [results[i] for i in range(len(requests))]
-
-    def _score_batch(self, idx: list[int], encoded: list[tuple[list[int], int]], requests) -> dict[int, Completion]:
-        pad = self.tokenizer.pad_token_id
-        width = max(len(encoded[i][0]) for i in idx)
-        input_ids = torch.full((len(idx), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids = encoded[i][0]
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            mask[row, : len(ids)] = 1
-        started = time.perf_counter()
-        hidden = self._base(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
-        rows, cols, targets = [], [], []
-        for row, i in enumerate(idx):
-            ids, n_cont = encoded[i]
-            for pos in range(len(ids) - n_cont, len(ids)):
-                rows.append(row)
-                cols.append(pos - 1)
-                targets.append(ids[pos])
-        token_lps = self._token_logprobs(hidden[rows, cols], targets)
-        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started)
-
-    def _score_shared_context(
-        self, idx: list[int], encoded, requests, prefix_cache=None, prefix_len: int = 0, prefix_s: float = 0.0
-    ) -> dict[int, Completion]:
-        ids0, n0 = encoded[idx[0]]
-        context = ids0[: len(ids0) - n0]
-        started = time.perf_counter()
-        if prefix_cache is None:
-            out = self._base(input_ids=torch.tensor([context], device=self.device), use_cache=True)
-        else:  # continue from the shared prefix's key/value cache
-            out = self._base(
-                input_ids=torch.tensor([context[prefix_len:]], device=self.device),
-                cache=copy.deepcopy(prefix_cache),
-                attention_mask=torch.ones((1, len(context)), dtype=torch.long, device=self.device),
-                use_cache=True,
-            )
-        context_cache, last_hidden = out.past_key_values, out.last_hidden_state[0, -1]
-        token_lps: list[float] = []
-        for start in range(0, len(idx), self.spec.batch_size):
-            chunk = idx[start : start + self.spec.batch_size]
-            continuations = [encoded[i][0][len(context) :] for i in chunk]
-            width = max(len(c) for c in continuations)
-            hidden_rows = []  # hidden state that predicts each continuation token, in order
-            if width > 1:
-                # every continuation token but the last is an input; right padding never reaches real tokens
-                inputs = torch.full((len(chunk), width - 1), self.tokenizer.pad_token_id, dtype=torch.long)
-                for row, cont in enumerate(continuations):
-                    inputs[row, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long)
-                cache = _repeated(context_cache, len(chunk))
-                mask = torch.ones((len(chunk), len(context) + width - 1), dtype=torch.long, device=self.device)
-                hidden = self._base(
-                    input_ids=inputs.to(self.device), cache=cache, attention_mask=mask, use_cache=True
-                ).last_hidden_state
-            for row, cont in enumerate(continuations):
-                hidden_rows.append(last_hidden)
-                hidden_rows.extend(hidden[row, j] for j in range(len(cont) - 1))
-            targets = [t for cont in continuations for t in cont]
-            token_lps.extend(self._token_logprobs(torch.stack(hidden_rows), targets))
-        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started + prefix_s)
-
     def _base(self, **kwargs):
         """The transformer without its language-model head."""
         return getattr(self.model, self.model.base_model_prefix)(**kwargs)
@@ -419,91 +328,3 @@ class TransformersClient:
     def _vocab_logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Log-probabilities over the vocabulary at the given positions (the head runs only there)."""
         return torch.log_softmax(self.model.get_output_embeddings()(hidden).float(), dim=-1)
-
-    def _token_logprobs(self, hidden: torch.Tensor, targets: list[int]) -> list[float]:
-        return self._vocab_logprobs(hidden)[torch.arange(len(targets)), torch.tensor(targets)].tolist()
-
-    def _scored(self, idx, encoded, requests, token_lps: list[float], elapsed: float) -> dict[int, Completion]:
-        results, offset = {}, 0
-        for i in idx:
-            ids, n_cont = encoded[i]
-            lps = token_lps[offset : offset + n_cont]
-            offset += n_cont
-            results[i] = Completion(
-                request_id=requests[i].request_id,
-                text=requests[i].continuation,
-                tokens=tuple(self.tokenizer.decode([i]) for i in ids[len(ids) - n_cont :]),
-                logprobs=tuple(lps),
-                logprob=float(sum(lps)),
-                num_prompt_tokens=len(ids) - n_cont,
-                num_completion_tokens=0,
-                latency_s=elapsed / len(idx),
-                finish_reason="scored",
-            )
-        return results
-
-    def _encode_pair(self, request: Request) -> tuple[list[int], int]:
-        """Token ids of prompt + continuation (cut from the left to fit), and how many belong to the
-        continuation. Whitespace at the end of the prompt moves to the continuation (as lm-eval does)."""
-        context, continuation = request.prompt, request.continuation
-        stripped = context.rstrip()
-        continuation = context[len(stripped) :] + continuation
-        ctx = self.tokenizer(stripped, add_special_tokens=False)["input_ids"]
-        cont = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
-        if not ctx:
-            ctx = [self._fallback_token()]
-        ids = (ctx + cont)[-self.max_context :]
-        return ids, min(len(cont), len(ids) - 1)
-
-
-def _repeated(cache, n: int):
-    """A copy of a one-row key/value cache for a batch of n rows (the original stays for the next batch)."""
-    cache = copy.deepcopy(cache)
-    cache.batch_repeat_interleave(n)
-    return cache
-
-
-MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it saves
-
-
-# a batch's rows x its longest row's tokens: long prompts (a review, an article) run in smaller batches, so a
-# batch of short prompts is not padded to one long one and memory stays bounded
-PADDED_TOKENS_PER_BATCH = 4096
-
-
-def padded_batches(order: list[int], length: Callable[[int], int], batch_size: int) -> Iterator[list[int]]:
-    """Consecutive chunks of `order` (longest first) of at most `batch_size` rows whose padded size (rows x the
-    chunk's first, longest, row) stays within PADDED_TOKENS_PER_BATCH; a row longer than that runs alone."""
-    start = 0
-    while start < len(order):
-        rows = max(1, min(batch_size, PADDED_TOKENS_PER_BATCH // max(length(order[start]), 1)))
-        yield order[start : start + rows]
-        start += rows
-
-
-def _clusters_by_prefix(groups: list[list[int]], encoded, min_members: int = 2) -> list[tuple[list[list[int]], int]]:
-    """Groups (each: requests sharing one context) clustered by a common token prefix of their contexts, with
-    that prefix's length (0: no worthwhile prefix, or fewer than `min_members` groups share it). Sorting the
-    contexts puts those sharing a prefix side by side; the prefix always leaves at least one token of every
-    context to run."""
-
-    def context(group: list[int]) -> list[int]:
-        ids, n_cont = encoded[group[0]]
-        return ids[: len(ids) - n_cont]
-
-    clusters: list[tuple[list[list[int]], int]] = []
-    for group in sorted(groups, key=context):
-        ctx = context(group)
-        if clusters:
-            members, prefix_len = clusters[-1]
-            first = context(members[0])
-            common = 0
-            limit = min(len(first), len(ctx)) - 1
-            while common < limit and first[common] == ctx[common]:
-                common += 1
-            shared = min(common, prefix_len) if len(members) > 1 else common
-            if shared >= MIN_SHARED_PREFIX:
-                clusters[-1] = (members + [group], shared)
-                continue
-        clusters.append(([group], len(ctx) - 1))
-    return [(members, prefix_len if len(members) >= min_members else 0) for members, prefix_len in clusters]

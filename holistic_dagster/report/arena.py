@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from holistic_dagster.stages.arena import HUMAN, ONE_PROMPT
+from holistic_dagster.arena.ratings import HUMAN, ONE_PROMPT
 from holistic_dagster.warehouse import Warehouse
 
 HUMAN_LABEL = "people's votes (holistic vote)"

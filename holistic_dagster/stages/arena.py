@@ -14,19 +14,19 @@ import pandas as pd
 
 from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, draw, schedule
 from holistic_dagster.arena.judge import Judgement, JudgeSetup, combine, judge_requests, too_long
-from holistic_dagster.arena.ratings import bootstrap_ratings, online_elo, win_rate_matrix
+from holistic_dagster.arena.ratings import (
+    HUMAN,
+    ONE_PROMPT,
+    UNBOUNDED,
+    bootstrap_ratings,
+    online_elo,
+    win_rate_matrix,
+)
 from holistic_dagster.config.catalog import ArenaSpec
 from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
-
-HUMAN = "human"  # the judge name of votes cast on the vote page
-ONE_PROMPT = "no interval: every battle is on one prompt, and a bootstrap over prompts needs two or more"
-UNBOUNDED = (
-    "unbounded: it never lost (or never won) against the baseline's group in these battles, so its maximum-"
-    "likelihood rating is infinite; the value shown is held finite by a small prior and means only above (below) all"
-)
 
 
 def arena_spec(stage: StageContext, version: str) -> ArenaSpec:

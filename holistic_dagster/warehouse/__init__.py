@@ -15,93 +15,38 @@ picks one by the path's name.
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import os
-import queue
-import tempfile
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import duckdb
-import pandas as pd
-from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
-
-if TYPE_CHECKING:
-    from holistic_dagster.warehouse.shared import SharedStore
-
-SCHEMA_VERSION = "2"
-TABLES = (
-    "completion_cache",
-    "source_files",
-    "instances",
-    "prompts",
-    "provenance",
-    "completions",
-    "instance_scores",
-    "scenario_metrics",
-    "applicability",
-    "leaderboard_stats",
-    "win_rates",
-    "comparisons",
-    "alerts",
-    "stability",
-    "step_inputs",
-    "imported_runs",
-    "undelivered_alerts",
-    "battles",
-    "votes",
-    "arena_ratings",
-    "arena_win_rates",
-    "traffic",
-    "traffic_quarantine",
-    "shadow_completions",
-    "shadow_verdicts",
-    "shadow_win_rates",
+from holistic_dagster.warehouse.local import (
+    SCHEMA_VERSION,
+    TABLES,
+    BackgroundWriter,
+    ReadOnlyError,
+    Warehouse,
+    WarehouseWriteError,
+    run_user_query,
 )
-# version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
-_REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")
+from holistic_dagster.warehouse.shared import SharedStore
 
-
-_SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema
-
-
-class ReadOnlyError(HolisticError):
-    pass
-
-
-class WarehouseWriteError(HolisticError):
-    """A write that did not happen (full disk, read-only folder): the earlier rows are unchanged."""
-
-
-# a query connection reaches nothing but its own file: no other files (COPY TO, read_csv, glob, EXPORT), no
-# other databases (ATTACH), no extensions (INSTALL, LOAD), no persistent secrets; and it cannot undo that (SET)
-SANDBOX = {"enable_external_access": False, "lock_configuration": True}
-OUT_OF_REACH = "out of holistic query's reach"
-_OTHER_FILES = (
-    "holistic query reads the warehouse only: other files and databases (read_csv, ATTACH, COPY TO, EXPORT), "
-    "extensions and secrets are out of its reach."
-)
-_WRITES_REFUSED = (
-    "holistic query opens the warehouse read-only: statements that write (INSERT, UPDATE, DELETE, CREATE, DROP, ...) "
-    "are refused."
-)
-_ROW_WRITES = {duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE,
-               duckdb.StatementType.MERGE_INTO}  # fmt: skip
+__all__ = [
+    "SCHEMA_VERSION",
+    "TABLES",
+    "BackgroundWriter",
+    "ReadOnlyError",
+    "SharedStore",
+    "Warehouse",
+    "WarehouseWriteError",
+    "open_warehouse",
+    "run_user_query",
+]
 
 
 def open_warehouse(path: Path | str) -> Warehouse | SharedStore:
     """A path named *.duckdb, or an existing file, is one DuckDB file (one writer at a time); an existing folder,
     or a path ending in a separator, is a shared results store that many processes write at once."""
     if str(path).endswith(("/", os.sep)) or Path(path).is_dir():
-        from holistic_dagster.warehouse.shared import SharedStore
-
         return SharedStore(path)
     if Path(path).suffix == ".duckdb" or Path(path).is_file():
         return Warehouse(path)
@@ -109,291 +54,3 @@ def open_warehouse(path: Path | str) -> Warehouse | SharedStore:
         f"warehouse {path}: name a DuckDB file *.duckdb, or create the folder first for a results store that many "
         "processes write at once"
     )
-
-
-class Warehouse:
-    def __init__(self, path: Path | str, lock_timeout_s: float = 600):
-        self.path = Path(path)
-        self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
-
-    @contextmanager
-    def connect(self, read_only: bool = False, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """sandboxed (read-only): the engine reaches nothing but this file (SANDBOX)."""
-        read_only = read_only or sandboxed
-        if read_only and not self.path.exists():
-            raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
-        if not read_only:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise WarehouseWriteError(f"cannot write the warehouse {self.path}: {e}") from e
-        with self._locked(read_only):
-            if sandboxed:  # a user's query: an instance of its own, whose settings the user cannot change
-                with duckdb.connect(str(self.path), read_only=True, config=SANDBOX) as con:
-                    yield con
-                return
-            with _attached(self.path, read_only) as con:
-                if not read_only and self.path not in _SCHEMA_READY:
-                    self._ensure_schema(con)
-                    _SCHEMA_READY.add(self.path)
-                yield con
-
-    def ensure_schema(self) -> None:
-        """Brings the file up to this release's schema (the tables a newer release added), creating it if new."""
-        with self.connect():
-            pass
-
-    @contextmanager
-    def _locked(self, read_only: bool) -> Iterator[None]:
-        try:
-            self._lock.acquire()
-        except OSError as e:
-            # a folder this process cannot write (read-only mount, another user's files) cannot take the lock
-            # file; nothing can be written there through this class either, so reading needs no lock
-            if read_only:
-                yield
-                return
-            raise WarehouseWriteError(
-                f"cannot write the warehouse {self.path}: its lock file cannot be created ({e}); "
-                "point --db or HOLISTIC_WAREHOUSE at a folder you can write"
-            ) from e
-        try:
-            yield
-        finally:
-            self._lock.release()
-
-    @contextmanager
-    def _writing(self, con: duckdb.DuckDBPyConnection, transaction: bool) -> Iterator[None]:
-        """A write that fails (e.g. "No space left on device" at COMMIT) is rolled back and reported as itself,
-        with the file's name: not as the "cannot rollback" that follows when DuckDB has already ended it."""
-        if transaction:
-            con.execute("BEGIN TRANSACTION")
-        try:
-            yield
-            if transaction:
-                con.execute("COMMIT")
-        except BaseException as e:
-            if transaction:
-                with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already ended the transaction
-                    con.execute("ROLLBACK")
-            if isinstance(e, (duckdb.IOException, duckdb.TransactionException, OSError)):
-                raise WarehouseWriteError(
-                    f"could not write the warehouse {self.path} (earlier results are unchanged): {e}"
-                ) from e
-            raise
-
-    @staticmethod
-    def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-        old = _schema_version(con)
-        if old == "1":
-            con.execute("BEGIN TRANSACTION")
-            for table in _REKEYED_IN_V2:
-                con.execute(f"ALTER TABLE {table} RENAME TO {table}_v1")
-        con.execute(files("holistic_dagster.warehouse").joinpath("schema.sql").read_text())
-        if old == "1":
-            for table in _REKEYED_IN_V2:
-                columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {table}_v1").fetchall())
-                con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_v1")
-                con.execute(f"DROP TABLE {table}_v1")
-            con.execute("COMMIT")
-        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?)", [SCHEMA_VERSION])
-
-    def replace(self, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
-        """In one transaction: delete each table's rows for `keys`, insert the new rows."""
-        self.replace_partitions([(keys, frames)])
-
-    def replace_partitions(self, jobs: list[tuple[Mapping[str, str], Mapping[str, pd.DataFrame]]]) -> None:
-        """Several partitions' replace in one transaction: all of them are written, or none."""
-        with self.connect() as con, self._writing(con, transaction=True):
-            for keys, frames in jobs:
-                self._replace(con, keys, frames)
-
-    @staticmethod
-    def _replace(con: duckdb.DuckDBPyConnection, keys: Mapping[str, str], frames: Mapping[str, pd.DataFrame]) -> None:
-        for table, frame in frames.items():
-            assert table in TABLES, table
-            columns = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
-            where = [k for k in keys if k in columns]
-            if where:
-                con.execute(
-                    f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where),
-                    [keys[k] for k in where],
-                )
-            if len(frame):
-                con.register("incoming", frame)
-                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
-                con.unregister("incoming")
-
-    def upsert(self, table: str, frame: pd.DataFrame) -> None:
-        """Insert rows, replacing those with the same primary key (one transaction)."""
-        assert table in TABLES, table
-        if frame.empty:
-            return
-        with self.connect() as con, self._writing(con, transaction=False):
-            con.register("incoming", frame)
-            con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM incoming")
-            con.unregister("incoming")
-
-    def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
-        """A query on a read-only connection."""
-        with self.connect(read_only=True) as con:
-            return con.execute(sql, params or []).df()
-
-    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
-        """A user's SQL on a read-only, sandboxed connection: statements that write, and any that reach another
-        file, another database, an extension or a setting, are refused by the engine."""
-        with self.connect(sandboxed=True) as con:
-            return run_user_query(con, sql)
-
-
-def run_user_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
-    """Runs a user's SQL on a sandboxed connection, saying in words what the sandbox refused."""
-    try:
-        cursor = con.execute(sql)
-    except duckdb.PermissionException as e:  # file system, extensions: enable_external_access
-        raise ReadOnlyError(_OTHER_FILES + f" ({e})") from None
-    except duckdb.InvalidInputException as e:
-        message = str(e).lower()
-        if "configuration" in message:  # SET / PRAGMA: lock_configuration
-            raise ReadOnlyError(
-                f"holistic query reads the warehouse only: its settings cannot be changed (SET, PRAGMA). ({e})"
-            ) from None
-        if "read-only" in message or "read only" in message:
-            raise ReadOnlyError(_WRITES_REFUSED + f" ({e})") from None
-        raise
-    except (duckdb.CatalogException, duckdb.BinderException) as e:
-        # a shared store's tables are views: writing rows into one fails when bound, before the read-only check
-        if any(statement.type in _ROW_WRITES for statement in con.extract_statements(sql)):
-            raise ReadOnlyError(_WRITES_REFUSED + f" ({e})") from None
-        raise
-    except duckdb.Error as e:
-        if OUT_OF_REACH in str(e):  # a shared store's files, which the sandbox reads through a read-only filesystem
-            raise ReadOnlyError(_OTHER_FILES + f" ({str(e).strip().splitlines()[-1]})") from None
-        raise
-    columns = [d[0] for d in cursor.description or []]
-    return columns, cursor.fetchall()
-
-
-class BackgroundWriter:
-    """Upserts rows into one table from a background thread, committing whatever has queued up in one
-    transaction, at most once per `interval_s`: the caller (a local model's batches, an event loop of HTTP
-    requests) never waits on DuckDB, and rows are durable within about `interval_s` of being handed over.
-    Committing every batch as it came made a local model's generation 1.7x slower on 2 cores: each commit's
-    CPU competes with torch's threads."""
-
-    def __init__(self, warehouse: Warehouse, table: str, interval_s: float = 1.0):
-        self.warehouse, self.table, self.interval_s = warehouse, table, interval_s
-        self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
-        self._error: BaseException | None = None
-        self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"write-{table}", daemon=True)
-
-    def __enter__(self) -> BackgroundWriter:
-        self._thread.start()
-        return self
-
-    def put(self, rows: list[dict[str, Any]]) -> None:
-        """Hands rows over (plain dicts: the caller, e.g. an event loop answering HTTP responses, pays no
-        DataFrame per call; one frame per commit is built on the writer's thread)."""
-        if self._error is not None:
-            raise self._error
-        if rows:
-            self._queue.put(rows)
-
-    def _run(self) -> None:
-        while True:
-            batches = [self._queue.get()]
-            while not self._queue.empty():
-                batches.append(self._queue.get_nowait())
-            done = batches[-1] is None
-            rows = [row for batch in batches if batch is not None for row in batch]
-            try:
-                if rows:
-                    self.warehouse.upsert(self.table, pd.DataFrame(rows))
-            except BaseException as e:  # reported to the caller at put() or on exit
-                self._error = e
-                return
-            if done:
-                return
-            self._closing.wait(self.interval_s)  # what arrives meanwhile goes in the next commit
-
-    def __exit__(self, *exc) -> None:
-        self._closing.set()
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None and exc[0] is None:
-            raise self._error
-
-
-def _schema_version(con: duckdb.DuckDBPyConnection) -> str | None:
-    """The schema version of an existing file (None for a new one)."""
-    tables = {
-        r[0]
-        for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database()"
-        ).fetchall()
-    }
-    if "schema_info" not in tables:
-        return None
-    row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
-    return row[0] if row else None
-
-
-_ENGINES: dict[int, duckdb.DuckDBPyConnection] = {}  # by process: a forked child cannot use its parent's
-_ENGINE_LOCK = threading.Lock()
-# path -> (the instance it is attached to, alias, read-only, connections using it)
-_ATTACHED: dict[Path, tuple[duckdb.DuckDBPyConnection, str, bool, int]] = {}
-_ALIASES = itertools.count()
-
-
-def _engine() -> duckdb.DuckDBPyConnection:
-    """This process's in-memory instance (one engine thread for our own reads and writes: small tables, and a
-    model's threads need the cores). Called with _ENGINE_LOCK held."""
-    engine = _ENGINES.get(os.getpid())
-    if engine is None:
-        # what a big query spills goes to the system's temporary folder, not a `.tmp` in the working directory
-        spill = os.path.join(tempfile.gettempdir(), f"holistic-duckdb-{os.getpid()}")
-        engine = _ENGINES[os.getpid()] = duckdb.connect(config={"threads": 1, "temp_directory": spill})
-    return engine
-
-
-@contextmanager
-def _attached(path: Path, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection whose default database is the file at `path`, attached for the block's duration. Called with
-    the file's lock held; a connection nested in another (same thread) uses the file already attached."""
-    with _ENGINE_LOCK:
-        engine, alias, attached_read_only, users = _ATTACHED.get(path) or (_engine(), "", read_only, 0)
-        if users and attached_read_only and not read_only:
-            raise HolisticError(f"warehouse {path}: cannot write inside a read-only connection to it")
-        if not users:
-            alias = f"warehouse_{next(_ALIASES)}"
-            engine.execute(f"ATTACH {_literal(str(path))} AS {alias}" + (" (READ_ONLY)" if read_only else ""))
-        _ATTACHED[path] = (engine, alias, attached_read_only, users + 1)
-        con = engine.cursor()
-    try:
-        con.execute(f"USE {alias}")
-        yield con
-    finally:
-        con.close()  # rolls back a transaction the block left open
-        _release(path)
-
-
-def _release(path: Path) -> None:
-    with _ENGINE_LOCK:
-        engine, alias, read_only, users = _ATTACHED.pop(path)
-        if users > 1:
-            _ATTACHED[path] = (engine, alias, read_only, users - 1)
-            return
-        try:
-            engine.execute(f"DETACH {alias}")
-        except duckdb.Error:
-            # the instance is unusable (e.g. invalidated by a failed write): closing it closes the file, and the
-            # next connection starts a new one
-            if _ENGINES.get(os.getpid()) is engine:
-                del _ENGINES[os.getpid()]
-            with contextlib.suppress(duckdb.Error):
-                engine.close()
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

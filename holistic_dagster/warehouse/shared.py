@@ -49,7 +49,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import sha256_json
-from holistic_dagster.warehouse import (
+from holistic_dagster.warehouse.local import (
     OUT_OF_REACH,
     SANDBOX,
     SCHEMA_VERSION,

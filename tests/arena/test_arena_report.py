@@ -170,8 +170,8 @@ def test_no_arena_section_without_ratings(scored, tmp_path):
 
 
 def test_a_rating_from_battles_on_one_prompt_says_it_has_no_interval():
+    from holistic_dagster.arena.ratings import ONE_PROMPT
     from holistic_dagster.report.arena import _ratings
-    from holistic_dagster.stages.arena import ONE_PROMPT
 
     frame = pd.DataFrame(
         {"rating": [1000.0, 1100.0], "ci_low": [None, None], "ci_high": [None, None], "note": [ONE_PROMPT] * 2},

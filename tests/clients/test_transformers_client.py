@@ -141,7 +141,7 @@ def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned
     independent = tuned_client.score(requests, share_context=False)
     assert len({r.prompt for r in requests}) < len(requests)  # contexts really are shared
     if scenario == "mmlu":  # and each subject's questions share their few-shot block, run once
-        from holistic_dagster.clients.transformers_client import _clusters_by_prefix
+        from holistic_dagster.clients.batching import clusters_by_prefix as _clusters_by_prefix
 
         encoded = [tuned_client._encode_pair(r) for r in requests]
         groups = {}
@@ -177,7 +177,7 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
     key/value cache, in batches whose prompts are padded between the block and the question. The answers
     must be what full forward passes over each whole prompt give: same tokens, log-probabilities within 1e-4."""
     from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
-    from holistic_dagster.clients.transformers_client import _clusters_by_prefix
+    from holistic_dagster.clients.batching import clusters_by_prefix as _clusters_by_prefix
     from holistic_dagster.scenarios import load_instances, sample_instances
     from holistic_dagster.scenarios.spec import SuiteScenario
 
@@ -213,7 +213,7 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
 def test_long_prompts_run_in_smaller_batches():
     """Rows x the longest row's tokens stay within PADDED_TOKENS_PER_BATCH (4096): 16 prompts of 3000, 1500,
     ... tokens are not padded to the longest together; short ones still fill batch_size."""
-    from holistic_dagster.clients.transformers_client import PADDED_TOKENS_PER_BATCH, padded_batches
+    from holistic_dagster.clients.batching import PADDED_TOKENS_PER_BATCH, padded_batches
 
     assert PADDED_TOKENS_PER_BATCH == 4096
     lengths = [5000, 3000, 1500, 1400, 1000, 1000, 900, 100, 100, 100, 100, 100, 100, 50]

@@ -165,7 +165,7 @@ def test_a_version_1_warehouse_is_migrated_in_place(tmp_path):
 
 def test_query_in_a_process_that_never_wrote_the_warehouse(tmp_path, monkeypatch):
     """As `holistic query` runs: a new process, nothing written by it, the schema not yet checked there."""
-    import holistic_dagster.warehouse as warehouse_module
+    import holistic_dagster.warehouse.local as warehouse_module
 
     wh = Warehouse(tmp_path / "w.duckdb")
     wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})

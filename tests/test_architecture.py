@@ -1,0 +1,68 @@
+"""The package's shape (issue 32): rooms layered as pyproject.toml's import-linter contracts say (nothing imports a
+room above it, Dagster only in defs/), no two files importing each other in a circle, the package root holding only
+the vocabulary, the environment, the errors and the entry point, and no module past 450 lines but those named here."""
+
+from __future__ import annotations
+
+import graphlib
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+from holistic_dagster.settings import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "holistic_dagster"
+ROOT_MODULES = {"__init__.py", "records.py", "errors.py", "settings.py", "definitions.py"}
+MAX_LINES = 450
+LONGER = {}  # module -> why it may be longer (none today)
+
+
+def test_the_import_contracts_hold():
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(lint), "--config", str(REPO_ROOT / "pyproject.toml")], capture_output=True,
+                            text=True, cwd=REPO_ROOT, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
+
+
+def import_circle(package: str) -> list[str]:
+    """A circle of imports between the package's files (a package's __init__ counts as a file), or []."""
+    graph = grimp.build_graph(package, exclude_type_checking_imports=True, cache_dir=None)
+    imports = {
+        m: {i for i in graph.find_modules_directly_imported_by(m) if i.startswith(package)} for m in graph.modules
+    }
+    try:
+        graphlib.TopologicalSorter(imports).prepare()
+    except graphlib.CycleError as e:
+        return list(e.args[1])
+    return []
+
+
+def test_no_two_files_import_each_other_in_a_circle():
+    assert import_circle("holistic_dagster") == []
+
+
+def test_a_circle_through_a_package_init_is_found(tmp_path, monkeypatch):
+    # the shape the metric registry had: a package's __init__ imports its submodule, which imports the __init__
+    package = tmp_path / "circled"
+    package.mkdir()
+    (package / "__init__.py").write_text("from circled import part\nNAMES = []\n")
+    (package / "part.py").write_text("from circled import NAMES\n")
+    (package / "free.py").write_text("import json\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert set(import_circle("circled")) == {"circled", "circled.part"}
+
+
+def test_the_package_root_holds_only_the_vocabulary_environment_errors_and_entry_point():
+    assert {p.name for p in PACKAGE.glob("*.py")} == ROOT_MODULES
+
+
+def test_no_module_is_longer_than_450_lines():
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert set(long) <= set(LONGER), long
