@@ -231,4 +231,4 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_only_with_debug(tmp_p
     assert "--debug" in hint
     debugged = run("--debug", "leaderboard", "--db", str(garbage))
     assert debugged.returncode == 1 and "Traceback (most recent call last)" in debugged.stderr
-    assert "warehouse/__init__.py" in debugged.stderr  # where it happened
+    assert "warehouse/local.py" in debugged.stderr  # where it happened
