@@ -5,12 +5,11 @@ stale-partition schedule, which follows prompts materializations, leaves them al
 
 from __future__ import annotations
 
-import json
-
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue, MultiPartitionKey
 
 from holistic_dagster.defs.jobs import MODEL_STAGES
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
+from holistic_dagster.warehouse.rows import json_list
 
 STAGES = MODEL_STAGES[1:]  # what an imported run has: completions and scores (not our prompts)
 
@@ -30,7 +29,7 @@ def record_imported(instance: DagsterInstance, version: str, parts, scenarios_wi
         metadata = {
             "imported_from": "HELM",
             "helm_runs": MetadataValue.json(
-                [{"run": r.run_name, "folder": r.folder, "files": json.loads(r.files)} for r in runs.itertuples()]
+                [{"run": r.run_name, "folder": r.folder, "files": json_list(r.files)} for r in runs.itertuples()]
             ),
             "instances": int(part.frames["instance_scores"]["instance_id"].nunique()),
         }

@@ -27,6 +27,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.helm.names import SUBSET_ARGUMENT, group_for_scenario, helm_metric
+from holistic_dagster.warehouse.rows import json_list, json_object, metadata_of, references_of
 
 # HELM's adapter spec fields for a run we built (those HELM's dataclass requires and ours can fill)
 _METHOD_TO_HELM = {"ranking_binary": "ranking_binary", "language_modeling": "language_modeling"}
@@ -93,7 +94,7 @@ def _runs(warehouse, version: str, model: str, scenario: str):
         f"WHERE {where})",
         keys,
     )
-    specs = {r.subset: json.loads(r.run_spec) for r in imported.itertuples()}
+    specs = {r.subset: json_object(r.run_spec) for r in imported.itertuples()}
     about = imported["description"].iat[0] if len(imported) else ""
     if not about:
         about = _our_description(scenario)
@@ -102,7 +103,7 @@ def _runs(warehouse, version: str, model: str, scenario: str):
         ids = set(part["instance_id"])
         asked = prompts[prompts["instance_id"].isin(ids)]
         spec = specs.get(subset) or _run_spec(scenario, subset, model, asked, provenance)
-        helm_ids = {r.instance_id: json.loads(r.metadata or "{}").get("helm_instance_id", r.instance_id)
+        helm_ids = {r.instance_id: metadata_of(r.metadata).get("helm_instance_id", r.instance_id)
                     for r in part.itertuples()}  # fmt: skip
         states = _request_states(part, asked, completions, spec, helm_ids)
         part_scores = _with_run_shape(scores[scores["instance_id"].isin(ids)], part, asked)
@@ -148,7 +149,7 @@ def _with_run_shape(scores: pd.DataFrame, instances: pd.DataFrame, prompts: pd.D
             "num_train_instances": asked["num_train_instances"].max(),
             "prompt_truncated": asked["truncated"].max().astype(float),
             "num_train_trials": 1.0,
-            "num_references": instances.set_index("instance_id")["references"].map(lambda r: len(json.loads(r))),
+            "num_references": instances.set_index("instance_id")["references"].map(lambda r: len(references_of(r))),
         }
     ).dropna()
     rows = facts.reset_index(names="instance_id").melt("instance_id", var_name="metric", value_name="value")
@@ -208,7 +209,7 @@ def _run_spec(scenario: str, subset: str, model: str, prompts: pd.DataFrame, pro
     method = prompts["adapter_method"].iat[0] if len(prompts) else "generation"
     generation = prompts[prompts["kind"] == "generate"]
     first = (generation if len(generation) else prompts).iloc[0] if len(prompts) else None
-    decoding = json.loads(provenance["decoding"].iat[0]) if len(provenance) else {}
+    decoding = json_object(provenance["decoding"].iat[0]) if len(provenance) else {}
     name = ",".join([*(f"{k}={v}" for k, v in args.items()), f"model={model}"])
     adapter = {
         "method": _METHOD_TO_HELM.get(method, method),
@@ -220,7 +221,7 @@ def _run_spec(scenario: str, subset: str, model: str, prompts: pd.DataFrame, pro
         "model_deployment": model, "model": model,
         "temperature": float(first.temperature) if first is not None else 0.0,
         "max_tokens": int(first.max_tokens) if first is not None else 0,
-        "stop_sequences": json.loads(first.stop) if first is not None else [],
+        "stop_sequences": json_list(first.stop) if first is not None else [],
         "multi_label": False,
     }  # fmt: skip
     return {
@@ -250,9 +251,9 @@ def _request_states(instances: pd.DataFrame, prompts: pd.DataFrame, completions:
     states = []
     for p in prompts.itertuples():
         inst = by_id[p.instance_id]
-        refs = json.loads(inst.references)
+        refs = references_of(inst.references)
         c = completions.loc[p.request_id] if p.request_id in completions.index else None
-        tokens = list(zip(json.loads(c.tokens), json.loads(c.logprobs))) if c is not None else []
+        tokens = list(zip(json_list(c.tokens), json_list(c.logprobs))) if c is not None else []
         is_score = p.kind == "score"
         state: dict[str, Any] = {
             "instance": {
@@ -273,7 +274,7 @@ def _request_states(instances: pd.DataFrame, prompts: pd.DataFrame, completions:
                 "num_completions": 1,
                 "top_k_per_token": 1,
                 "max_tokens": int(p.max_tokens),
-                "stop_sequences": json.loads(p.stop),
+                "stop_sequences": json_list(p.stop),
                 "echo_prompt": is_score,
                 "top_p": 1,
                 "presence_penalty": 0,

@@ -28,7 +28,13 @@ from holistic_dagster.errors import DataFormatError, HolisticError
 from holistic_dagster.helm.names import our_metric, scenario_for_group
 from holistic_dagster.helm.runs import HelmRun, RequestState, find_run_folders, read_run
 from holistic_dagster.records import Completion, Instance, Reference, Request, request_id, sha256_json
-from holistic_dagster.warehouse.rows import completion_row, instance_row, prompt_row, source_file_row
+from holistic_dagster.warehouse.rows import (
+    completion_row,
+    instance_row,
+    prompt_row,
+    references_of,
+    source_file_row,
+)
 
 BACKEND = "helm"  # provenance.backend of an imported partition: how the leaderboard and report mark it
 MAIN_METRICS = ("exact_match", "quasi_exact_match", "f1_score", "rouge_l", "bits_per_byte")
@@ -109,7 +115,7 @@ def _our_instances(warehouse, version: str, scenario: str) -> dict[tuple, str]:
             f"it first (holistic evaluate --version {version}), or import into a version of its own (leave out "
             "--version)"
         )
-    return {_key(r.input, [x["output"] for x in json.loads(r.references)]): r.instance_id for r in rows.itertuples()}
+    return {_key(r.input, [x["output"] for x in references_of(r.references)]): r.instance_id for r in rows.itertuples()}
 
 
 def _helm_instance(run: HelmRun, index: int, state: RequestState) -> Instance:
@@ -141,9 +147,9 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
         rows = {r["instance_id"]: r for r in old.to_dict("records")}
         for iid, inst in new.items():
             row = {"version": version, "scenario": scenario, **instance_row(inst)}
-            if iid in rows and (rows[iid]["input"], json.loads(rows[iid]["references"])) != (
+            if iid in rows and (rows[iid]["input"], references_of(rows[iid]["references"])) != (
                 row["input"],
-                json.loads(row["references"]),
+                references_of(row["references"]),
             ):
                 raise HolisticError(
                     f"{inst.source.uri}: instance {inst.metadata['helm_instance_id']} ({inst.subset}) differs from the "

@@ -6,13 +6,13 @@ them. Read straight from the warehouse rows, so the page shows what `lineage` an
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from holistic_dagster.metrics import WORST
 from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse.rows import references_of, tokens_of
 
 ORIGINAL_ID = "coalesce(nullif(original_instance_id, ''), instance_id)"  # an instance's original (itself if one)
 MAX_TOKENS_SHOWN = 16  # generated tokens whose log-probabilities (and alternatives) a prediction lists
@@ -140,7 +140,7 @@ def load_items(
             row["instance_id"],
             row["perturbation"] or "",
             row["input"],
-            [(r["output"], bool(r["correct"])) for r in json.loads(row["references"])],
+            [(r["output"], bool(r["correct"])) for r in references_of(row["references"])],
             [],
         )
         for model in models:
@@ -181,11 +181,11 @@ def _prediction(model: str, scores: list[dict], requests: list[dict], main_metri
     tokens: list[Token] = []
     generated: list[str] = []
     if completion is not None:
-        generated = json.loads(completion["tokens"])
-        top = json.loads(completion["top_logprobs"] or "[]")
-        for i, (token, lp) in enumerate(zip(generated[:MAX_TOKENS_SHOWN], json.loads(completion["logprobs"]))):
-            alternatives = sorted((top[i] if i < len(top) else {}).items(), key=lambda kv: -kv[1])
-            tokens.append(Token(token, float(lp), alternatives[:MAX_ALTERNATIVES]))
+        decoded = tokens_of(completion)
+        generated = [token for token, _, _ in decoded]
+        for token, lp, top in decoded[:MAX_TOKENS_SHOWN]:
+            alternatives = sorted(top.items(), key=lambda kv: -kv[1])
+            tokens.append(Token(token, lp, alternatives[:MAX_ALTERNATIVES]))
     return ModelPrediction(
         model=model,
         prediction=str(carrier["prediction"]),

@@ -4,7 +4,6 @@ instance), the source file with its checksum, and how and by which Dagster run i
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import duckdb
@@ -12,6 +11,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse.rows import json_list, metadata_of, references_of, tokens_of
 
 
 def trace_score(
@@ -68,19 +68,13 @@ def trace_score(
         )
     except duckdb.CatalogException:  # a file no release with imports has written to yet
         imported = pd.DataFrame()
-    tokens = json.loads(completion["tokens"])
-    logprobs = json.loads(completion["logprobs"])
-    top = json.loads(completion["top_logprobs"] or "[]")
     return {
         "score": {k: _plain(score[k]) for k in ("family", "metric", "perturbation", "value", "prediction", "scorer")},
         "completion": {
             "request_id": completion["request_id"],
             "text": completion["text"],
             "logprob": float(completion["logprob"]),
-            "tokens": [
-                {"token": t, "logprob": lp, "top": top[i] if i < len(top) else {}}
-                for i, (t, lp) in enumerate(zip(tokens, logprobs))
-            ],
+            "tokens": [{"token": t, "logprob": lp, "top": top} for t, lp, top in tokens_of(completion)],
             "finish_reason": completion["finish_reason"],
             "latency_s": float(completion["latency_s"]),
             "error": completion["error"],
@@ -122,7 +116,7 @@ def trace_score(
         },  # fmt: skip
         "imported_run": None
         if imported.empty
-        else {**imported.iloc[0][["run_name", "folder"]].to_dict(), "files": json.loads(imported["files"].iat[0])},
+        else {**imported.iloc[0][["run_name", "folder"]].to_dict(), "files": json_list(imported["files"].iat[0])},
     }
 
 
@@ -137,10 +131,10 @@ def _instance(warehouse: Warehouse, version: str, scenario: str, instance_id: st
         "split": row["split"],
         "subset": row["subset"],
         "input": row["input"],
-        "references": json.loads(row["references"]),
+        "references": references_of(row["references"]),
         "perturbation": row["perturbation"] or "",
         "original_instance_id": row["original_instance_id"] or "",
-        "metadata": json.loads(row["metadata"] or "{}"),
+        "metadata": metadata_of(row["metadata"]),
         "source_uri": row["source_uri"],
         "record": row["record"],
     }

@@ -4,7 +4,6 @@ suite's judge models in both position orders (table `battles`), and the ratings 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -27,6 +26,7 @@ from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse.rows import references_of
 
 
 def arena_spec(stage: StageContext, version: str) -> ArenaSpec:
@@ -58,7 +58,7 @@ def scheduled_battles(stage: StageContext, version: str) -> list[Battle]:
     for r in rows.itertuples(index=False):
         key = (r.scenario, r.instance_id)
         answers.setdefault(key, []).append(Answer(r.model, r.request_id, r.text, int(r.num_completion_tokens)))
-        refs = json.loads(r.refs)
+        refs = references_of(r.refs)
         questions[key] = (r.input, next((x["output"] for x in refs if x["correct"]), ""))
     return schedule(candidate_battles(answers, questions, arena.seed), arena.max_battles, arena.seed)
 

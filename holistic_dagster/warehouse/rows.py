@@ -135,3 +135,31 @@ def instance_score_row(s: InstanceScore, provenance_id: str) -> dict[str, Any]:
 
 def scenario_metric_row(m: ScenarioMetric, provenance_id: str) -> dict[str, Any]:
     return {**vars(m), "provenance_id": provenance_id}
+
+
+# --- the JSON columns, decoded for readers that take rows as they are (trace, the report, the arena, HELM export) --
+def references_of(text: str) -> list[dict[str, Any]]:
+    """instances.references: [{output, correct}] in reference order."""
+    return json.loads(text)
+
+
+def metadata_of(text: str | None) -> dict[str, Any]:
+    """instances.metadata: the scenario-specific fields a metric needs."""
+    return json_object(text)
+
+
+def json_object(text: str | None) -> dict[str, Any]:
+    """A JSON object column (instances.metadata, provenance.decoding, imported_runs.run_spec)."""
+    return json.loads(text or "{}")
+
+
+def json_list(text: str | None) -> list[Any]:
+    """A JSON list column (prompts.stop, completions.tokens, completions.logprobs, imported_runs.files)."""
+    return json.loads(text or "[]")
+
+
+def tokens_of(completion: Any) -> list[tuple[str, float, dict[str, float]]]:
+    """A completion row's generated tokens: (token, its log-probability, its top alternatives where given)."""
+    tokens, logprobs = json_list(completion["tokens"]), json_list(completion["logprobs"])
+    top = json_list(completion["top_logprobs"])
+    return [(t, float(lp), top[i] if i < len(top) else {}) for i, (t, lp) in enumerate(zip(tokens, logprobs))]
