@@ -9,12 +9,12 @@ from holistic_dagster.automation.planning import (
     REASON_TAG,
     PromptsBuild,
     find_stale,
-    model_identities,
     plan_registry_tick,
     read_cursor,
     stale_runs,
     write_cursor,
 )
+from holistic_dagster.clients.identity import model_identities
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.settings import REPO_ROOT

@@ -126,7 +126,7 @@ def test_an_error_raised_out_of_a_stage_is_redacted_for_dagsters_event_log(monke
 def test_the_sensors_warning_about_an_unreachable_server_is_redacted(monkeypatch):
     import requests
 
-    from holistic_dagster.automation import planning as automation
+    from holistic_dagster.clients import identity as automation
 
     monkeypatch.setenv("EVAL_SERVER_ACCESS", PLANTED)
 

@@ -9,45 +9,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import requests
-
-from holistic_dagster.clients.registry import backend, served_revision
-from holistic_dagster.config.models import ModelSpec
-from holistic_dagster.config.redaction import redact
-from holistic_dagster.errors import HolisticError
-from holistic_dagster.records import sha256_json
-
 REASON_TAG = "holistic/reason"  # the run tag saying why automation requested a run
-# what a model's results depend on: a change of any of these (or of the revision its server reports) is a new model
-IDENTITY_FIELDS = ("backend", "path", "revision", "base_url", "chat")
-
-
-# --- model identity ---------------------------------------------------------------------------------------
-
-
-def model_identity(spec: ModelSpec, previous: str | None) -> tuple[str, str]:
-    """(identity, warning). A watched server that cannot be reached keeps the previous identity, so an
-    outage never looks like a new revision."""
-    fields = {k: getattr(spec, k) for k in IDENTITY_FIELDS}
-    if not spec.watch or not backend(spec).watchable:
-        return sha256_json(fields)[:16], ""
-    try:
-        fields["served"] = served_revision(spec)
-    except (requests.RequestException, OSError, HolisticError, LookupError, KeyError, ValueError) as e:
-        note = redact(f"could not read the served revision ({type(e).__name__}: {e})")  # logged by the sensor
-        return previous or sha256_json(fields)[:16], note
-    return sha256_json(fields)[:16], ""
-
-
-def model_identities(models: Mapping[str, ModelSpec], cursor: dict | None) -> tuple[dict[str, str], list[str]]:
-    """({model: identity}, warnings) for the registry, against the identities the cursor remembers."""
-    seen = (cursor or {}).get("models", {})
-    identities, warnings = {}, []
-    for name, spec in models.items():
-        identities[name], note = model_identity(spec, seen.get(name))
-        if note:
-            warnings.append(f"{name}: {note}")
-    return identities, warnings
 
 
 # --- the registry sensor's plan ---------------------------------------------------------------------------

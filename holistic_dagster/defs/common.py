@@ -4,21 +4,11 @@ running a model x version stage with its checks."""
 
 from __future__ import annotations
 
+import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
-    AssetCheckSpec,
-    AssetExecutionContext,
-    AssetKey,
-    AutomationCondition,
-    MaterializeResult,
-    MetadataValue,
-    MultiPartitionKey,
-    MultiToSingleDimensionPartitionMapping,
-)
+import dagster as dg
 
 from holistic_dagster import quality
 from holistic_dagster.config.redaction import errors_redacted
@@ -26,48 +16,48 @@ from holistic_dagster.defs.resources import HolisticResource, ModelBackends, Tox
 
 with warnings.catch_warnings():  # beta, but the documented way to map model x version onto version
     warnings.simplefilter("ignore")
-    BY_VERSION = MultiToSingleDimensionPartitionMapping(partition_dimension_name="version")
+    BY_VERSION = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="version")
 
 
 # Declarative automation (evaluated by the daemon's automation sensor): scores follow completions once their
 # blocking checks pass; a version's leaderboard, regressions and report follow any updated score of it. A
 # summary waits while anything upstream is still running, and a model that failed does not hold it back.
-SCORES_FOLLOW = AutomationCondition.eager() & AutomationCondition.all_deps_blocking_checks_passed()
+SCORES_FOLLOW = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
 SUMMARY_FOLLOWS = (
-    AutomationCondition.any_deps_updated().since_last_handled()
-    & ~AutomationCondition.any_deps_in_progress()
-    & ~AutomationCondition.in_progress()
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
 ).with_label("follows any updated score")
 
 
-def check_specs(key: list[str], stage: str) -> list[AssetCheckSpec]:
+def check_specs(key: list[str], stage: str) -> list[dg.AssetCheckSpec]:
     return [
-        AssetCheckSpec(c.name, asset=AssetKey(key), description=c.description, blocking=c.blocking)
+        dg.AssetCheckSpec(c.name, asset=dg.AssetKey(key), description=c.description, blocking=c.blocking)
         for c in quality.STAGE_CHECKS[stage]
     ]
 
 
-def check_results(outcomes: list[quality.CheckOutcome], stage: str) -> Iterator[AssetCheckResult]:
+def check_results(outcomes: list[quality.CheckOutcome], stage: str) -> Iterator[dg.AssetCheckResult]:
     errors = {c.name: c.blocking or c.error for c in quality.STAGE_CHECKS[stage]}
     for o in outcomes:
-        yield AssetCheckResult(
+        yield dg.AssetCheckResult(
             check_name=o.name,
             passed=o.passed,
             description=o.description,
-            severity=AssetCheckSeverity.ERROR if errors[o.name] else AssetCheckSeverity.WARN,
-            metadata={"details": MetadataValue.json(o.details)},
+            severity=dg.AssetCheckSeverity.ERROR if errors[o.name] else dg.AssetCheckSeverity.WARN,
+            metadata={"details": dg.MetadataValue.json(o.details)},
         )
 
 
-def model_version(context: AssetExecutionContext) -> tuple[str, str]:
+def model_version(context: dg.AssetExecutionContext) -> tuple[str, str]:
     key = context.partition_key
-    assert isinstance(key, MultiPartitionKey)
+    assert isinstance(key, dg.MultiPartitionKey)
     dims = key.keys_by_dimension
     return dims["model"], dims["version"]
 
 
 def model_stage(
-    context: AssetExecutionContext,
+    context: dg.AssetExecutionContext,
     holistic: HolisticResource,
     scenario: str,
     stage_name: str,
@@ -80,5 +70,28 @@ def model_stage(
     stage = holistic.stage(context.run.run_id, backends, toxicity)
     with errors_redacted():  # Dagster stores a failed step's error, causes included, in its event log
         metadata = compute(stage, version, scenario, model)
-    yield MaterializeResult(metadata=metadata)
+    yield dg.MaterializeResult(metadata=metadata)
     yield from check_results(quality.check_stage(stage_name, stage, version, scenario, model), stage_name)
+
+
+def runs_for_changes(
+    context: dg.SensorEvaluationContext,
+    marks: dict[str, str],
+    job,
+    partitions: dg.DynamicPartitionsDefinition,
+    run_key: Callable[[str, str], str],
+    nothing: str,
+) -> dg.SensorResult | dg.SkipReason:
+    """A run of `job` for each partition whose mark (what it holds: a count and a time, a file's size and mtime)
+    differs from the one in the sensor's cursor; partitions seen for the first time are added; the cursor becomes
+    the marks."""
+    previous = json.loads(context.cursor) if context.cursor else {}
+    changed = sorted(key for key, mark in marks.items() if previous.get(key) != mark)
+    if not changed:
+        return dg.SkipReason(nothing)
+    new = [key for key in changed if not context.instance.has_dynamic_partition(partitions.name, key)]
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(job_name=job.name, partition_key=k, run_key=run_key(k, marks[k])) for k in changed],
+        dynamic_partitions_requests=[partitions.build_add_request(new)] if new else [],
+        cursor=json.dumps(marks),
+    )

@@ -4,32 +4,11 @@ suite versions, the schedule that re-evaluates stale partitions, and the sensor 
 failed. What to run is decided in automation/planning.py; this module reads the Dagster instance and turns the
 decisions into requests."""
 
-from dagster import (
-    AssetDep,
-    AssetExecutionContext,
-    AssetKey,
-    AssetRecordsFilter,
-    AssetsDefinition,
-    DataVersion,
-    DefaultScheduleStatus,
-    DefaultSensorStatus,
-    Definitions,
-    MaterializeResult,
-    MetadataValue,
-    MultiPartitionKey,
-    RunRequest,
-    ScheduleEvaluationContext,
-    SensorEvaluationContext,
-    SensorResult,
-    SkipReason,
-    asset,
-    define_asset_job,
-    schedule,
-    sensor,
-)
+import dagster as dg
 
 from holistic_dagster import quality
 from holistic_dagster.automation import planning as automation
+from holistic_dagster.clients.identity import model_identities
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import jobs
 from holistic_dagster.defs.common import BY_VERSION, SCORES_FOLLOW, check_results, check_specs, model_stage
@@ -42,20 +21,20 @@ from holistic_dagster.stages.prompts import build_prompts
 from holistic_dagster.stages.scores import compute_scores
 
 
-def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> Definitions:
+def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> dg.Definitions:
     """The evaluation's assets, jobs, sensors and schedule for the catalog's loadable scenarios."""
-    datasets_job = define_asset_job(
+    datasets_job = dg.define_asset_job(
         jobs.DATASETS_JOB,
         selection=jobs.selection(jobs.dataset_keys(scenarios)),
         description="Load and sample every scenario's data for a suite version.",
     )
-    evaluate_job = define_asset_job(
+    evaluate_job = dg.define_asset_job(
         jobs.EVALUATE_JOB,
         selection=jobs.selection(jobs.model_keys(scenarios)),
         description="Prompts, completions and scores of every scenario for one model.",
     )
     code_versions = {s: catalog.code_version(s) for s in scenarios}
-    return Definitions(
+    return dg.Definitions(
         assets=[a for s in scenarios for a in scenario_assets(catalog, s)],
         jobs=[datasets_job, evaluate_job],
         sensors=[make_registry_sensor(datasets_job, evaluate_job), abandoned_runs],
@@ -67,12 +46,12 @@ def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> Defi
     )
 
 
-def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
+def scenario_assets(catalog: Catalog, scenario: str) -> list[dg.AssetsDefinition]:
     spec = catalog.scenario(scenario)
     code_version = catalog.code_version(scenario)
     common = {"group_name": scenario, "code_version": code_version, "kinds": {"duckdb"}}
 
-    @asset(
+    @dg.asset(
         key=[scenario, "dataset"],
         partitions_def=version_partitions,
         check_specs=check_specs([scenario, "dataset"], "dataset"),
@@ -80,57 +59,57 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[AssetsDefinition]:
         f"checksum of every source file.",
         **common,
     )
-    def dataset(context: AssetExecutionContext, holistic: HolisticResource):
+    def dataset(context: dg.AssetExecutionContext, holistic: HolisticResource):
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
         summary = build_dataset(stage, version, scenario)
-        yield MaterializeResult(
+        yield dg.MaterializeResult(
             metadata={
                 "num_test_instances": summary["num_test"],
                 "num_train_instances": summary["num_train"],
-                "source_files": MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"])),
+                "source_files": dg.MetadataValue.md("\n".join(f"- `{s}`" for s in summary["source_files"])),
             },
             # the content's version (source checksums + sample): the stale-partition schedule compares it
-            data_version=DataVersion(summary["data_version"]),
+            data_version=dg.DataVersion(summary["data_version"]),
         )
         yield from check_results(quality.check_stage("dataset", stage, version, scenario), "dataset")
 
-    @asset(
+    @dg.asset(
         key=[scenario, "prompts"],
         partitions_def=model_version_partitions,
-        deps=[AssetDep(AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
+        deps=[dg.AssetDep(dg.AssetKey([scenario, "dataset"]), partition_mapping=BY_VERSION)],
         check_specs=check_specs([scenario, "prompts"], "prompts"),
         description=f"Rendered requests for {scenario} ({spec.adapter.method}), fitted to the model's context window.",
         **common,
     )
-    def prompts(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+    def prompts(context: dg.AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
         backends = model_backends
         yield from model_stage(context, holistic, scenario, "prompts", build_prompts, backends)
 
-    @asset(
+    @dg.asset(
         key=[scenario, "completions"],
         pool=jobs.MODEL_REQUESTS_POOL,
         partitions_def=model_version_partitions,
-        deps=[AssetKey([scenario, "prompts"])],
+        deps=[dg.AssetKey([scenario, "prompts"])],
         check_specs=check_specs([scenario, "completions"], "completions"),
         description=f"Raw model output for every {scenario} request: text, tokens, log-probabilities, latency.",
         **common,
     )
-    def completions(context: AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
+    def completions(context: dg.AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
         backends = model_backends
         yield from model_stage(context, holistic, scenario, "completions", run_completions, backends)
 
-    @asset(
+    @dg.asset(
         key=[scenario, "scores"],
         partitions_def=model_version_partitions,
         automation_condition=SCORES_FOLLOW,
-        deps=[AssetKey([scenario, "completions"])],
+        deps=[dg.AssetKey([scenario, "completions"])],
         check_specs=check_specs([scenario, "scores"], "scores"),
         description=f"{scenario} scores per instance and metric, and per metric family for the scenario.",
         **common,
     )
     def scores(
-        context: AssetExecutionContext, holistic: HolisticResource, toxicity_classifier: ToxicityClassifierResource
+        context: dg.AssetExecutionContext, holistic: HolisticResource, toxicity_classifier: ToxicityClassifierResource
     ):
         yield from model_stage(context, holistic, scenario, "scores", compute_scores, toxicity=toxicity_classifier)
 
@@ -148,10 +127,10 @@ def _suite(catalog: Catalog, version: str) -> list[str]:
     return list(catalog.suite(version).scenarios)
 
 
-def _evaluate_request(run: automation.EvaluateRun, catalog: Catalog, job_name: str | None = None) -> RunRequest:
-    return RunRequest(
+def _evaluate_request(run: automation.EvaluateRun, catalog: Catalog, job_name: str | None = None) -> dg.RunRequest:
+    return dg.RunRequest(
         job_name=job_name,
-        partition_key=MultiPartitionKey({"model": run.model, "version": run.version}),
+        partition_key=dg.MultiPartitionKey({"model": run.model, "version": run.version}),
         run_key=run.run_key,
         asset_selection=jobs.model_keys(_suite(catalog, run.version)),
         tags=run.tags,
@@ -159,20 +138,20 @@ def _evaluate_request(run: automation.EvaluateRun, catalog: Catalog, job_name: s
 
 
 def make_registry_sensor(datasets_job, evaluate_job):
-    @sensor(
+    @dg.sensor(
         name="model_registry",
-        default_status=DefaultSensorStatus.RUNNING,
+        default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=30,
         jobs=[datasets_job, evaluate_job],
     )
-    def model_registry(context: SensorEvaluationContext, holistic: HolisticResource):
+    def model_registry(context: dg.SensorEvaluationContext, holistic: HolisticResource):
         """Watches the model registry the `holistic` resource names (resources/models.yaml; for entries with
         `watch: true`, also the TGI server's /info or the OpenAI-compatible server's /v1/models) and its
         catalog's suites/. What to run is decided by automation.plan_registry_tick."""
         catalog, models = holistic.catalog(), holistic.models()
         versions = catalog.suite_versions()
         previous = automation.read_cursor(context.cursor)
-        identities, warnings = automation.model_identities(models, previous)
+        identities, warnings = model_identities(models, previous)
         for warning in warnings:
             context.log.warning(warning)
         plan = automation.plan_registry_tick(
@@ -191,9 +170,9 @@ def make_registry_sensor(datasets_job, evaluate_job):
             partitions.append(version_partitions.build_add_request(new))
         cursor = automation.write_cursor(plan.cursor)
         if previous is None:  # the first tick records the registry
-            return SensorResult(dynamic_partitions_requests=partitions, cursor=cursor)
+            return dg.SensorResult(dynamic_partitions_requests=partitions, cursor=cursor)
         runs = [
-            RunRequest(
+            dg.RunRequest(
                 job_name=datasets_job.name,
                 partition_key=run.version,
                 run_key=run.run_key,
@@ -203,33 +182,33 @@ def make_registry_sensor(datasets_job, evaluate_job):
         ]
         runs += [_evaluate_request(run, catalog, evaluate_job.name) for run in plan.evaluations]
         if not runs and not partitions:
-            return SkipReason("model registry and suites unchanged")
-        return SensorResult(run_requests=runs, dynamic_partitions_requests=partitions, cursor=cursor)
+            return dg.SkipReason("model registry and suites unchanged")
+        return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partitions, cursor=cursor)
 
     return model_registry
 
 
-@sensor(name="abandoned_runs", default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=60)
-def abandoned_runs(context: SensorEvaluationContext):
+@dg.sensor(name="abandoned_runs", default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60)
+def abandoned_runs(context: dg.SensorEvaluationContext):
     """Marks failed the in-process runs (`holistic demo` / `evaluate`) whose process was killed before it
     finished them: otherwise they show STARTED forever and hold back declarative automation."""
     failed = fail_abandoned_runs(context.instance)
-    return SkipReason(f"marked failed: {', '.join(failed)}" if failed else "no abandoned runs")
+    return dg.SkipReason(f"marked failed: {', '.join(failed)}" if failed else "no abandoned runs")
 
 
 def make_stale_schedule(evaluate_job, stale_partitions, cron_schedule: str):
-    @schedule(
+    @dg.schedule(
         name="rerun_stale",
         cron_schedule=cron_schedule,
         job=evaluate_job,
-        default_status=DefaultScheduleStatus.RUNNING,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
     )
-    def rerun_stale(context: ScheduleEvaluationContext, holistic: HolisticResource):
+    def rerun_stale(context: dg.ScheduleEvaluationContext, holistic: HolisticResource):
         """Re-evaluates every model x version partition whose prompts or scores were produced by an older code
         version of their scenario (its YAML or template changed) or from an older dataset materialization."""
         stale = stale_partitions(context.instance)
         if not stale:
-            return SkipReason("nothing stale")
+            return dg.SkipReason("nothing stale")
         catalog = holistic.catalog()
         tick = context.scheduled_execution_time.isoformat()
         return [_evaluate_request(run, catalog) for run in automation.stale_runs(stale, tick)]
@@ -241,14 +220,14 @@ def prompts_builds(instance, scenarios: list[str]) -> list[automation.PromptsBui
     """The latest prompts materialization of every evaluated partition, as plain records for
     automation.find_stale."""
 
-    def history(key: AssetKey, partition: str, limit: int = 1):
+    def history(key: dg.AssetKey, partition: str, limit: int = 1):
         return instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=limit
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=limit
         ).records
 
     builds = []
     for scenario in scenarios:
-        prompts_key, dataset_key = AssetKey([scenario, "prompts"]), AssetKey([scenario, "dataset"])
+        prompts_key, dataset_key = dg.AssetKey([scenario, "prompts"]), dg.AssetKey([scenario, "dataset"])
         for partition in instance.get_materialized_partitions(prompts_key):
             # a model x version key reads "<model>|<version>" (dimensions in alphabetical order)
             if "|" not in partition or not (records := history(prompts_key, partition)):

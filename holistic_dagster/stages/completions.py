@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.adaptation.adapter import adapter_as_asked
+from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.records import Completion, Request, sha256_json
 from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.context import StageContext
@@ -63,7 +64,7 @@ def answer_requests(
     where it stopped and repeats no finished request. decoding: recorded in the provenance."""
     client = stage.client(model)
     info = client.describe()
-    model_key = sha256_json({k: info.get(k) for k in ("backend", "model_path", "model_revision")})[:16]
+    model_key = answering_identity(info)
     distinct = list({r.request_id: r for r in requests}.values())
     done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
     todo = [r for r in distinct if r.request_id not in done]

@@ -7,7 +7,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from holistic_dagster.automation.planning import model_identity
+from holistic_dagster.clients.identity import model_identity
 from holistic_dagster.config.models import ModelSpec
 from tests.servers import LoopbackServer
 
