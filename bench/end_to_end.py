@@ -72,9 +72,9 @@ def smollm2_bench() -> Path:
     the peer tools' virtual environments and task files."""
     from holistic_dagster import settings
     from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.models import model_spec
+    from holistic_dagster.config.deployment import Deployment
 
-    checkpoint = ensure_converted(model_spec("smollm2-135m-instruct").path, settings.home_dir() / "models")
+    checkpoint = ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.home_dir() / "models")
     root = BENCH / "smollm2"
     root.mkdir(exist_ok=True)
     links = {"model": checkpoint, **{name: BENCH / name for name in ("venv-lmeval", "venv-helm", "lmeval_task",

@@ -73,9 +73,9 @@ def helm_models() -> list[Path]:
     each in a folder whose name becomes HELM's model name (huggingface/<folder>)."""
     from holistic_dagster import settings
     from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.models import load_models
+    from holistic_dagster.config.deployment import Deployment
 
-    return [ensure_converted(load_models()[OUR_MODEL].path, settings.home_dir() / "models"), BENCH / "model"]
+    return [ensure_converted(Deployment().models()[OUR_MODEL].path, settings.home_dir() / "models"), BENCH / "model"]
 
 
 def helm_run(entries: dict[str, str], models: list[Path], n: int, work: Path, suite: str) -> Path:

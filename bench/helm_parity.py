@@ -525,9 +525,9 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
     and every metric both define, per scenario the means."""
     from holistic_dagster import settings
     from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.models import load_models
+    from holistic_dagster.config.deployment import Deployment
 
-    checkpoint = ensure_converted(load_models()[model].path, settings.home_dir() / "models")
+    checkpoint = ensure_converted(Deployment().models()[model].path, settings.home_dir() / "models")
     cases = [replace(c, subsets=E2E_MMLU) if c.scenario == "mmlu" else c for c in CASES if c.name in E2E_CASES]
     started = time.perf_counter()
     _empty_punkt()

@@ -82,6 +82,7 @@ def main() -> None:
     from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
     from holistic_dagster.clients.transformers_client import TransformersClient
     from holistic_dagster.config.catalog import Catalog
+    from holistic_dagster.config.deployment import Deployment
     from holistic_dagster.config.models import ModelSpec
     from holistic_dagster.scenarios import load_instances, sample_instances
     from holistic_dagster.scenarios.spec import SuiteScenario
@@ -90,9 +91,8 @@ def main() -> None:
     if args.model == "smollm2":
         from holistic_dagster import settings
         from holistic_dagster.clients.gguf_models import ensure_converted
-        from holistic_dagster.config.models import model_spec
 
-        model_dir = ensure_converted(model_spec("smollm2-135m-instruct").path, settings.home_dir() / "models")
+        model_dir = ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.home_dir() / "models")
         label = "SmolLM2-135M-Instruct (Q4_1 GGUF dequantized), float32, CPU"
     else:
         model_dir = build_model(work / "model")

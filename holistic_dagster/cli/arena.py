@@ -74,7 +74,7 @@ def vote(
         catalog = chosen.catalog()
         if catalog.suite(version).arena is None:
             fail(f"suite {version!r} has no `arena:` section (assets/suites/{version}.yaml): nothing to vote on")
-        key = invitations.vote_key()
+        key = invitations.vote_key(chosen.home / "vote.key")
         links = {name: invitations.invitation(key, version, name) for name in invite or []}
     except (HolisticError, ValueError) as e:
         fail(str(e))

@@ -12,7 +12,14 @@ from holistic_dagster import settings
 from holistic_dagster.config.alerts import AlertsSpec, load_alerts
 from holistic_dagster.config.automation import AutomationSettings, load_automation
 from holistic_dagster.config.catalog import Catalog
-from holistic_dagster.config.models import BackendSettings, ModelSpec, load_backend_defaults, load_models, model_spec
+from holistic_dagster.config.models import (
+    BackendSettings,
+    ModelSpec,
+    backends_file,
+    load_backend_defaults,
+    load_models,
+    model_spec,
+)
 from holistic_dagster.config.scaleout import CelerySettings, load_celery_settings
 from holistic_dagster.config.shadow import ShadowSpec, load_shadow_spec
 from holistic_dagster.errors import CatalogError
@@ -60,8 +67,7 @@ class Deployment:
 
     @property
     def backends_path(self) -> Path:
-        """The backend settings live beside the model registry."""
-        return self.models_path.parent / "backends.yaml"
+        return backends_file(self.models_path)
 
     @property
     def automation_path(self) -> Path:

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
-from holistic_dagster import settings
 from holistic_dagster.config.redaction import register_secret_env
 from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.errors import CatalogError
@@ -52,16 +51,17 @@ BACKEND_SETTINGS: dict[str, type[Strict]] = {
 }
 
 
-class BackendSettings(Strict):
-    """resources/backends.yaml: the deployment's settings per backend kind; what it leaves out takes the
-    schema's defaults."""
+# resources/backends.yaml: the deployment's settings per backend kind; what it leaves out takes the schema's defaults
+BackendSettings = create_model(
+    "BackendSettings",
+    __base__=Strict,
+    __module__=__name__,
+    __doc__="resources/backends.yaml: the deployment's settings per backend kind.",
+    **{kind: (settings, settings()) for kind, settings in BACKEND_SETTINGS.items()},
+)
 
-    transformers: TransformersSettings = TransformersSettings()
-    tgi: TGISettings = TGISettings()
-    openai: OpenAISettings = OpenAISettings()
 
-
-class ModelSpec(Strict):
+class _Model(Strict):
     name: str
     backend: Literal[tuple(BACKEND_SETTINGS)]  # type: ignore[valid-type]
     # transformers: a local checkpoint directory, a hub id, demo:<name> for a built-in demo model, or
@@ -71,16 +71,6 @@ class ModelSpec(Strict):
     revision: str | None = None
     description: str = ""
     max_context: int | None = Field(None, gt=0)
-    # Backend settings (see BACKEND_SETTINGS): left unset, they take the deployment's (backends.yaml) or the
-    # schema's default for the model's backend kind; settings of other kinds stay None
-    batch_size: int | None = Field(None, gt=0)
-    device: str | None = None
-    # HTTP backends (TGI; OpenAI and OpenAI-compatible servers)
-    base_url: str | None = None
-    api_key_env: str | None = None  # the NAME of the environment variable holding the key, never the key
-    max_concurrency: int | None = Field(None, gt=0)
-    timeout_s: float | None = Field(None, gt=0)
-    max_attempts: int | None = Field(None, gt=0)
     # openai: use /v1/chat/completions instead of /v1/completions; transformers: lay every prompt out with the
     # model's chat template (as lm-eval's --apply_chat_template; off by default, as in lm-eval: HELM 0.5 turns it on
     # for a local Hugging Face model whose tokenizer has a chat template)
@@ -103,7 +93,7 @@ class ModelSpec(Strict):
         return v
 
     @model_validator(mode="after")
-    def _schema_defaults(self) -> ModelSpec:
+    def _schema_defaults(self) -> _Model:
         # filled in place, so that model_fields_set still tells the entry's own settings from defaults
         defaults = BACKEND_SETTINGS[self.backend]()
         for key in type(defaults).model_fields:
@@ -112,10 +102,27 @@ class ModelSpec(Strict):
         return self
 
 
-def load_backend_defaults(path: Path | None = None) -> BackendSettings:
+def _entry_settings() -> dict[str, tuple]:
+    """Every backend kind's settings as fields of a registry entry: unset (None) unless the entry gives them."""
+    fields = {}
+    for kind_settings in BACKEND_SETTINGS.values():
+        for key, field in kind_settings.model_fields.items():
+            typed = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+            fields.setdefault(key, (typed | None, Field(None, description=field.description)))
+    return fields
+
+
+# A registry entry (resources/models.yaml): what the model is, and any backend setting of its kind, which wins over
+# the deployment's (backends.yaml) and the schema's default for the kind; settings of other kinds stay None.
+ModelSpec = create_model(
+    "ModelSpec", __base__=_Model, __module__=__name__, __doc__="A registry entry.", **_entry_settings()
+)
+
+
+def load_backend_defaults(path: Path) -> BackendSettings:
     """The deployment's settings per backend kind (resources/backends.yaml; the file is optional), validated
     against the schema, which fills in what the file leaves out."""
-    path = Path(path) if path else settings.resources_dir() / "backends.yaml"
+    path = Path(path)
     if not path.exists():
         return BackendSettings()
     data = read_yaml(path) or {}
@@ -139,9 +146,10 @@ def with_backend_settings(spec: ModelSpec, deployment: BaseModel) -> ModelSpec:
     return ModelSpec.model_construct(_fields_set=set(spec.model_fields_set), **values)
 
 
-def load_models(path: Path | None = None, backends: Path | None = None) -> dict[str, ModelSpec]:
-    """The model registry (resources/models.yaml): {name: ModelSpec}, with backends.yaml defaults applied."""
-    path = Path(path) if path else settings.resources_dir() / "models.yaml"
+def load_models(path: Path, backends: Path | None = None) -> dict[str, ModelSpec]:
+    """The model registry (resources/models.yaml): {name: ModelSpec}, with the backend settings (by default the
+    backends.yaml beside it) applied."""
+    path = Path(path)
     data = read_yaml(path) or {}
     entries = data.get("models") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
@@ -160,7 +168,7 @@ def backends_file(models_file: Path) -> Path:
     return Path(models_file).parent / "backends.yaml"
 
 
-def model_spec(name: str, path: Path | None = None) -> ModelSpec:
+def model_spec(name: str, path: Path) -> ModelSpec:
     models = load_models(path)
     if name not in models:
         raise CatalogError(f"unknown model {name!r}: not in the model registry (known: {', '.join(models)})")

@@ -20,14 +20,7 @@ from holistic_dagster import settings
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import arena, evaluation, shadow, summaries
-from holistic_dagster.defs.resources import (
-    HolisticResource,
-    ModelBackends,
-    OpenAIBackend,
-    TGIBackend,
-    ToxicityClassifierResource,
-    TransformersBackend,
-)
+from holistic_dagster.defs.resources import HolisticResource, ToxicityClassifierResource, model_backends
 
 # declarative automation (scores after completions, summaries after scores: defs/common.py) runs only while a
 # sensor evaluates the conditions; Dagster's default one is stopped until someone starts it in the UI
@@ -59,9 +52,7 @@ def build_definitions(catalog: Catalog | None = None, resource: HolisticResource
             executor=_scale_out_executor(),
             resources={
                 "holistic": holistic,
-                "model_backends": ModelBackends(
-                    transformers=TransformersBackend(), tgi=TGIBackend(), openai=OpenAIBackend()
-                ),
+                "model_backends": model_backends(),
                 "toxicity_classifier": ToxicityClassifierResource(),
             },
         ),

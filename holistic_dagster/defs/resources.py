@@ -30,32 +30,44 @@ class _Backend(ConfigurableResource):
         return get_client(self.resolve(spec))
 
 
-def _backend_resource(kind: str, name: str, doc: str) -> type[_Backend]:
+def _backend_resource(kind: str) -> type[_Backend]:
+    """The resource of one backend kind (e.g. TGISettings -> TGIBackend), its fields its settings, each unset."""
+    settings = BACKEND_SETTINGS[kind]
     fields = {
         key: (field.annotation | None, Field(None, description=f"{field.description or key} (unset: {field.default})"))
-        for key, field in BACKEND_SETTINGS[kind].model_fields.items()
+        for key, field in settings.model_fields.items()
     }
-    resource = create_model(name, __base__=_Backend, __module__=__name__, __doc__=doc, **fields)
+    name = settings.__name__.removesuffix("Settings") + "Backend"
+    resource = create_model(name, __base__=_Backend, __module__=__name__, __doc__=settings.__doc__, **fields)
     resource.kind = kind
     return resource
 
 
-TransformersBackend = _backend_resource("transformers", "TransformersBackend", "Local models on transformers + torch.")
-TGIBackend = _backend_resource("tgi", "TGIBackend", "Text Generation Inference servers.")
-OpenAIBackend = _backend_resource(
-    "openai", "OpenAIBackend", "OpenAI and OpenAI-compatible servers. api_key_env names the variable holding the key."
-)
+BACKEND_RESOURCES: dict[str, type[_Backend]] = {kind: _backend_resource(kind) for kind in BACKEND_SETTINGS}
+TransformersBackend = BACKEND_RESOURCES["transformers"]
+TGIBackend = BACKEND_RESOURCES["tgi"]
+OpenAIBackend = BACKEND_RESOURCES["openai"]
 
 
-class ModelBackends(ConfigurableResource):
+class _ModelBackends(ConfigurableResource):
     """The backend resources by kind; a model's `backend` picks one."""
-
-    transformers: TransformersBackend
-    tgi: TGIBackend
-    openai: OpenAIBackend
 
     def client(self, spec: ModelSpec) -> ModelClient:
         return getattr(self, spec.backend).client(spec)
+
+
+ModelBackends = create_model(
+    "ModelBackends",
+    __base__=_ModelBackends,
+    __module__=__name__,
+    __doc__=_ModelBackends.__doc__,
+    **{kind: (resource, ...) for kind, resource in BACKEND_RESOURCES.items()},
+)
+
+
+def model_backends() -> ModelBackends:
+    """Every backend kind's resource, each with its settings unset (resources/backends.yaml decides)."""
+    return ModelBackends(**{kind: resource() for kind, resource in BACKEND_RESOURCES.items()})
 
 
 class ToxicityClassifierResource(ConfigurableResource):

@@ -17,18 +17,17 @@ import re
 import secrets
 from pathlib import Path
 
-from holistic_dagster import settings
 from holistic_dagster.config.redaction import read_secret
 
 KEY_ENV = "HOLISTIC_VOTE_KEY"
 VOTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 
-def vote_key(path: Path | None = None) -> bytes:
-    """The signing key: $HOLISTIC_VOTE_KEY, or the key file (created on first use, mode 0600)."""
+def vote_key(path: Path) -> bytes:
+    """The signing key: $HOLISTIC_VOTE_KEY, or the key file (the deployment's home/vote.key; created on first use,
+    mode 0600)."""
     if value := read_secret(KEY_ENV).strip():
         return value.encode()
-    path = path or settings.home_dir() / "vote.key"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -9,10 +9,10 @@ import signal
 import pytest
 
 from holistic_dagster.clients.model_process import ModelProcessClient, ModelProcessError
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Request, request_id
-from tests.conftest import model_spec
 
 pytestmark = pytest.mark.slow  # each client spawns a process that imports torch and transformers
 
@@ -37,7 +37,7 @@ def _score(prompt: str, continuation: str) -> Request:
 
 @pytest.fixture(scope="module")
 def remote():
-    client = ModelProcessClient(model_spec("demo-gpt2-untrained"))
+    client = ModelProcessClient(Deployment().model("demo-gpt2-untrained"))
     yield client
     client.close()
 
@@ -88,7 +88,7 @@ def test_a_model_that_cannot_load_fails_at_first_use_with_its_own_message(tmp_pa
 
 
 def test_a_killed_model_process_is_an_error_naming_the_model(untrained_client):
-    client = ModelProcessClient(model_spec("demo-gpt2-untrained"))
+    client = ModelProcessClient(Deployment().model("demo-gpt2-untrained"))
     assert client.count_tokens("hello world") == untrained_client.count_tokens("hello world")
     os.kill(client._process.pid, signal.SIGKILL)
     with pytest.raises(ModelProcessError, match="process of model 'demo-gpt2-untrained' ended unexpectedly") as e:
@@ -98,8 +98,8 @@ def test_a_killed_model_process_is_an_error_naming_the_model(untrained_client):
 
 
 def test_the_next_model_starts_when_the_one_before_has_its_weights():
-    second = ModelProcessClient(model_spec("demo-gpt2-untrained"))
-    first = ModelProcessClient(model_spec("demo-gpt2-untrained"), then=second)
+    second = ModelProcessClient(Deployment().model("demo-gpt2-untrained"))
+    first = ModelProcessClient(Deployment().model("demo-gpt2-untrained"), then=second)
     first.start()
     assert second._process is None  # not started while the first one loads
     assert first.max_context > 0 and first.count_tokens("a b c") == 3  # ready with its tokenizer
@@ -114,7 +114,7 @@ def test_the_next_model_starts_when_the_one_before_has_its_weights():
 def test_a_call_interrupted_mid_answer_leaves_the_client_usable(untrained_client):
     """on_done raising (the completion cache's disk is full, say) leaves the rest of that answer in the pipe:
     the next call must not read it as its own."""
-    client = ModelProcessClient(model_spec("demo-gpt2-untrained"))
+    client = ModelProcessClient(Deployment().model("demo-gpt2-untrained"))
     requests = [_generate(p) for p in PROMPTS]
 
     def full_disk(_):
