@@ -2,6 +2,6 @@
 resources, assembled in holistic_dagster/defs/. The CLI and the tests call build_definitions with their own catalog
 and resource."""
 
-from holistic_dagster.defs import build_definitions, defs
+from holistic_dagster.defs.definitions import build_definitions, defs
 
 __all__ = ["build_definitions", "defs"]

@@ -66,3 +66,15 @@ def test_no_module_is_longer_than_450_lines():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert set(long) <= set(LONGER), long
+
+
+def test_the_cli_loads_dagster_only_when_it_runs_something():
+    """`holistic evaluate` with nothing to run answers from the warehouse without Dagster (seconds of imports): the
+    CLI, the freshness check and the ledger of in-process runs import none of it."""
+    code = (
+        "import sys\n"
+        "import holistic_dagster.cli, holistic_dagster.automation.freshness, holistic_dagster.defs.ledger\n"
+        "print(sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout[-2000:] + result.stderr[-2000:]

@@ -1,74 +1,8 @@
 """The Dagster layer, thin: it names assets, partitions, checks, jobs, sensors and resources and calls the core.
-One module per product (evaluation, summaries, arena, shadow), each returning its own definitions; `build_definitions`
-merges them with the resources and the executor. jobs.py has the named selections the products, the runner and the
-sensors share; runner.py runs a suite version from code (the CLI); imports.py records partitions imported from HELM.
+One module per product (evaluation, summaries, arena, shadow), each returning its own definitions; definitions.py's
+`build_definitions` merges them with the resources and the executor. jobs.py has the named selections the
+products, the runner and the sensors share; runner.py runs a suite version from code, local.py on the CLI's
+behalf; imports.py records partitions imported from HELM.
 """
 
-from __future__ import annotations
-
-import logging
-
-from dagster import (
-    AssetSelection,
-    AutomationConditionSensorDefinition,
-    DefaultSensorStatus,
-    Definitions,
-    definitions,
-)
-
-from holistic_dagster import settings
-from holistic_dagster.adaptation.methods import adapter_method
-from holistic_dagster.config.catalog import Catalog
-from holistic_dagster.defs import arena, evaluation, shadow, summaries
-from holistic_dagster.defs.resources import HolisticResource, ToxicityClassifierResource, model_backends
-
-# declarative automation (scores after completions, summaries after scores: defs/common.py) runs only while a
-# sensor evaluates the conditions; Dagster's default one is stopped until someone starts it in the UI
-AUTOMATION = AutomationConditionSensorDefinition(
-    "automation_conditions",
-    target=AssetSelection.all(),
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Evaluates the assets' automation conditions: scores, leaderboard, regressions and report follow.",
-)
-
-
-def build_definitions(catalog: Catalog | None = None, resource: HolisticResource | None = None) -> Definitions:
-    """Every product's definitions for one configured catalog and deployment (the holistic resource's), merged."""
-    holistic = resource or HolisticResource()
-    catalog = catalog or holistic.catalog()
-    scenarios, broken = catalog.loadable_scenarios()
-    for name, problem in broken.items():
-        logging.getLogger("holistic_dagster").warning("scenario %s left out of the definitions: %s", name, problem)
-    # open-ended scenarios are the ones a suite can put in its arena
-    open_ended = [s for s in scenarios if adapter_method(catalog.scenario(s).adapter.method).open_ended]
-    return Definitions.merge(
-        evaluation.definitions(catalog, scenarios, holistic.deployment().automation().rerun_stale_cron),
-        summaries.definitions(scenarios),
-        arena.definitions(open_ended),
-        shadow.definitions(),
-        Definitions(
-            sensors=[AUTOMATION],
-            # steps as Celery tasks where the deployment says so (settings.executor); otherwise Dagster's default
-            executor=_scale_out_executor(),
-            resources={
-                "holistic": holistic,
-                "model_backends": model_backends(),
-                "toxicity_classifier": ToxicityClassifierResource(),
-            },
-        ),
-    )
-
-
-def _scale_out_executor():
-    if settings.executor() != "celery":
-        return None
-    from holistic_dagster.defs.celery import holistic_celery_executor
-
-    return holistic_celery_executor
-
-
-@definitions
-def defs() -> Definitions:
-    # built when Dagster loads the code location (workspace.yaml), not on import: the CLI and the tests
-    # import build_definitions and build their own, with their own catalog and resource
-    return build_definitions()
+# (kept free of imports: the CLI reads defs/ledger.py without loading Dagster)

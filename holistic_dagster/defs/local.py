@@ -10,7 +10,8 @@ from dagster import DagsterInstance
 
 from holistic_dagster import settings
 from holistic_dagster.config.deployment import Deployment
-from holistic_dagster.defs import build_definitions, imports, ledger, runner
+from holistic_dagster.defs import imports, ledger, runner
+from holistic_dagster.defs.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
 
 
