@@ -63,7 +63,7 @@ def test_the_entry_wins_over_backends_yaml_which_wins_over_the_schema(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("vllm: {}\n", r"backends.yaml: unknown backend kind 'vllm' \(known: transformers, tgi, openai\)"),
+        ("vllm: {}\n", r"backends.yaml: unknown backend kind 'vllm' \(known: transformers, tgi, openai, llamacpp\)"),
         ("tgi:\n  batch_size: 4\n", r"backends.yaml: tgi: unknown setting\(s\) \['batch_size'\]; allowed: max_conc"),
         ("tgi:\n  max_concurrency: many\n", r"backends.yaml: tgi.max_concurrency: Input should be a valid integer"),
         ("tgi:\n  max_concurrency: 0\n", r"backends.yaml: tgi.max_concurrency: Input should be greater than 0"),
@@ -92,14 +92,15 @@ def test_the_shipped_backends_yaml_validates_and_its_commented_defaults_are_the_
 
 
 def test_the_dagster_backend_resources_derive_from_the_schema(tmp_path):
-    from holistic_dagster.defs.resources import ModelBackends, OpenAIBackend, TGIBackend, TransformersBackend
+    from holistic_dagster.defs.resources import BACKEND_RESOURCES, TGIBackend, model_backends
 
-    for resource, kind in ((TransformersBackend, "transformers"), (TGIBackend, "tgi"), (OpenAIBackend, "openai")):
+    assert set(BACKEND_RESOURCES) == set(BACKEND_SETTINGS)  # one resource per backend kind, generated
+    for kind, resource in BACKEND_RESOURCES.items():
         # the schema's settings, each unset by default: backends.yaml and the schema's defaults stay in charge
         assert set(resource.model_fields) == set(BACKEND_SETTINGS[kind].model_fields)
         assert all(f.default is None for f in resource.model_fields.values())
     models = registry(tmp_path, "tgi:\n  timeout_s: 30\n")
-    backends = ModelBackends(transformers=TransformersBackend(), tgi=TGIBackend(), openai=OpenAIBackend())
+    backends = model_backends()
     assert backends.tgi.resolve(models["tgi"]) == models["tgi"]  # nothing set on the resource: no change
     assert models["tgi"].timeout_s == 30  # backends.yaml over the schema's 120
     # set on the resource (in code): it replaces backends.yaml's and the schema's settings, never the entry's own

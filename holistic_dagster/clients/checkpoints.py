@@ -1,6 +1,8 @@
 """Where a local model's weights are. A registry path is a checkpoint directory (or a hub id), `demo:<name>` (a
-demo model built offline under the working folder: clients.demo_models) or `gguf:<package>/<file>.gguf` (a GGUF
-file converted once under the working folder: clients.gguf_models). The one place these prefixes are read."""
+demo model built offline under the working folder: clients.demo_models), `gguf:<package>/<file>.gguf` or
+`gguf:<path>` (a GGUF file: converted once under the working folder for transformers, clients.gguf_models; read as
+it is by llama.cpp), or `ladder:<name>` (a GGUF file of the model ladder, assembled under the working folder by
+scripts/install-ladder). The one place these prefixes are read."""
 
 from __future__ import annotations
 
@@ -9,8 +11,31 @@ from pathlib import Path
 from holistic_dagster.clients.gguf_models import PREFIX as GGUF_PREFIX
 from holistic_dagster.clients.gguf_models import ensure_converted, resolve_gguf
 from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.errors import CatalogError
 
 DEMO_PREFIX = "demo:"
+LADDER_PREFIX = "ladder:"
+SERVED = ("tgi", "openai")  # backends whose weights are on a server
+
+
+def ladder_file(name: str, home: Path) -> Path:
+    """Where scripts/install-ladder assembles the ladder's GGUF file `name`."""
+    return home / "ladder" / f"{name}.gguf"
+
+
+def gguf_file(spec: ModelSpec, home: Path) -> Path:
+    """The GGUF file a llama.cpp entry names (a `gguf:` or `ladder:` path)."""
+    path = spec.path
+    if path.startswith(LADDER_PREFIX):
+        found = ladder_file(path.removeprefix(LADDER_PREFIX), home)
+        if not found.is_file():
+            raise CatalogError(
+                f"model {spec.name!r}: {found} is not there: install the model ladder first (scripts/install-ladder)"
+            )
+        return found
+    if path.startswith(GGUF_PREFIX):
+        return resolve_gguf(path)
+    raise CatalogError(f"model {spec.name!r}: a llama.cpp model's path is gguf:<file> or ladder:<name>, not {path!r}")
 
 
 def local_checkpoint(spec: ModelSpec, home: Path) -> str:
@@ -26,8 +51,13 @@ def local_checkpoint(spec: ModelSpec, home: Path) -> str:
 
 
 def checkpoint_files(spec: ModelSpec, home: Path) -> list[str]:
-    """The local files the weights come from, without building or converting anything (what a re-run compares)."""
+    """The local files the weights come from, without building or converting anything (what a re-run compares);
+    none for a model on a server."""
     path = spec.path
+    if spec.backend in SERVED or spec.base_url:
+        return []
+    if path.startswith(LADDER_PREFIX):
+        return [str(ladder_file(path.removeprefix(LADDER_PREFIX), home))]
     if path.startswith(DEMO_PREFIX):
         folder = home / "demo_models" / path.removeprefix(DEMO_PREFIX)
     elif path.startswith(GGUF_PREFIX):

@@ -23,7 +23,7 @@ from holistic_dagster.errors import CatalogError
 @dataclass(frozen=True)
 class Backend:
     client: str  # "module:Class", imported when a model of the kind is first used (torch loads only when needed)
-    local: bool = False  # its models run in this machine's processes, from local files
+    local: bool = False  # a model of its kind loads in a process of its own (clients.model_process)
     watchable: bool = False  # its server reports the revision it serves (`watch: true` in the registry)
 
     def client_class(self) -> type:
@@ -35,6 +35,7 @@ BACKENDS: dict[str, Backend] = {
     "transformers": Backend("holistic_dagster.clients.transformers_client:TransformersClient", local=True),
     "tgi": Backend("holistic_dagster.clients.tgi_client:TGIClient", watchable=True),
     "openai": Backend("holistic_dagster.clients.openai_client:OpenAICompatibleClient", watchable=True),
+    "llamacpp": Backend("holistic_dagster.clients.llamacpp_client:LlamaCppClient", watchable=True),
 }
 assert set(BACKENDS) == set(BACKEND_SETTINGS), "every backend kind has its settings schema (config/models.py)"
 
@@ -69,7 +70,7 @@ def served_revision(spec: ModelSpec, timeout_s: float = 5.0) -> str:
 
 def model_files(spec: ModelSpec, home: Path) -> list[str]:
     """The local files a model's weights come from (none for a server)."""
-    return checkpoint_files(spec, home) if backend(spec).local else []
+    return checkpoint_files(spec, home)
 
 
 def start_model_processes(specs: Sequence[ModelSpec]) -> None:

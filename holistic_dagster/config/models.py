@@ -43,11 +43,22 @@ class OpenAISettings(_HttpSettings):
     )
 
 
+class LlamaCppSettings(_HttpSettings):
+    """Deployment settings of llama.cpp models: llama.cpp's server started in the evaluating process for the
+    entry's GGUF file (or an external llama.cpp server at the entry's base_url)."""
+
+    threads: int | None = Field(None, gt=0, description="CPU threads that decode; None: every core")
+    slots: int = Field(2, gt=0, description="requests the server decodes at once (n_parallel)")
+    n_ctx: int = Field(4096, gt=0, description="tokens of context each slot holds (at most the model's own)")
+    max_concurrency: int = Field(2, gt=0, description="requests in flight per model (one per slot)")
+
+
 # the one schema of backend settings: kind -> its settings and their defaults
 BACKEND_SETTINGS: dict[str, type[Strict]] = {
     "transformers": TransformersSettings,
     "tgi": TGISettings,
     "openai": OpenAISettings,
+    "llamacpp": LlamaCppSettings,
 }
 
 
