@@ -116,5 +116,6 @@ def test_model_names_must_be_slugs(tmp_path):
     ):
         load_models(path)
     path = write(tmp_path / "models.yaml", "models:\n  m: {backend: vllm, path: x}\n")
-    with pytest.raises(CatalogError, match=r"models.yaml: backend: Input should be 'transformers', 'tgi', 'openai' or 'llamacpp'"):
+    expected = r"models.yaml: backend: Input should be 'transformers', 'tgi', 'openai' or 'llamacpp'"
+    with pytest.raises(CatalogError, match=expected):
         load_models(path)

@@ -96,6 +96,14 @@ def _print_arena(warehouse, version: str, why_none: str = "") -> None:
     if not judges:
         fail(why_none or f"no arena ratings for suite version {version!r} in {warehouse.path}: run `holistic arena`")
     for arena in judges:
+        if arena.qualification:
+            console.print(f"[bold]{escape(arena.label)}[/]: {escape(arena.qualification)}")
+        if not arena.qualified:
+            console.print(
+                f"  [dim]no ratings: its {arena.num_battles} battles' verdicts are kept (table battles); its "
+                "measurement is in judge_qualifications[/]"
+            )
+            continue
         table = Table(title=f"arena ratings, {arena.label} (suite {version})", title_justify="left")
         columns = (
             "model",

@@ -36,7 +36,7 @@ from holistic_dagster.clients.http import HttpClientBase, JsonSession, Permanent
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import redact
-from holistic_dagster.errors import HolisticError
+from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.records import Completion, Request, sha256_file
 
 TOP_N = 5  # alternatives asked for per generated token
@@ -108,6 +108,20 @@ class LlamaCppClient(HttpClientBase):
         super().__init__(spec, default_context=per_slot)
         self.max_context = min(self.max_context, per_slot)
         self._counts: dict[str, list[int]] = {}
+        if spec.chat and not self.props.get("chat_template"):
+            raise CatalogError(f"model {spec.name!r}: `chat: true` but the GGUF llama.cpp serves has no chat template")
+        self.chat_prompt = self._chat_prompt if spec.chat else None
+
+    def _chat_prompt(self, prompt: str) -> str:
+        """The prompt as the model's chat (the GGUF's own template, applied by llama.cpp): one user turn, then the
+        assistant's turn left open."""
+        response = requests.post(
+            self._base_url + "/apply-template",
+            json={"messages": [{"role": "user", "content": prompt}]},
+            timeout=self.spec.timeout_s,
+        )
+        response.raise_for_status()
+        return response.json()["prompt"]
 
     @staticmethod
     def server_props(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
@@ -144,6 +158,7 @@ class LlamaCppClient(HttpClientBase):
             "slots": int(self.props.get("total_slots") or 0),
             "gguf_sha256": self.sha256,
             "max_concurrency": self.spec.max_concurrency,
+            "prompt_format": "chat_template" if self.spec.chat else "plain",
             **(ladder.provenance(self.gguf) if own else {}),  # a ladder file: its part wheels and pinned sha256
         }
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import phonenumbers
 from pydantic import Field, field_validator, model_validator
 
+from holistic_dagster.config.catalog import QualificationSpec
 from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.records import Strict
 
@@ -60,6 +61,7 @@ class ShadowSpec(Strict):
     bootstrap_samples: int = Field(1000, gt=0)
     seed: int = 0
     pii: PiiSpec = PiiSpec()
+    qualification: QualificationSpec = QualificationSpec()  # a judge below it gives no win rates (verdicts kept)
 
     @model_validator(mode="after")
     def _slice_kept(self) -> ShadowSpec:

@@ -56,6 +56,10 @@ class JudgeArena:
     inconsistency: str = "-"  # share of verdicts that flip with the order, e.g. "12.5%"
     num_voters: int = 0  # people: who have voted so far
     num_cast: int = 0  # people: the votes cast so far (the ratings are fitted on num_battles of them)
+    # an LLM judge's qualification: "qualified judge: agreement 0.96, ..." or "unqualified judge: ..." (then
+    # rows and matrix are empty: its verdicts are kept, its ratings refused)
+    qualification: str = ""
+    qualified: bool = True
 
     @property
     def human(self) -> bool:
@@ -72,7 +76,8 @@ def arena_tables(warehouse: Warehouse, version: str) -> list[JudgeArena]:
     try:
         with warehouse.connect(read_only=True) as con:
             ratings = con.execute("SELECT * FROM arena_ratings WHERE version = ?", [version]).df()
-            if ratings.empty:
+            judges = _judges(con, version)
+            if ratings.empty and judges.empty:
                 return []
             battles = con.execute(
                 "SELECT judge, count(*) AS n, count(*) FILTER (WHERE winner = '') AS no_verdict, "
@@ -87,7 +92,23 @@ def arena_tables(warehouse: Warehouse, version: str) -> list[JudgeArena]:
     except duckdb.CatalogException:  # a warehouse from before the arena
         return []
     counts = battles.set_index("judge")
+    decided = judges.set_index("judge")
     out = []
+    for judge in sorted(decided.index[~decided["qualified"].astype(bool)]):
+        c = counts.loc[judge] if judge in counts.index else None
+        out.append(
+            JudgeArena(
+                judge,
+                f"judge {judge}",
+                "",
+                [],
+                [],
+                int(c["n"]) if c is not None else 0,
+                int(c["no_verdict"]) if c is not None else 0,
+                qualification=_qualification(decided.loc[judge]),
+                qualified=False,
+            )  # fmt: skip
+        )
     for judge, part in ratings.groupby("judge", sort=True):
         by_method = {m: g.set_index("model") for m, g in part.groupby("method")}
         bt = by_method.get("bradley_terry", pd.DataFrame(columns=part.columns).set_index("model"))
@@ -129,9 +150,26 @@ def arena_tables(warehouse: Warehouse, version: str) -> list[JudgeArena]:
                 rows,
                 _matrix(wins[wins["judge"] == judge], models),
                 **tally,
+                qualification=_qualification(decided.loc[judge]) if judge in decided.index else "",
             )
         )
-    return out
+    return sorted(out, key=lambda a: (not a.qualified, a.judge))
+
+
+def _judges(con: duckdb.DuckDBPyConnection, version: str) -> pd.DataFrame:
+    """The version's judge qualifications (none in a warehouse from before them: its judges were not measured)."""
+    try:
+        return con.execute("SELECT * FROM arena_judges WHERE version = ?", [version]).df()
+    except duckdb.CatalogException:
+        return pd.DataFrame(columns=["judge", "qualified", "agreement", "position_consistency", "reason"])
+
+
+def _qualification(row: pd.Series) -> str:
+    """A judge's qualification as the report shows it."""
+    if pd.isna(row["agreement"]):
+        return str(row["reason"])
+    state = "qualified judge" if row["qualified"] else "unqualified judge"
+    return f"{state}: agreement {row['agreement']:.2f}, position consistency {row['position_consistency']:.2f}"
 
 
 def _ratings(frame: pd.DataFrame | None, models: list[str], ci: bool) -> list[Rating]:

@@ -4,7 +4,6 @@ suite's judge models in both position orders (table `battles`), and the ratings 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -12,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, draw, schedule
-from holistic_dagster.arena.judge import Judgement, JudgeSetup, combine, judge_requests, too_long
 from holistic_dagster.arena.ratings import (
     HUMAN,
     ONE_PROMPT,
@@ -23,9 +21,8 @@ from holistic_dagster.arena.ratings import (
 )
 from holistic_dagster.config.catalog import ArenaSpec
 from holistic_dagster.errors import CatalogError, HolisticError
-from holistic_dagster.records import Completion, Request
-from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.stages.judging import qualify, run_judge, stored_qualifications
 from holistic_dagster.warehouse.rows import references_of
 
 
@@ -79,10 +76,15 @@ def judge_battles(stage: StageContext, version: str) -> dict[str, Any]:
         )
     metadata: dict[str, Any] = {"num_battles": len(battles), "num_models": len({m for b in battles for m in b.models})}
     for judge in arena.judges:
+        # measured first (stored with the judge's identity); its verdicts are kept whatever the outcome, and rate()
+        # gives ratings only to a qualified judge
+        measured, qualification_sent = qualify(stage, judge, arena.template, arena.max_tokens, arena.qualification)
         frame, sent = _judge(stage, version, judge, arena, battles)
         stage.warehouse.replace({"version": version, "judge": judge}, {"battles": frame})
         voted = frame[frame["winner"] != ""]
         metadata[judge] = {
+            "qualification": measured.label,
+            "qualification_judgements_sent": qualification_sent,
             "judgements_sent": sent,
             "votes": len(voted),
             "no_verdict": int((frame["winner"] == "").sum()),
@@ -90,43 +92,6 @@ def judge_battles(stage: StageContext, version: str) -> dict[str, Any]:
             **{f"wins_{w}": int((voted["winner"] == w).sum()) for w in ("a", "b", "tie")},
         }
     return metadata
-
-
-@dataclass(frozen=True)
-class Judged:
-    """A battle, the judge's two requests (first order, swapped order), its outputs and the combined verdict."""
-
-    battle: Battle
-    requests: tuple[Request, Request]
-    outputs: tuple[str, str]
-    judgement: Judgement
-    provenance_id: str
-
-
-def run_judge(
-    stage: StageContext, judge: str, battles: list[Battle], template: str, max_tokens: int, method: str
-) -> tuple[list[Judged], int]:
-    """The judge model judges each battle in both orders through its backend and the completion cache (a
-    judgement it has given before is not asked again); a prompt longer than its context is an error, not a
-    request. Returns the judged battles and how many requests were sent."""
-    client = stage.client(judge)
-    layout = getattr(client, "chat_prompt", None)
-    setup = JudgeSetup(
-        stage.catalog.templates_dir, template, max_tokens, client.count_tokens, client.max_context, layout
-    )
-    pairs = {b.battle_id: judge_requests(b, setup) for b in battles}
-    sendable = [r for pair in pairs.values() for r in pair if not too_long(r, setup)]
-    decoding = {"method": method, "template": template, "max_tokens": max_tokens, "temperature": 0.0, "stop": []}
-    done, _, sent = answer_requests(stage, judge, sendable, decoding, f"{judge} judging {len(battles)} battles")
-    fallback = next((pid for _, pid in done.values()), "")
-    judged = []
-    for b in battles:
-        first, second = pairs[b.battle_id]
-        (text_1, error_1), (text_2, error_2) = (_output(done, r, setup) for r in (first, second))
-        provenance = done[first.request_id][1] if first.request_id in done else fallback
-        judgement = combine(b, text_1, text_2, error_1, error_2)
-        judged.append(Judged(b, (first, second), (text_1, text_2), judgement, provenance))
-    return judged, sent
 
 
 def _judge(
@@ -149,14 +114,6 @@ def _judge(
     return pd.DataFrame(rows), sent
 
 
-def _output(done: dict[str, tuple[Completion, str]], request: Request, setup: JudgeSetup) -> tuple[str, str]:
-    """(the judge's text, why there is none)."""
-    if reason := too_long(request, setup):
-        return "", reason
-    completion = done[request.request_id][0]
-    return completion.text, completion.error
-
-
 def rate(stage: StageContext, version: str) -> dict[str, Any]:
     """Per judge: Bradley-Terry ratings (Elo scale, the suite's baseline at 1000) with bootstrap 95% CIs over
     prompts, the same with style control (answer length difference as a covariate), online Elo in battle
@@ -176,7 +133,19 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     )
     battles = pd.concat([battles, votes], ignore_index=True) if len(votes) else battles
     ratings, matrices, metadata = [], [], {}
+    qualifications = stored_qualifications(stage, arena.template, arena.max_tokens)
+    judges = [
+        {"version": version, "judge": judge, "qualified": q.qualified, "agreement": q.agreement,
+         "position_consistency": q.consistency, "reason": q.reason} if (q := qualifications.get(judge)) else
+        {"version": version, "judge": judge, "qualified": False, "agreement": None, "position_consistency": None,
+         "reason": "unqualified judge: not measured (run the arena's battles first)"}
+        for judge in arena.judges
+    ]  # fmt: skip
     for judge, part in battles.groupby("judge", sort=True):
+        decided = next((j for j in judges if j["judge"] == judge), None)
+        if judge != HUMAN and (decided is None or not decided["qualified"]):
+            metadata[judge] = {"skipped": decided["reason"] if decided else "not a judge of the suite"}
+            continue
         frame = part.assign(
             prompt=part["scenario"] + "/" + part["instance_id"],
             length=_length_difference(part["tokens_a"].to_numpy(), part["tokens_b"].to_numpy()),
@@ -226,6 +195,7 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
         {
             "arena_ratings": pd.DataFrame(ratings, columns=RATING_COLUMNS),
             "arena_win_rates": pd.concat(matrices) if matrices else pd.DataFrame(columns=WIN_RATE_COLUMNS),
+            "arena_judges": pd.DataFrame(judges, columns=JUDGE_COLUMNS),
         },
     )
     return metadata
@@ -248,6 +218,7 @@ RATING_COLUMNS = [
     "note",
 ]
 WIN_RATE_COLUMNS = ["version", "judge", "model", "opponent", "win_rate", "num_battles"]
+JUDGE_COLUMNS = ["version", "judge", "qualified", "agreement", "position_consistency", "reason"]
 
 
 def _length_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -20,9 +20,9 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.shadow import read_traffic
-from holistic_dagster.stages.arena import run_judge
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.stages.judging import qualify, run_judge
 
 TRAFFIC = "traffic"  # the scenario name shadow battles carry
 
@@ -127,6 +127,7 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
         candidate = Answer(a.model, a.request_id, a.text, int(a.num_completion_tokens))
         first = draw(spec.seed, bid, "order") % 2 == 0  # production shown first
         battles.append(Battle(bid, TRAFFIC, a.record_id, record.prompt, "", production, candidate, first))
+    measured, _ = qualify(stage, spec.judge, spec.template, spec.judge_max_tokens, spec.qualification)
     judged, sent = run_judge(stage, spec.judge, battles, spec.template, spec.judge_max_tokens, "shadow_judge")
     side = {"a": "production", "b": "candidate", "tie": "tie", "": ""}
     rows = [
@@ -141,10 +142,12 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
         for j in judged
     ]  # fmt: skip
     verdicts = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
-    rates = win_rates(verdicts, spec.bootstrap_samples, spec.seed)
+    # an unqualified judge's verdicts are kept, but give no win rates (and so no alerts)
+    rates = win_rates(verdicts if measured.qualified else verdicts.iloc[:0], spec.bootstrap_samples, spec.seed)
     stage.warehouse.replace({"log": log}, {"shadow_verdicts": verdicts, "shadow_win_rates": rates})
     voted = verdicts[verdicts["winner"] != ""]
     return {
+        "qualification": measured.label,
         "judgements_sent": sent,
         "no_verdict": int((verdicts["winner"] == "").sum()),
         "position_inconsistency_rate": round(float((~voted["consistent"]).mean()), 4) if len(voted) else None,

@@ -44,11 +44,14 @@ TABLES = (
     "votes",
     "arena_ratings",
     "arena_win_rates",
+    "arena_judges",
     "traffic",
     "traffic_quarantine",
     "shadow_completions",
     "shadow_verdicts",
     "shadow_win_rates",
+    "judge_qualifications",
+    "qualification_verdicts",
 )
 # version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
 _REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")

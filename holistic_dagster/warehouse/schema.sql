@@ -214,6 +214,13 @@ CREATE TABLE IF NOT EXISTS arena_ratings (
     bootstrap_seed INTEGER NOT NULL, bootstrap_samples INTEGER NOT NULL, note VARCHAR NOT NULL,
     PRIMARY KEY (version, judge, method, model)
 );
+-- The suite's judge models as its ratings used them: each one's qualification (judge_qualifications, over all
+-- sets, for the arena's template and max_tokens); an unqualified judge has battles but no ratings.
+CREATE TABLE IF NOT EXISTS arena_judges (
+    version VARCHAR NOT NULL, judge VARCHAR NOT NULL, qualified BOOLEAN NOT NULL,
+    agreement DOUBLE, position_consistency DOUBLE, reason VARCHAR NOT NULL,
+    PRIMARY KEY (version, judge)
+);
 -- Row model's share of wins against the column model (ties half) over their battles.
 CREATE TABLE IF NOT EXISTS arena_win_rates (
     version VARCHAR NOT NULL, judge VARCHAR NOT NULL, model VARCHAR NOT NULL, opponent VARCHAR NOT NULL,
@@ -260,6 +267,32 @@ CREATE TABLE IF NOT EXISTS shadow_win_rates (
     n INTEGER NOT NULL, wins INTEGER NOT NULL, ties INTEGER NOT NULL, losses INTEGER NOT NULL,
     win_rate DOUBLE NOT NULL, ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL,
     PRIMARY KEY (log, candidate, judge, slice)
+);
+
+-- A judge model's qualification (arena/qualification.py): battles with a known answer judged in both orders with
+-- the template and max_tokens it is used with; per qualification set and over all of them (source 'all', which
+-- decides). judge_identity: the weights that answered (the completion cache's key). A judge that is not qualified
+-- gives no ratings or win rates; its verdicts are kept.
+CREATE TABLE IF NOT EXISTS judge_qualifications (
+    judge VARCHAR NOT NULL, template VARCHAR NOT NULL, max_tokens INTEGER NOT NULL, source VARCHAR NOT NULL,
+    judge_identity VARCHAR NOT NULL,
+    battles INTEGER NOT NULL, judgements INTEGER NOT NULL, agreeing INTEGER NOT NULL, agreement DOUBLE NOT NULL,
+    agreement_ci_low DOUBLE NOT NULL, agreement_ci_high DOUBLE NOT NULL,
+    consistent INTEGER NOT NULL, position_consistency DOUBLE NOT NULL, no_verdict INTEGER NOT NULL,
+    min_agreement DOUBLE NOT NULL, min_consistency DOUBLE NOT NULL, qualified BOOLEAN NOT NULL, reason VARCHAR NOT NULL,
+    provenance_id VARCHAR NOT NULL, measured_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (judge, template, max_tokens, source)
+);
+-- each qualification battle: what the judge was shown (answer_better is the known-better one) and said
+CREATE TABLE IF NOT EXISTS qualification_verdicts (
+    judge VARCHAR NOT NULL, template VARCHAR NOT NULL, max_tokens INTEGER NOT NULL, battle_id VARCHAR NOT NULL,
+    source VARCHAR NOT NULL, instance_id VARCHAR NOT NULL, question VARCHAR NOT NULL, reference VARCHAR NOT NULL,
+    answer_better VARCHAR NOT NULL, answer_worse VARCHAR NOT NULL, better_first BOOLEAN NOT NULL,
+    verdict_first VARCHAR NOT NULL, verdict_second VARCHAR NOT NULL,  -- better | worse | tie | '' per order
+    consistent BOOLEAN NOT NULL, error VARCHAR NOT NULL,
+    judge_request_first VARCHAR NOT NULL, judge_request_second VARCHAR NOT NULL,
+    reason_first VARCHAR NOT NULL, reason_second VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL,
+    PRIMARY KEY (judge, template, max_tokens, battle_id)
 );
 
 CREATE OR REPLACE VIEW scores AS

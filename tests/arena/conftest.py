@@ -26,6 +26,7 @@ QA = [
     {"q": "What is the capital of Egypt?", "a": "Cairo"},
 ]
 CONTESTANTS = ["demo-gpt2-untrained", "oracle", "wrong"]
+JUDGES = ["rule-judge", "biased-judge", "coin-judge", "mute-judge"]
 SUITE = """
 version: a1
 scenarios:
@@ -51,7 +52,7 @@ def arena_world(tmp_path_factory, shared_data):
             root / "resources" / "models.yaml",
             "models:\n  demo-gpt2-untrained: {backend: transformers, path: 'demo:gpt2-untrained'}\n"
             + "".join(f"  {m}: {{{http}, path: {m}}}\n" for m in ("oracle", "wrong", "verbose"))
-            + "".join(f"  {m}: {{{http}, path: {m}}}\n" for m in ("rule-judge", "biased-judge", "mute-judge")),
+            + "".join(f"  {m}: {{{http}, path: {m}}}\n" for m in JUDGES),
         )
         catalog, path = Catalog(root / "assets"), root / "warehouse.duckdb"
         resource = HolisticResource(warehouse_path=str(path), catalog_dir=str(catalog.root), models_file=str(models))

@@ -64,8 +64,11 @@ def test_ratings_follow_the_verdicts_with_the_baseline_at_1000(arena_world):
         "bradley_terry_style",
         "online_elo",
     }
-    biased = wh.df("SELECT * FROM arena_ratings WHERE judge = 'biased-judge' AND method = 'bradley_terry'")
-    assert biased["rating"].tolist() == pytest.approx([1000.0] * 3)  # all ties: nobody is better
+    # the biased judge names the first answer shown whatever it is: refused for ratings, its verdicts kept
+    assert wh.df("SELECT * FROM arena_ratings WHERE judge = 'biased-judge'").empty
+    judges = wh.df("SELECT * FROM arena_judges WHERE version = 'a1'").set_index("judge")
+    assert judges["qualified"].to_dict() == {"rule-judge": True, "biased-judge": False}
+    assert judges.loc["biased-judge", ["agreement", "position_consistency"]].tolist() == [0.5, 0.0]
     rates = wh.df("SELECT * FROM arena_win_rates WHERE judge = 'rule-judge'").set_index(["model", "opponent"])
     assert rates.loc[("oracle", "wrong"), "win_rate"] == 1.0 and rates.loc[("wrong", "oracle"), "win_rate"] == 0.0
     assert rates.loc[("wrong", "demo-gpt2-untrained"), "win_rate"] == 0.5
@@ -92,7 +95,7 @@ def test_each_verdict_traces_back_to_both_answers_and_the_instance(arena_world):
 def test_a_rerun_sends_no_judgement_twice(arena_world):
     server = arena_world["server"]
     before = server.sent("rule-judge")
-    assert before == 2 * 3 * len(QA)  # both orders of every battle, once
+    assert before == 2 * 3 * len(QA) + 2 * 24  # both orders of every battle and qualification battle, once
     run_arena(arena_world["defs"], arena_world["instance"], "a1")
     assert server.sent("rule-judge") == before
 
@@ -138,7 +141,8 @@ def test_holistic_arena_judges_and_prints_the_ratings(arena_world, tmp_path):
     out = CliRunner().invoke(app, ["arena", "--version", "a1", "--db", db], env=env)
     assert out.exit_code == 0, out.stderr
     assert arena_world["server"].sent("rule-judge") == sent  # every judgement came from the completion cache
-    rule = out.stdout.split("judge rule-judge")[1]
+    assert "judge rule-judge: qualified judge: agreement" in out.stdout
+    rule = out.stdout.split("arena ratings, judge rule-judge")[1]
     table = rule.split("win rate of row")[0]
     lines = {line.split()[1]: line for line in table.splitlines() if line.startswith("│ ") and len(line.split()) > 2}
     oracle = arena_world["wh"].df(
@@ -147,7 +151,7 @@ def test_holistic_arena_judges_and_prints_the_ratings(arena_world, tmp_path):
     assert lines["oracle"].split("│")[2].strip().startswith(f"{oracle.iat[0, 0]:.0f}* [")
     assert "wrong = 1000" in rule and "position inconsistency 0.0%" in rule and "* unbounded: never lost" in rule
     biased = out.stdout.split("judge biased-judge")[1]
-    assert "position inconsistency 100.0%" in biased
+    assert "unqualified judge: agreement 0.50, position consistency 0.00" in biased and "no ratings" in biased
     assert "win rate of row against column" in rule
     shown = CliRunner().invoke(app, ["arena", "--version", "a1", "--db", db, "--show"], env=env)
     assert shown.exit_code == 0 and "judge rule-judge" in shown.stdout

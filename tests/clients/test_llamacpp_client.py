@@ -114,6 +114,14 @@ def test_provenance_names_the_build_file_threads_and_slots(llama):
     assert llama.max_context == 4096  # the slot's context: the setting's, below the model's own 8,192
 
 
+def test_a_chat_model_lays_its_prompt_out_with_the_ggufs_own_template_as_transformers_does(llama, smollm2_client):
+    chat = LlamaCppClient(llama_spec(base_url=llama._base_url, chat=True))
+    turn = [{"role": "user", "content": "Which answer is better? [[A]] or [[B]]"}]
+    expected = smollm2_client.tokenizer.apply_chat_template(turn, tokenize=False, add_generation_prompt=True)
+    assert chat.chat_prompt(turn[0]["content"]) == expected and expected.endswith("<|im_start|>assistant\n")
+    assert chat.describe()["prompt_format"] == "chat_template" and llama.chat_prompt is None
+
+
 def test_an_external_server_with_faults_is_retried_and_failures_become_error_rows(llama):
     """The same server reached by base_url, through a proxy that injects faults: 429 with Retry-After and 500s are
     retried, a malformed body is a permanent error, a server that keeps failing gives up; none stops the run."""

@@ -9,13 +9,16 @@ real OpenAI client, completion cache, Dagster run and DuckDB. The `model` field 
   (a prompt that is not a scenario's is a logged user message: its known question is looked up in it)
   judges (MT-Bench's pairwise prompt, with or without the reference answer):
     rule-judge   -> [[A]] or [[B]] for the one answer that contains the reference (or, without one, the
-                    question's answer in its own key), else [[C]] (tie)
+                    question's answer in its own key; for a question it does not know, the one answer that
+                    does not decline), else [[C]] (tie)
     biased-judge -> always [[A]] (pure position bias: each battle's two orders disagree)
+    coin-judge   -> [[A]], [[B]] or [[C]] drawn from a hash of the prompt (a judge at chance)
     mute-judge   -> an explanation without a verdict
 It counts requests per (model, prompt)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections import Counter
@@ -29,6 +32,7 @@ from tests.servers import LoopbackServer
 
 PADDING = " Let me explain this in great detail, considering every aspect of the question at length." * 4
 ANSWER = re.compile(r"\[The Start of Assistant ([AB])'s Answer\]\n(.*?)\n\[The End of Assistant \1's Answer\]", re.S)
+DECLINES = re.compile(r"\s*(I'm sorry|I'm really sorry|Sorry|I am sorry|I can't|I cannot|As an AI)", re.I)
 REFERENCE = re.compile(r"\[The Start of Reference Answer\]\n(.*?)\n\[The End of Reference Answer\]", re.S)
 
 
@@ -82,9 +86,15 @@ class ArenaProtocolTestServer(LoopbackServer):
             return "Both answers have merits and I cannot decide between them."
         if model == "biased-judge":
             return "The first answer is better. [[A]]"
+        if model == "coin-judge":
+            return f"I pick at random. [[{'ABC'[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 3]}]]"
         answers = dict(ANSWER.findall(prompt))
         given = REFERENCE.search(prompt)  # else (shadow traffic has no reference) the judge's own answer key
-        reference = (given.group(1) if given else self.answers[self._question(prompt)]).strip().lower()
-        right = {side for side, text in answers.items() if reference in text.lower()}
+        known = next((q for q in sorted(self.answers, key=len, reverse=True) if q in prompt), None)
+        if given is None and known is None:  # a request it cannot answer itself: declining it is worse
+            right = {side for side, text in answers.items() if not DECLINES.match(text)}
+        else:
+            reference = (given.group(1) if given else self.answers[known]).strip().lower()
+            right = {side for side, text in answers.items() if reference in text.lower()}
         verdict = next(iter(right)) if len(right) == 1 else "C"
         return f"Only one answer matches the reference: [[{verdict}]]" if verdict != "C" else "Equally good. [[C]]"

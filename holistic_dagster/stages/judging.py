@@ -1,0 +1,151 @@
+"""Judge models at work: a judge judges battles in both position orders through its backend and the completion
+cache (run_judge: the arena's battles, shadow evaluation's traffic, and qualification battles), and a judge is
+qualified before its verdicts enter ratings (qualify: arena/qualification.py's battles with a known answer; the
+measurement is stored with the judge's identity in `judge_qualifications`, each battle in
+`qualification_verdicts`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pandas as pd
+
+from holistic_dagster.arena import qualification
+from holistic_dagster.arena.battles import Battle
+from holistic_dagster.arena.judge import Judgement, JudgeSetup, combine, judge_requests, too_long
+from holistic_dagster.clients.identity import answering_identity
+from holistic_dagster.config.catalog import QualificationSpec
+from holistic_dagster.records import Completion, Request
+from holistic_dagster.scenarios import load_instances
+from holistic_dagster.stages.completions import answer_requests
+from holistic_dagster.stages.context import StageContext
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A battle, the judge's two requests (first order, swapped order), its outputs and the combined verdict."""
+
+    battle: Battle
+    requests: tuple[Request, Request]
+    outputs: tuple[str, str]
+    judgement: Judgement
+    provenance_id: str
+
+
+def run_judge(
+    stage: StageContext, judge: str, battles: list[Battle], template: str, max_tokens: int, method: str
+) -> tuple[list[Judged], int]:
+    """The judge model judges each battle in both orders through its backend and the completion cache (a
+    judgement it has given before is not asked again); a prompt longer than its context is an error, not a
+    request. Returns the judged battles and how many requests were sent."""
+    client = stage.client(judge)
+    layout = getattr(client, "chat_prompt", None)
+    setup = JudgeSetup(
+        stage.catalog.templates_dir, template, max_tokens, client.count_tokens, client.max_context, layout
+    )
+    pairs = {b.battle_id: judge_requests(b, setup) for b in battles}
+    sendable = [r for pair in pairs.values() for r in pair if not too_long(r, setup)]
+    decoding = {"method": method, "template": template, "max_tokens": max_tokens, "temperature": 0.0, "stop": []}
+    done, _, sent = answer_requests(stage, judge, sendable, decoding, f"{judge} judging {len(battles)} battles")
+    fallback = next((pid for _, pid in done.values()), "")
+    judged = []
+    for b in battles:
+        first, second = pairs[b.battle_id]
+        (text_1, error_1), (text_2, error_2) = (_output(done, r, setup) for r in (first, second))
+        provenance = done[first.request_id][1] if first.request_id in done else fallback
+        judgement = combine(b, text_1, text_2, error_1, error_2)
+        judged.append(Judged(b, (first, second), (text_1, text_2), judgement, provenance))
+    return judged, sent
+
+
+def _output(done: dict[str, tuple[Completion, str]], request: Request, setup: JudgeSetup) -> tuple[str, str]:
+    """(the judge's text, why there is none)."""
+    if reason := too_long(request, setup):
+        return "", reason
+    completion = done[request.request_id][0]
+    return completion.text, completion.error
+
+
+@dataclass(frozen=True)
+class Qualification:
+    """A judge's measurement over all qualification sets, and the decision."""
+
+    judge: str
+    agreement: float
+    consistency: float
+    qualified: bool
+    reason: str
+
+    @property
+    def label(self) -> str:
+        """What the report shows beside the judge's ratings (or instead of them)."""
+        state = "qualified judge" if self.qualified else "unqualified judge"
+        return f"{state}: agreement {self.agreement:.2f}, position consistency {self.consistency:.2f}"
+
+
+def qualification_battles(stage: StageContext, spec: QualificationSpec) -> list[Battle]:
+    """The battles with a known answer (arena/qualification.py), from the deployment's data folders."""
+    data = stage.deployment.data_dirs
+    truthfulqa = load_instances(stage.catalog.scenario("truthfulqa"), data)
+    xstest = load_instances(stage.catalog.scenario("xstest_human_labels", "judging"), data)
+    return qualification.truthfulqa_battles(truthfulqa, spec.battles_per_set, spec.seed) + qualification.xstest_battles(
+        xstest, spec.battles_per_set, spec.seed
+    )
+
+
+def qualify(
+    stage: StageContext, judge: str, template: str, max_tokens: int, spec: QualificationSpec
+) -> tuple[Qualification, int]:
+    """Measures the judge on the qualification battles with the template and max_tokens it is used with and
+    stores the measurement (replacing the judge's earlier one for them). Returns it and how many requests were
+    sent (none when the judge's identity and the battles are unchanged: the completion cache answers)."""
+    battles = qualification_battles(stage, spec)
+    judged, sent = run_judge(stage, judge, battles, template, max_tokens, "judge_qualification")
+    measured = qualification.measure([(j.battle, j.judgement) for j in judged])
+    qualified, reason = qualification.decide(measured[qualification.ALL], spec)
+    identity = answering_identity(stage.client(judge).describe())
+    provenance = next((j.provenance_id for j in judged if j.provenance_id), "")
+    keys = {"judge": judge, "template": template, "max_tokens": max_tokens}
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    summary = pd.DataFrame(
+        [
+            {**keys, "source": m.source, "judge_identity": identity, "battles": m.battles,
+             "judgements": m.judgements, "agreeing": m.agreeing, "agreement": m.agreement,
+             "agreement_ci_low": m.interval[0], "agreement_ci_high": m.interval[1], "consistent": m.consistent,
+             "position_consistency": m.consistency, "no_verdict": m.no_verdict, "min_agreement": spec.min_agreement,
+             "min_consistency": spec.min_consistency, "qualified": qualified if m.source == qualification.ALL else
+             False, "reason": reason if m.source == qualification.ALL else "", "provenance_id": provenance,
+             "measured_at": now}
+            for m in measured.values()
+        ]
+    )  # fmt: skip
+    side = {"a": "better", "b": "worse", "tie": "tie", "": ""}
+    verdicts = pd.DataFrame(
+        [
+            {**keys, "battle_id": j.battle.battle_id, "source": j.battle.scenario, "instance_id": j.battle.instance_id,
+             "question": j.battle.question, "reference": j.battle.reference, "answer_better": j.battle.a.text,
+             "answer_worse": j.battle.b.text, "better_first": j.battle.a_first,
+             "verdict_first": side[j.judgement.verdict_first], "verdict_second": side[j.judgement.verdict_second],
+             "consistent": j.judgement.consistent, "error": j.judgement.error,
+             "judge_request_first": j.requests[0].request_id, "judge_request_second": j.requests[1].request_id,
+             "reason_first": j.outputs[0], "reason_second": j.outputs[1], "provenance_id": j.provenance_id}
+            for j in judged
+        ]
+    )  # fmt: skip
+    stage.warehouse.replace(keys, {"judge_qualifications": summary, "qualification_verdicts": verdicts})
+    overall = measured[qualification.ALL]
+    return Qualification(judge, overall.agreement, overall.consistency, qualified, reason), sent
+
+
+def stored_qualifications(stage: StageContext, template: str, max_tokens: int) -> dict[str, Qualification]:
+    """{judge: its stored qualification} for judges measured with this template and max_tokens."""
+    frame = stage.warehouse.df(
+        "SELECT judge, agreement, position_consistency, qualified, reason FROM judge_qualifications "
+        "WHERE template = ? AND max_tokens = ? AND source = ?",
+        [template, max_tokens, qualification.ALL],
+    )
+    return {
+        r.judge: Qualification(r.judge, r.agreement, r.position_consistency, bool(r.qualified), r.reason)
+        for r in frame.itertuples(index=False)
+    }
