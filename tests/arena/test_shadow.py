@@ -17,6 +17,7 @@ from holistic_dagster.defs.resources import HolisticResource
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.shadow import read_traffic
+from holistic_dagster.stages.shadow import judge_traffic
 from holistic_dagster.warehouse import TABLES, Warehouse
 from tests.arena.conftest import QA
 from tests.conftest import write
@@ -67,7 +68,8 @@ def shadow_world(tmp_path_factory):
         http = f"backend: openai, base_url: '{server.base_url}', api_key_env: null, max_attempts: 1"
         models = write(
             root / "resources" / "models.yaml",
-            "models:\n" + "".join(f"  {m}: {{{http}, path: {m}}}\n" for m in ("oracle", "wrong", "rule-judge")),
+            "models:\n"
+            + "".join(f"  {m}: {{{http}, path: {m}}}\n" for m in ("oracle", "wrong", "rule-judge", "biased-judge")),
         )
         shadow = write(
             root / "resources" / "shadow.yaml",
@@ -151,6 +153,23 @@ def test_verdicts_and_win_rates_per_slice_by_hand(shadow_world):
     assert rates.loc[("wrong", ""), "win_rate"] == pytest.approx(2 / 7)
     low, high = rates.loc[("oracle", ""), ["ci_low", "ci_high"]]
     assert 0.5 <= low < 5.5 / 7 < high <= 1.0
+
+
+def test_an_unqualified_judge_keeps_its_verdicts_and_gives_no_win_rates(shadow_world):
+    stage, wh = shadow_world["resource"].stage("test"), shadow_world["wh"]
+    spec = stage.deployment.shadow()
+    before = wh.df("SELECT * FROM shadow_win_rates ORDER BY ALL")
+    try:
+        # a judge that names whichever answer it is shown first: 0.5 on battles with a known answer
+        metadata = judge_traffic(stage, spec.model_copy(update={"judge": "biased-judge"}), "2026-12-01")
+        assert metadata["qualification"] == "unqualified judge: agreement 0.50, position consistency 0.00"
+        verdicts = wh.df("SELECT * FROM shadow_verdicts WHERE judge = 'biased-judge'")
+        assert len(verdicts) == 2 * len(TRAFFIC) and (verdicts["winner"] == "tie").all()  # kept, every one flips
+        assert wh.df("SELECT * FROM shadow_win_rates WHERE log = '2026-12-01'").empty
+        assert metadata["win_rates"] == {}
+    finally:
+        judge_traffic(stage, spec, "2026-12-01")  # the rule-following judge's results, for the other tests
+    assert wh.df("SELECT * FROM shadow_win_rates ORDER BY ALL").equals(before)
 
 
 def test_a_rerun_sends_nothing_twice_and_a_bad_log_leaves_earlier_results_intact(shadow_world):
