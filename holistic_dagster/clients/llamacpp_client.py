@@ -74,17 +74,19 @@ def _threads(spec: ModelSpec) -> int:
     return spec.threads or os.cpu_count() or 1
 
 
-def train_context(gguf: Path) -> int | None:
-    """The context length the GGUF file's model was trained with (`<architecture>.context_length`)."""
+def gguf_facts(gguf: Path) -> tuple[int | None, bool]:
+    """(the context length the GGUF file's model was trained with (`<architecture>.context_length`), whether the
+    file holds a chat template (without one llama.cpp falls back to ChatML, which is not the model's))."""
     import gguf as gguf_lib
 
     fields = gguf_lib.GGUFReader(str(gguf)).fields
+    chat = "tokenizer.chat_template" in fields
     arch = fields.get("general.architecture")
     if arch is None:
-        return None
+        return None, chat
     name = bytes(arch.parts[arch.data[0]]).decode()
     found = fields.get(f"{name}.context_length")
-    return int(found.parts[found.data[0]][0]) if found is not None else None
+    return (int(found.parts[found.data[0]][0]) if found is not None else None), chat
 
 
 class LlamaCppClient(HttpClientBase):
@@ -99,7 +101,10 @@ class LlamaCppClient(HttpClientBase):
         else:
             self.gguf = gguf_file(spec, settings.home_dir())
             self.sha256 = sha256_file(self.gguf)
-            n_ctx = min(spec.max_context or spec.n_ctx, train_context(self.gguf) or spec.n_ctx)
+            trained, has_template = gguf_facts(self.gguf)
+            if spec.chat and not has_template:
+                raise CatalogError(f"model {spec.name!r}: `chat: true` but {self.gguf} holds no chat template")
+            n_ctx = min(spec.max_context or spec.n_ctx, trained or spec.n_ctx)
             self.server = LlamaCppServer(self.gguf, n_ctx=n_ctx, slots=spec.slots, threads=_threads(spec))
             base_url = self.server.base_url
         self._base_url, self._headers = base_url, {}

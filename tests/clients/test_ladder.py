@@ -83,3 +83,28 @@ def test_the_pinned_ladder_and_a_path_not_installed():
     spec = ModelSpec(name="q", backend="llamacpp", path="ladder:qwen2.5-coder-0.5b-instruct")
     with pytest.raises(CatalogError, match=r"install the model ladder first \(scripts/install-ladder\)"):
         gguf_file(spec, Path("/nonexistent-home"))
+
+
+def test_chat_is_refused_for_a_gguf_without_a_chat_template_before_any_server_starts(tmp_path, monkeypatch):
+    """Without a template in the file llama.cpp would fall back to ChatML, which is not the model's (Gemma-3-270M's
+    GGUF has none); a GGUF of metadata only, written here with the gguf library, shows the refusal."""
+    import gguf
+
+    from holistic_dagster.clients.llamacpp_client import LlamaCppClient, gguf_facts
+    from holistic_dagster.config.models import LlamaCppSettings, with_backend_settings
+
+    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path))
+    path = ladder_file("no-template", tmp_path)
+    path.parent.mkdir(parents=True)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(2048)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert gguf_facts(path) == (2048, False)
+    spec = with_backend_settings(
+        ModelSpec(name="base", backend="llamacpp", path="ladder:no-template", chat=True), LlamaCppSettings()
+    )
+    with pytest.raises(CatalogError, match=r"model 'base': `chat: true` but .*no-template.gguf holds no chat template"):
+        LlamaCppClient(spec)
