@@ -268,7 +268,8 @@ def judges(root: Path, names: list[str], max_tokens: int) -> list[dict]:
         measured, sent = qualify(stage, judge, "judge_pairwise.j2", max_tokens, QualificationSpec())
         per_source = stage.warehouse.df(
             "SELECT source, agreement, agreement_ci_low, agreement_ci_high, position_consistency, no_verdict, "
-            "judgements FROM judge_qualifications WHERE judge = ? AND max_tokens = ?", [judge, max_tokens]
+            "judgements FROM judge_qualifications WHERE judge = ? AND max_tokens = ?",
+            [judge, max_tokens],
         ).set_index("source")
         rows.append({"judge": judge, "qualified": measured.qualified, "reason": measured.reason,
                      "max_tokens": max_tokens, "seconds": time.perf_counter() - started, "sent": sent,

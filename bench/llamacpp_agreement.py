@@ -64,6 +64,7 @@ def first_difference(a, b) -> dict:
     on each side (a near tie breaks either way with other numerics)."""
     for i, (x, y) in enumerate(zip(a.tokens, b.tokens)):
         if x != y:
+
             def gap(c, i=i):
                 """The top two alternatives' log-probability gap at token i (None where not known)."""
                 if i >= len(c.top_logprobs) or len(c.top_logprobs[i]) < 2:

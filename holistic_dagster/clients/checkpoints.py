@@ -38,6 +38,16 @@ def gguf_file(spec: ModelSpec, home: Path) -> Path:
     raise CatalogError(f"model {spec.name!r}: a llama.cpp model's path is gguf:<file> or ladder:<name>, not {path!r}")
 
 
+def missing_weights(spec: ModelSpec, home: Path) -> str | None:
+    """Why a registered local model cannot run here yet (its weights are an optional install that is not there),
+    or None. Only the ladder is optional; any other missing file is an error the evaluation reports."""
+    if spec.path.startswith(LADDER_PREFIX) and not spec.base_url:
+        found = ladder_file(spec.path.removeprefix(LADDER_PREFIX), home)
+        if not found.is_file():
+            return f"not installed ({found} is not there: holistic install-ladder)"
+    return None
+
+
 def local_checkpoint(spec: ModelSpec, home: Path) -> str:
     """The checkpoint to load: a demo model built first, a GGUF file converted first (each once)."""
     path = spec.path

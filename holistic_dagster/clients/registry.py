@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import atexit
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from holistic_dagster.clients.checkpoints import checkpoint_files
+from holistic_dagster.clients.checkpoints import checkpoint_files, missing_weights
 from holistic_dagster.clients.protocol import ModelClient
 from holistic_dagster.config.models import BACKEND_SETTINGS, ModelSpec
 from holistic_dagster.errors import CatalogError
@@ -71,6 +71,13 @@ def served_revision(spec: ModelSpec, timeout_s: float = 5.0) -> str:
 def model_files(spec: ModelSpec, home: Path) -> list[str]:
     """The local files a model's weights come from (none for a server)."""
     return checkpoint_files(spec, home)
+
+
+def installed_models(models: Mapping[str, ModelSpec], home: Path) -> tuple[dict[str, ModelSpec], list[str]]:
+    """(the models that can run here, a note for each left out): a registered ladder model is evaluated once
+    its weights are installed, not before."""
+    missing = {name: why for name, spec in models.items() if (why := missing_weights(spec, home))}
+    return {n: s for n, s in models.items() if n not in missing}, [f"{n}: {why}" for n, why in missing.items()]
 
 
 def start_model_processes(specs: Sequence[ModelSpec]) -> None:

@@ -6,9 +6,10 @@ decisions into requests."""
 
 import dagster as dg
 
-from holistic_dagster import quality
+from holistic_dagster import quality, settings
 from holistic_dagster.automation import planning as automation
 from holistic_dagster.clients.identity import model_identities
+from holistic_dagster.clients.registry import installed_models
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import jobs
 from holistic_dagster.defs.common import BY_VERSION, SCORES_FOLLOW, check_results, check_specs, model_stage
@@ -147,8 +148,12 @@ def make_registry_sensor(datasets_job, evaluate_job):
     def model_registry(context: dg.SensorEvaluationContext, holistic: HolisticResource):
         """Watches the model registry the `holistic` resource names (resources/models.yaml; for entries with
         `watch: true`, also the TGI server's /info or the OpenAI-compatible server's /v1/models) and its
-        catalog's suites/. What to run is decided by automation.plan_registry_tick."""
-        catalog, models = holistic.catalog(), holistic.models()
+        catalog's suites/. What to run is decided by automation.plan_registry_tick. A ladder model counts from
+        the tick after its weights are installed (then it is a new model)."""
+        catalog = holistic.catalog()
+        models, not_installed = installed_models(holistic.models(), settings.home_dir())
+        for note in not_installed:
+            context.log.info(note)
         versions = catalog.suite_versions()
         previous = automation.read_cursor(context.cursor)
         identities, warnings = model_identities(models, previous)

@@ -1,5 +1,5 @@
 """The registry sensor and the stale schedule read the catalog and model registry the `holistic` resource
-names, as the assets do, not the repository's defaults."""
+names, as the assets do, not the repository's defaults; a ladder model counts once its weights are installed."""
 
 from __future__ import annotations
 
@@ -25,7 +25,12 @@ def test_the_sensor_sees_the_configured_registry_not_the_repos(tmp_path, monkeyp
     (tmp_path / "assets" / "suites" / "a1.yaml").write_text(SUITE)
     (tmp_path / "resources").mkdir()
     models = tmp_path / "resources" / "models.yaml"
-    models.write_text('models:\n  only-here: {backend: transformers, path: "demo:llama-tuned"}\n')
+    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
+    models.write_text(
+        "models:\n"
+        '  only-here: {backend: transformers, path: "demo:llama-tuned"}\n'
+        '  rung: {backend: llamacpp, path: "ladder:gemma-3-270m"}\n'  # not installed yet
+    )
     (tmp_path / "resources" / "automation.yaml").write_text('rerun_stale_cron: "15 4 * * *"\n')
     holistic = HolisticResource(
         warehouse_path=str(tmp_path / "wh.duckdb"), catalog_dir=str(tmp_path / "assets"), models_file=str(models)
@@ -47,10 +52,14 @@ def test_the_sensor_sees_the_configured_registry_not_the_repos(tmp_path, monkeyp
     assert added == {"only-here", "a1"}
 
     models.write_text(models.read_text() + '  newcomer: {backend: transformers, path: "demo:gpt2-untrained"}\n')
+    (tmp_path / "home" / "ladder").mkdir(parents=True)
+    (tmp_path / "home" / "ladder" / "gemma-3-270m.gguf").write_bytes(b"GGUF")  # installed: a new model now
     second = tick(first.cursor)
-    (datasets,) = second.run_requests  # the temporary suite's datasets first; the newcomer waits for them
+    (datasets,) = second.run_requests  # the temporary suite's datasets first; the newcomers wait for them
     assert datasets.job_name == "datasets" and datasets.partition_key == "a1"
-    assert [p[0] for p in json.loads(second.cursor)["pending"]] == ["newcomer"]
+    assert {p[0] for p in json.loads(second.cursor)["pending"]} == {"newcomer", "rung"}
+    added = {k for r in second.dynamic_partitions_requests for k in r.partition_keys}
+    assert {"newcomer", "rung"} <= added  # (the test instance does not apply the first tick's requests)
 
     schedule = defs.get_schedule_def("rerun_stale")
     assert schedule.cron_schedule == "15 4 * * *"  # automation.yaml beside the registry
