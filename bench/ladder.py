@@ -109,19 +109,10 @@ def evaluate(models: list[str], root: Path, env: dict[str, str], version: str = 
     return seconds
 
 
-def holm(p_values: list[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone), in the input order."""
-    order = sorted(range(len(p_values)), key=p_values.__getitem__)
-    adjusted, running = [0.0] * len(p_values), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
 def comparisons(env: dict[str, str], models: list[str]) -> tuple[list[dict], dict]:
     """Accuracy per model and scenario, and the paired tests between adjacent rungs (each model of a rung
     against each of the next), with Holm-adjusted p-values."""
+    from holistic_dagster.alerts.gate import holm
     from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.results.scores import compare_models, original_scores
     from holistic_dagster.warehouse import Warehouse
@@ -347,9 +338,10 @@ def main() -> None:
     sizes = {name: max(1, round(n * args.scale)) for name, n in SIZES.items()}
     env = world(root, VERSION, SUITE.format(version=VERSION, subjects=", ".join(MMLU_SUBJECTS), **sizes))
     os.environ.update(env)
-    if not args.skip_evaluation:
-        result["seconds"] = evaluate(args.models, root, env)
-    result["tests"], result["accuracy"] = comparisons(env, args.models)
+    if not args.skip_evaluation:  # (a model evaluated in an earlier run keeps its time: --models names the rest)
+        result["seconds"] = result.get("seconds", {}) | evaluate(args.models, root, env)
+    evaluated = [m for rung in RUNGS for m in rung if m in result["seconds"] or m in args.models]
+    result["tests"], result["accuracy"] = comparisons(env, evaluated)
     result |= {"scale": args.scale, "version": VERSION, "metric_overrides": METRIC_OVERRIDES}
     if not args.skip_throughput:
         result["throughput"] = throughput(root.with_name(root.name + "_throughput"), args.models)

@@ -380,3 +380,69 @@ def test_slack_limits():
     assert slack_payload([Alert("critical", "<a & b>", "")])["blocks"][1]["text"]["text"].endswith(
         "&lt;a &amp; b&gt;\n"
     )
+
+
+# --- the CI gate (alerts.gate) on the same warehouse: exact McNemar per scenario, Holm over all tests ---------
+
+
+def test_mcnemar_and_holm_against_hand_computed_values():
+    import numpy as np
+
+    from holistic_dagster.alerts.gate import holm, mcnemar_exact
+
+    a, b = np.array(correct(20, range(10))), np.array(correct(20, [0, 1, 2, 10, 11]))
+    assert mcnemar_exact(a, b) == pytest.approx(2 * (1 + 9 + 36) / 512)  # 7 against 2 discordant pairs
+    assert mcnemar_exact(a, a) == 1.0
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # 3 x 0.01; 2 x 0.03; max(0.04, 0.06)
+
+
+def test_the_gate_with_the_default_rule_fails_only_where_holm_still_finds_a_drop(warehouse):
+    from holistic_dagster.alerts.gate import REGRESSION, gate, gate_rules
+
+    result = gate(warehouse, VERSION, "cand", "base", gate_rules(AlertsSpec()), ALPHA, MAIN)
+    rows = {r.scenario: r for r in result.rows}
+    assert set(rows) == set(ACCURACY) and all(r.test == "exact McNemar" for r in rows.values())
+    # McNemar: floor 4 vs 0 discordant (2/16), sharp 8 vs 0 (2/256), mild 7 vs 0 (2/128), noisy 7 vs 2
+    # (92/512), better 0 vs 6 (2/64); Holm over the five: sharp 5 x 2/256, mild 4 x 2/128, better 3 x 2/64,
+    # floor 2 x 2/16, noisy max(92/512, 0.25)
+    expected = {"sharp": 5 * 2 / 256, "mild": 4 * 2 / 128, "better": 3 * 2 / 64, "floor": 0.25, "noisy": 0.25}
+    assert {s: r.p_adjusted for s, r in rows.items()} == pytest.approx(expected)
+    assert rows["mild"].p_value == pytest.approx(2 / 128)  # significant alone, not after the correction
+    assert [r.scenario for r in result.regressions] == ["sharp"] and rows["sharp"].threshold == "drop > 0"
+    assert rows["better"].change == "no significant change" and rows["mild"].level == "ok"
+    assert (rows["noisy"].baseline_only, rows["noisy"].candidate_only) == (7, 2)
+    assert result.verdict == "regression" and result.exit_status == REGRESSION
+
+
+def test_the_gate_grades_with_the_alerts_files_metric_rules(warehouse):
+    from holistic_dagster.alerts.gate import gate, gate_rules
+
+    spec = AlertsSpec.model_validate(SPEC)
+    assert [r.label for r in gate_rules(spec)] == ["floor", "drop", "toxicity toxicity"]  # latency is not gated
+    result = gate(warehouse, VERSION, "cand", "base", gate_rules(spec), ALPHA, MAIN)
+    rows = {(r.rule, r.scenario): r for r in result.rows}
+    assert len(rows) == 8  # floor x 2, drop x 4, toxicity x 2: Holm over eight tests
+    assert rows[("floor", "floor")].level == "critical"  # 0.4, below 0.5: the mean alone decides
+    assert rows[("floor", "sharp")].level == "warning"  # 0.5: below 0.7, not below 0.5
+    sharp = rows[("drop", "sharp")]  # 6th smallest p of 8 once tied: 2/256 x 6 < 0.05
+    assert sharp.p_adjusted == pytest.approx(6 * 2 / 256) and sharp.level == "critical"
+    assert rows[("drop", "mild")].level == "ok"  # a drop of 0.175 > 0.05, but 4 x 2/128 = 0.0625
+    toxicity = rows[("toxicity toxicity", "sharp")]
+    assert toxicity.test == "permutation" and toxicity.level == "warning" and toxicity.change == "worse"
+    assert rows[("toxicity toxicity", "better")].change == "better"
+    assert [(r.rule, r.scenario) for r in result.regressions] == [("floor", "floor"), ("drop", "sharp")]
+
+
+def test_the_gate_cannot_decide_without_runs_or_with_too_few_shared_instances(warehouse):
+    from holistic_dagster.alerts.gate import REGRESSION, UNDECIDED, gate, gate_rules
+
+    rules = gate_rules(AlertsSpec())
+    missing = gate(warehouse, VERSION, "nobody", "base", rules, ALPHA, MAIN)
+    assert missing.exit_status == UNDECIDED and missing.undecided == [
+        "nobody has no scores in suite version t1: evaluate it first"
+    ]
+    few = gate(warehouse, VERSION, "cand", "base", rules, ALPHA, MAIN, min_instances=30)
+    assert "floor: 20 shared instance(s) for accuracy (at least 30 needed)" in few.undecided
+    # only mild has 40: one test, nothing to correct for, 2/128 < 0.05: a regression shown decides the gate
+    assert [r.scenario for r in few.rows] == ["mild"] and few.rows[0].level == "critical"
+    assert few.exit_status == REGRESSION

@@ -138,7 +138,7 @@ def _stability_findings(rule: StabilityRule, agreement: dict, model: str, base: 
         if wide is None:
             continue
         result = paired_test(wide[base], wide[model], lower_better=False, alpha=alpha)
-        level, threshold, note = _grade(rule, lambda t: _metric_crossed(t, result, False), alpha)
+        level, threshold, note = grade(rule, lambda t: metric_crossed(t, result, False), alpha)
         numbers = (
             f"agreement with its stored answers {_g(result.mean_b)} vs {_g(result.mean_a)} ({result.diff:+.3g}, "
             f"95% CI [{_g(result.ci_low)}, {_g(result.ci_high)}], p = {_g(result.p_value)})"
@@ -186,7 +186,7 @@ def _metric_findings(rule: MetricRule, scores: dict, model: str, base: str, alph
             continue
         lower = lower_is_better(name)
         result = paired_test(wide[base], wide[model], lower_better=lower, alpha=alpha)
-        level, threshold, note = _grade(rule, lambda t: _metric_crossed(t, result, lower), alpha)
+        level, threshold, note = grade(rule, lambda t: metric_crossed(t, result, lower), alpha)
         what = name if rule.family == "accuracy" else f"{rule.family} {name}"
         numbers = (
             f"{what} {_g(result.mean_b)} vs {_g(result.mean_a)} ({result.diff:+.3g}, "
@@ -215,7 +215,7 @@ def _latency_findings(rule: LatencyRule, latencies: dict, model: str, base: str,
         ratio = _ratio(value, baseline_value)
         low, high = bootstrap_statistic_ci(len(a), lambda i: _ratio(np.percentile(b[i], q), np.percentile(a[i], q)))
         result = paired_test(a, b, lower_better=True, alpha=alpha)
-        level, threshold, note = _grade(rule, lambda t: _latency_crossed(t, ratio, result), alpha)
+        level, threshold, note = grade(rule, lambda t: _latency_crossed(t, ratio, result), alpha)
         numbers = (
             f"{rule.statistic} latency {_g(value)} s vs {_g(baseline_value)} s (x{_g(ratio)}, "
             f"95% CI [{_g(low)}, {_g(high)}], p = {_g(result.p_value)})"
@@ -231,7 +231,7 @@ def _latency_findings(rule: LatencyRule, latencies: dict, model: str, base: str,
     return out
 
 
-def _metric_crossed(t: MetricThreshold, result: PairedResult, lower_better: bool) -> tuple[bool, bool, str]:
+def metric_crossed(t: MetricThreshold, result: PairedResult, lower_better: bool) -> tuple[bool, bool, str]:
     """(crossed, its size passed without significance, the threshold as text)."""
     if t.below is not None:
         return result.mean_b < t.below, False, f"below {t.below:g}"
@@ -245,7 +245,7 @@ def _latency_crossed(t: LatencyThreshold, ratio: float, result: PairedResult) ->
     return ratio > t.ratio and result.verdict == "worse", ratio > t.ratio, f"ratio > {t.ratio:g}"
 
 
-def _grade(rule: MetricRule | LatencyRule | StabilityRule, crossed, alpha: float) -> tuple[Level, str, str]:
+def grade(rule: MetricRule | LatencyRule | StabilityRule, crossed, alpha: float) -> tuple[Level, str, str]:
     """(level, the threshold that set it, the message's verdict): critical if its threshold is crossed, else
     warning if its is, else ok, saying so when a threshold's size was passed without significance."""
     passed = ""  # the strictest threshold whose size was passed

@@ -1,5 +1,5 @@
 """The `holistic` command, one module per group of verbs (as inspect_ai's _cli/): evaluate.py (demo, evaluate),
-results.py (leaderboard, compare, trace, report, query, views), arena.py (arena, vote), serve.py (ui, worker),
+results.py (leaderboard, compare, gate, trace, report, query, views), arena.py (arena, vote), serve.py (ui, worker),
 exchange.py (import-helm, export), models.py (install-ladder); common.py holds what they share. The CLI imports
 no Dagster: its runs go through defs/local.py."""
 
@@ -28,6 +28,7 @@ for name, verb in (
     ("evaluate", evaluate.evaluate),
     ("leaderboard", results.leaderboard),
     ("compare", results.compare),
+    ("gate", results.gate),
     ("trace", results.trace),
     ("report", results.report),
     ("query", results.query),
