@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 # a name that is a partition key or a file name: lower case, digits, . _ - (scenarios, models, suite baselines)
 SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -27,6 +27,16 @@ class Strict(BaseModel):
     typo is an error naming the file), and a spec is frozen once read."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Price(Strict):
+    """What a model's provider charges, in US dollars per million tokens (a registry entry's `price`)."""
+
+    input_per_million: float = Field(ge=0.0)
+    output_per_million: float = Field(ge=0.0)
+
+    def cost(self, prompt_tokens: float, output_tokens: float) -> float:
+        return (prompt_tokens * self.input_per_million + output_tokens * self.output_per_million) / 1e6
 
 
 @dataclass(frozen=True)

@@ -48,15 +48,29 @@ def evaluate(
     db: DbOption = None,
     data_dir: DataDirOption = None,
     force: ForceOption = False,
+    max_cost: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0.0,
+            help="refuse, before any request, a priced model whose evaluation would cost more (USD; over the "
+            "suite's max_cost)",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate registered models on a suite version (datasets, then each model, then the leaderboard, the
     regressions and the report) as Dagster runs, and print the leaderboard. A step whose inputs are unchanged
     since its last successful run is skipped (--force runs it)."""
-    _evaluate(models, version, db, data_dir, tour=False, force=force)
+    _evaluate(models, version, db, data_dir, tour=False, force=force, max_cost=max_cost)
 
 
 def _evaluate(
-    names: list[str], version: str | None, db: Path | None, data_dir: Path | None, tour: bool, force: bool
+    names: list[str],
+    version: str | None,
+    db: Path | None,
+    data_dir: Path | None,
+    tour: bool,
+    force: bool,
+    max_cost: float | None = None,
 ) -> None:
     chosen = deployment(db, data_dir)
     started = time.perf_counter()
@@ -104,7 +118,7 @@ def _evaluate(
             "Every cell below carries its 95% bootstrap CI and its n."
         )
     try:
-        local.evaluate(chosen, version, names, lambda line: console.print(f"[bold]>[/] {line}"), not force)
+        local.evaluate(chosen, version, names, lambda line: console.print(f"[bold]>[/] {line}"), not force, max_cost)
     except HolisticError as e:
         fail(str(e))
     _finish(chosen, version, started, tour)

@@ -50,7 +50,7 @@ _CLIENTS: dict[tuple, ModelClient] = {}
 
 
 def _key(spec: ModelSpec) -> tuple:
-    return tuple(sorted(spec.model_dump().items()))
+    return tuple(sorted(spec.model_dump(exclude={"price"}).items()))  # the price changes no answer
 
 
 def get_client(spec: ModelSpec) -> ModelClient:

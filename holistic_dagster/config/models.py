@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, create_model, field_validator, model_vali
 from holistic_dagster.config.redaction import register_secret_env
 from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.errors import CatalogError
-from holistic_dagster.records import SLUG, Strict
+from holistic_dagster.records import SLUG, Price, Strict
 
 
 class TransformersSettings(Strict):
@@ -95,6 +95,9 @@ class _Model(Strict):
     # scale-out (resources/celery.yaml): the Celery queue this model's requests run on, e.g. one per GPU host or
     # TGI server; unset, the deployment's requests_queue
     queue: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    # what the provider charges (USD per million input / output tokens): the efficiency family then reports cost,
+    # and a suite's or a command's max_cost is checked before any request; none for a local model (compute time)
+    price: Price | None = None
 
     @field_validator("name")
     @classmethod
@@ -153,7 +156,7 @@ def load_backend_defaults(path: Path) -> BackendSettings:
 def with_backend_settings(spec: ModelSpec, deployment: BaseModel) -> ModelSpec:
     """The model's own settings win; the deployment's settings for its backend kind (a BACKEND_SETTINGS model)
     replace the rest. The entry's own settings stay marked as its own, so a later layer can do the same."""
-    values = {**spec.model_dump(), **deployment.model_dump(exclude=spec.model_fields_set)}
+    values = {**dict(spec), **deployment.model_dump(exclude=spec.model_fields_set)}  # (nested settings stay models)
     return ModelSpec.model_construct(_fields_set=set(spec.model_fields_set), **values)
 
 

@@ -12,6 +12,7 @@ import dagster as dg
 
 from holistic_dagster import quality
 from holistic_dagster.config.redaction import errors_redacted
+from holistic_dagster.defs.jobs import BUDGET_TAG
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 
 with warnings.catch_warnings():  # beta, but the documented way to map model x version onto version
@@ -68,6 +69,8 @@ def model_stage(
     """A model x version stage: compute it, then report its quality checks on what was stored."""
     model, version = model_version(context)
     stage = holistic.stage(context.run.run_id, backends, toxicity)
+    if budget := context.run.tags.get(BUDGET_TAG):  # set by `holistic evaluate --max-cost`
+        stage.max_cost = float(budget)
     with errors_redacted():  # Dagster stores a failed step's error, causes included, in its event log
         metadata = compute(stage, version, scenario, model)
     yield dg.MaterializeResult(metadata=metadata)

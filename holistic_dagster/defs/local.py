@@ -25,12 +25,13 @@ def evaluate(
     models: Sequence[str],
     announce: Callable[[str], None],
     skip_unchanged: bool,
+    max_cost: float | None = None,
 ) -> list[runner.SuiteRun]:
     """Datasets, each model, then the summaries of a suite version, as Dagster runs (runner.evaluate_suite)."""
     catalog = deployment.catalog()
     defs = build_definitions(catalog, HolisticResource.of(deployment, show_progress=True))
     with instance(deployment) as dagster:
-        return runner.evaluate_suite(defs, dagster, version, models, announce, catalog, skip_unchanged)
+        return runner.evaluate_suite(defs, dagster, version, models, announce, catalog, skip_unchanged, max_cost)
 
 
 def arena(deployment: Deployment, version: str) -> None:

@@ -15,9 +15,20 @@ from dagster._core.execution.execute_in_process_result import ExecuteInProcessRe
 from holistic_dagster.automation import freshness
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import ledger
-from holistic_dagster.defs.jobs import ARENA_JOB, DATASETS_JOB, EVALUATE_JOB, LEADERBOARD_JOB, dataset_keys, model_keys
+from holistic_dagster.defs.jobs import (
+    ARENA_JOB,
+    BUDGET_TAG,
+    DATASETS_JOB,
+    EVALUATE_JOB,
+    LEADERBOARD_JOB,
+    dataset_keys,
+    model_keys,
+    scenario_keys,
+)
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.stages.budget import check_budget, estimate_cost
+from holistic_dagster.stages.context import StageContext
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -105,11 +116,13 @@ def evaluate_suite(
     announce: Callable[[str], None] = lambda _: None,
     catalog: Catalog | None = None,
     skip_unchanged: bool = False,
+    max_cost: float | None = None,
 ) -> list[SuiteRun]:
     """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job` on the suite version's scenarios;
     raises RunFailed on the first failure. skip_unchanged: a step whose inputs are those of its last successful
     run, and whose outputs remain, is not run (holistic_dagster.freshness); each step's inputs are taken just
-    before it, after the steps it depends on."""
+    before it, after the steps it depends on. With a budget (max_cost, or the suite's) a priced model's prompts
+    are built first and its whole evaluation estimated: past the budget, BudgetExceeded before any request."""
     deployment = defs.resources["holistic"].deployment()
     catalog = catalog or deployment.catalog()
     scenarios = list(catalog.suite(version).scenarios)
@@ -123,6 +136,24 @@ def evaluate_suite(
         (LEADERBOARD_JOB, version, None),
     ]
     steps = freshness.suite_steps(deployment, version, models, registry)
+    budget = max_cost if max_cost is not None else catalog.suite(version).max_cost
+    source = "--max-cost" if max_cost is not None else f"suite {version}'s max_cost"
+    tags = process_tags() | ({BUDGET_TAG: repr(max_cost)} if max_cost is not None else {})
+
+    def execute(label: str, job: str, key, selection):
+        with ledger.running(instance.root_directory):
+            result = defs.resolve_job_def(job).execute_in_process(
+                partition_key=key,
+                instance=instance,
+                run_config=QUIET_LOGS,
+                raise_on_error=False,
+                asset_selection=selection,
+                tags=tags,
+            )
+        if not result.success:
+            raise RunFailed(label, result)
+        return result
+
     runs = []
     for (job, key, selection), (label, inputs) in zip(jobs, steps, strict=True):
         step = inputs()
@@ -131,17 +162,15 @@ def evaluate_suite(
             runs.append(SuiteRun(label, None, step.skip_reason))
             continue
         announce(label)
-        with ledger.running(instance.root_directory):
-            result = defs.resolve_job_def(job).execute_in_process(
-                partition_key=key,
-                instance=instance,
-                run_config=QUIET_LOGS,
-                raise_on_error=False,
-                asset_selection=selection,
-                tags=process_tags(),
-            )
-        if not result.success:
-            raise RunFailed(label, result)
+        model = key.keys_by_dimension["model"] if job == EVALUATE_JOB else None
+        if model is not None and budget is not None and getattr(registry.get(model), "price", None) is not None:
+            execute(f"{label} (prompts)", job, key, scenario_keys(scenarios, ("prompts",)))
+            stage = StageContext(warehouse, catalog, deployment)
+            estimate = estimate_cost(stage, version, model, scenarios)
+            check_budget(estimate, budget, source)
+            announce(f"{model}: estimated at most ${estimate.cost:.4f} of the ${budget:g} budget ({source})")
+            selection = scenario_keys(scenarios, ("completions", "scores"))
+        result = execute(label, job, key, selection)
         # the files as the step left them: those a dataset read, a demo model's checkpoint once built
         freshness.record(warehouse, step, result.run_id, inputs().files)
         runs.append(SuiteRun(label, result))

@@ -29,11 +29,12 @@ from holistic_dagster.metrics import (
 )
 from holistic_dagster.metrics.accuracy import exact_match
 from holistic_dagster.perturbations import get_perturbation
-from holistic_dagster.records import Completion, Instance, InstanceScore, Request, ScenarioMetric
+from holistic_dagster.records import Completion, Instance, InstanceScore, Price, Request, ScenarioMetric
 
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
 # the families whose scorers write per-instance rows for every original (besides the reference metrics)
 PER_INSTANCE_FAMILIES = ("calibration", "efficiency", "toxicity")
+PRICED_ONLY = ("cost_usd",)  # per-instance metrics only a model with a price gets (metrics/efficiency.py)
 
 
 def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
@@ -52,15 +53,16 @@ def metrics_per_instance(
     families: Sequence[str],
     method: str = "generation",
     extra_metrics: Sequence[str] = (),
+    priced: bool = False,
 ) -> int:
     """Rows each evaluated original instance gets outside robustness and fairness: its reference metrics and the
     per-instance metrics of the scorers that run on it (accuracy scorers such as ranking's; calibration,
-    efficiency, toxicity). (A run whose calibration is "not computed" has no max_prob rows: quality.check_scores
-    expects one fewer then.)"""
+    efficiency, toxicity; cost only for a model with a price). (A run whose calibration is "not computed" has no
+    max_prob rows: quality.check_scores expects one fewer then.)"""
     n = len(scored_metrics(metric_names, families))
     for s in applicable_scorers(method, families, extra_metrics):
         if s.family in ("accuracy", *PER_INSTANCE_FAMILIES):
-            n += sum(metric(m).per_instance for m in s.metrics)
+            n += sum(metric(m).per_instance and (priced or m not in PRICED_ONLY) for m in s.metrics)
     return n
 
 
@@ -105,6 +107,7 @@ class ScoringInput:
     completions: Mapping[str, Completion]
     classify: Callable[[Sequence[str]], list[float]] | None = None  # the suite's toxicity classifier
     classifier_name: str = ""
+    price: Price | None = None  # what the model's provider charges (none: a local model)
 
 
 def score_instances(
@@ -117,6 +120,7 @@ def score_instances(
     extra_metrics: Sequence[str] = (),
     classify: Callable[[Sequence[str]], list[float]] | None = None,
     classifier_name: str = "",
+    price: Price | None = None,
 ) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
     """Every metric of the families that apply: the reference metrics per instance (and per perturbed instance,
     with worst cases and per-perturbation means), then each registered scorer of an applying family."""
@@ -155,7 +159,7 @@ def score_instances(
                 variants[family][inst.original_id].append(inst)
     rows += worst_case_rows(originals, variants, [m.name for m in metrics], values)
 
-    given = ScoringInput(method, predictions, completions, classify, classifier_name)
+    given = ScoringInput(method, predictions, completions, classify, classifier_name, price)
     aggregates: list[ScenarioMetric] = []
     for s in applicable_scorers(method, families, extra_metrics):
         more_rows, more = s.fn(given)

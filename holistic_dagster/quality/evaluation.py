@@ -92,7 +92,9 @@ def completions_checks(stage, version: str, scenario: str, model: str) -> list[C
 def scores_checks(stage, version: str, scenario: str, model: str) -> list[CheckOutcome]:
     spec, _ = stage.catalog.resolved_scenario(version, scenario)  # as pinned: a language_modeling pin's metrics
     method = prompted_method(stage.warehouse, version, scenario, model)
-    per_instance = metrics_per_instance(spec.metrics, spec.families, method, spec.extra_metrics)
+    registered = stage.deployment.models().get(model)
+    priced = registered is not None and registered.price is not None
+    per_instance = metrics_per_instance(spec.metrics, spec.families, method, spec.extra_metrics, priced)
     return check_scores(stage.warehouse, version, scenario, model, metrics_per_instance=per_instance)
 
 

@@ -13,6 +13,7 @@ from holistic_dagster.adaptation.adapter import adapter_as_asked
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.records import Completion, Request, sha256_json
 from holistic_dagster.results.scores import prompted_method
+from holistic_dagster.stages.budget import check_budget, estimate_cost
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.warehouse import BackgroundWriter
@@ -24,6 +25,12 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
     is replaced at the end."""
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
     requests = load_requests(stage, version, scenario, model)
+    # a run the CLI checked as a whole gets here within budget; this also holds one the daemon launched to it
+    budget, source = stage.max_cost, "the run's max_cost"
+    if budget is None:
+        budget, source = stage.catalog.suite(version).max_cost, f"suite {version}'s max_cost"
+    if budget is not None:
+        check_budget(estimate_cost(stage, version, model, [scenario]), budget, f"{source}, for {scenario} alone")
     adapter = adapter_as_asked(
         spec.adapter, prompted_method(stage.warehouse, version, scenario, model), pin.conventions
     )

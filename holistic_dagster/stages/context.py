@@ -24,6 +24,7 @@ class StageContext:
     catalog: Catalog = field(default_factory=Catalog)
     deployment: Deployment = field(default_factory=Deployment)
     run_id: str = ""
+    max_cost: float | None = None  # the run's budget (USD), where a command set one: it wins over the suite's
     progress: Callable[[str, int], Callable[[int], None]] | None = None  # (description, total) -> advance
     clients: Callable[[ModelSpec], ModelClient] = get_client
     toxicity: Callable[[ToxicitySpec], ToxicityClassifier] = get_classifier

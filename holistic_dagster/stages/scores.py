@@ -49,6 +49,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         spec.extra_metrics,
         classify=classifier.score if classifier else None,
         classifier_name=classifier.name if classifier else "",
+        price=registered.price if (registered := stage.deployment.models().get(model)) else None,
     )
     keys = {"model": model, "version": version, "scenario": scenario}
     scores = pd.DataFrame([{**keys, **instance_score_row(s, loaded[s.request_id][1])} for s in rows])

@@ -146,3 +146,25 @@ def test_score_instances_rows_and_aggregates():
     assert agg["ece_1_bin"].value == pytest.approx(abs((math.exp(-0.1) + math.exp(-2.0)) / 2 - 0.5))
     assert agg["requests_per_second"].value == pytest.approx(2 / 2.0)
     assert agg["tokens_per_second"].value == pytest.approx((10 + 1 + 12 + 1) / 2.0)
+    assert "cost_usd" not in agg and "total_cost_usd" not in agg  # a local model: no price, no cost
+
+
+def test_a_priced_models_cost_per_instance_and_per_scenario():
+    from holistic_dagster.records import Price
+
+    instances = [qa("e1", "q1", "Paris"), qa("e2", "q2", "4")]
+    reqs = [_req("r1", "e1", "generate"), _req("r2", "e2", "generate")]
+    completions = {
+        "r1": Completion("r1", " Paris", ("Paris",), (-0.1,), -0.1, 1000, 10, 0.5),
+        "r2": Completion("r2", " 5", ("5",), (-2.0,), -2.0, 3000, 30, 1.5),
+    }
+    price = Price(input_per_million=2.5, output_per_million=10.0)
+    rows, aggregates = score_instances("generation", ["exact_match"], instances, reqs, completions, price=price)
+    assert len(rows) == 2 * metrics_per_instance(
+        ["exact_match"], ("accuracy", "calibration", "efficiency"), priced=True
+    )
+    cost = {r.instance_id: r.value for r in rows if r.metric == "cost_usd"}
+    # 1,000 prompt tokens at $2.5/M and 10 output tokens at $10/M; 3,000 and 30
+    assert cost == pytest.approx({"e1": 0.0025 + 0.0001, "e2": 0.0075 + 0.0003})
+    agg = {a.metric: a for a in aggregates}
+    assert agg["cost_usd"].value == pytest.approx(0.0052) and agg["total_cost_usd"].value == pytest.approx(0.0104)

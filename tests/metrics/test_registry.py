@@ -79,11 +79,13 @@ def test_directions_and_bounds():
     assert metric("bbq_bias_ambiguous").absolute and metric("bbq_bias_ambiguous").in_bounds(-0.5)
     assert not metric("exact_match").in_bounds(-0.5) and not metric("max_prob").in_bounds(1.5)
     assert metric("runtime_s").in_bounds(1e6)
-    assert per_instance_metrics("efficiency") == ["runtime_s", "num_prompt_tokens", "num_output_tokens"]
+    efficiency = ["runtime_s", "num_prompt_tokens", "num_output_tokens", "cost_usd"]
+    assert per_instance_metrics("efficiency") == efficiency and lower_is_better("cost_usd")
     assert per_instance_metrics("calibration") == ["max_prob"]
     assert per_instance_metrics("toxicity") == ["toxicity"]
     # two metrics listed + exact_match (calibration needs it) + max_prob + 3 efficiency + toxicity
     assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES) == 3 + 1 + 3 + 1
+    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES, priced=True) == 3 + 1 + 4 + 1  # cost
 
 
 def test_which_scorers_run():

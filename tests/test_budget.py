@@ -1,0 +1,133 @@
+"""Tokens, cost and the budget guard, through Dagster into a real DuckDB file, on the OpenAI-protocol test server
+(a real model behind it) with a priced registry entry: an evaluation past its budget is refused before any request
+reaches the server, saying the estimate and what drives it; within budget, what the run spent (the tokens the
+server reported, at the price) is checked against the estimate; the efficiency family reports cost per instance
+and per scenario; requests the cache answers cost nothing and let a re-run pass a budget of zero."""
+
+from __future__ import annotations
+
+import pytest
+from dagster import DagsterInstance
+
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
+from holistic_dagster.definitions import build_definitions
+from holistic_dagster.defs.resources import HolisticResource
+from holistic_dagster.defs.runner import evaluate_suite
+from holistic_dagster.records import Price
+from holistic_dagster.settings import REPO_ROOT
+from holistic_dagster.stages.budget import BudgetExceeded, estimate_cost
+from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse import Warehouse
+from tests.conftest import write, write_qa_scenario
+from tests.servers.openai_protocol_server import OpenAIProtocolTestServer
+
+pytestmark = pytest.mark.slow  # Dagster runs against a local server
+
+PRICE = Price(input_per_million=150.0, output_per_million=600.0)  # dear, so that a few requests cost cents
+SUITE = "version: b1\nscenarios:\n  mini_qa: {max_eval_instances: 6, seed: 2}\n"
+QUESTIONS = [{"q": f"What is {i} plus {i}?", "a": str(2 * i)} for i in range(6)]
+
+
+def test_a_priced_model_is_refused_past_its_budget_and_spends_what_was_estimated(tmp_path, untrained_client):
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write_qa_scenario(tmp_path / "assets", tmp_path / "data", QUESTIONS, "Six sums.")  # max_tokens 3
+    write(tmp_path / "assets" / "suites" / "b1.yaml", SUITE)
+    catalog = Catalog(tmp_path / "assets")
+    db = tmp_path / "w.duckdb"
+    instance = DagsterInstance.ephemeral()
+    with OpenAIProtocolTestServer(untrained_client) as server:
+        models = write(
+            tmp_path / "models.yaml",
+            f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
+            f"tokenizer: '{untrained_client.path}', "  # the server's own tokenizer: exact prompt token counts
+            f"price: {{input_per_million: {PRICE.input_per_million}, output_per_million: {PRICE.output_per_million}}}}}\n",
+        )
+        resource = HolisticResource(
+            warehouse_path=str(db),
+            catalog_dir=str(catalog.root),
+            models_file=str(models),
+            data_dirs=[str(tmp_path / "data")],
+        )
+        defs = build_definitions(catalog, resource)
+
+        with pytest.raises(BudgetExceeded) as refused:
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.001)
+        assert sum(server.hits.values()) == 0  # nothing was sent
+        message = str(refused.value)
+        assert message.startswith("refused before any request: evaluating 'priced' on suite 'b1' would cost up to $")
+        assert "past the budget of $0.001 (--max-cost)" in message
+        assert "6 request(s) to send (0 cached, not counted)" in message and "x $150/M" in message
+        assert "most: mini_qa $" in message
+
+        warehouse = Warehouse(db)
+        assert warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 0
+        deployment = Deployment.of(warehouse=db, catalog=catalog.root, models=models)
+        estimate = estimate_cost(StageContext(warehouse, catalog, deployment), "b1", "priced", ["mini_qa"])
+        (scenario,) = estimate.scenarios
+        assert (scenario.num_requests, scenario.num_cached, scenario.max_output_tokens) == (6, 0, 18)
+        assert f"${estimate.cost:.4f}" in message
+
+        evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=estimate.cost)  # at the limit
+        assert sum(server.hits.values()) == 6
+        sent = warehouse.df("SELECT num_prompt_tokens, num_completion_tokens FROM completions WHERE model = 'priced'")
+        spent = PRICE.cost(sent["num_prompt_tokens"].sum(), sent["num_completion_tokens"].sum())
+        assert sent["num_prompt_tokens"].sum() == scenario.prompt_tokens  # counted as the server counts
+        assert (sent["num_completion_tokens"] <= 3).all() and 0 < spent <= estimate.cost
+        cost = warehouse.df(
+            "SELECT metric, value, count FROM scenario_metrics WHERE model = 'priced' AND family = 'efficiency' "
+            "AND metric IN ('cost_usd', 'total_cost_usd') AND perturbation = ''"
+        ).set_index("metric")
+        assert cost.loc["total_cost_usd", "value"] == pytest.approx(spent)
+        assert cost.loc["cost_usd", "value"] == pytest.approx(spent / 6) and cost.loc["cost_usd", "count"] == 6
+
+        # answered from the cache: free, so a budget of zero lets the evaluation run again without a request
+        evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.0)
+        assert sum(server.hits.values()) == 6
+
+
+def test_the_suites_budget_holds_a_completions_step_the_daemon_would_run(tmp_path, untrained_client):
+    """Without the CLI's whole-run estimate (a run launched by the registry sensor), each completions step still
+    estimates its own scenario against the suite's max_cost before sending."""
+    import shutil
+
+    from holistic_dagster.defs.runner import RunFailed
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write_qa_scenario(tmp_path / "assets", tmp_path / "data", QUESTIONS, "Six sums.")
+    write(tmp_path / "assets" / "suites" / "b2.yaml", SUITE.replace("b1", "b2") + "max_cost: 0.0001\n")
+    catalog = Catalog(tmp_path / "assets")
+    with OpenAIProtocolTestServer(untrained_client) as server:
+        models = write(
+            tmp_path / "models.yaml",
+            f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
+            "price: {input_per_million: 150, output_per_million: 600}}\n",
+        )
+        resource = HolisticResource(
+            warehouse_path=str(tmp_path / "w.duckdb"),
+            catalog_dir=str(catalog.root),
+            models_file=str(models),
+            data_dirs=[str(tmp_path / "data")],
+        )
+        defs = build_definitions(catalog, resource)
+        # the whole-run estimate (the suite's budget, here through evaluate_suite) refuses first ...
+        with pytest.raises(BudgetExceeded, match="past the budget of \\$0.0001 \\(suite b2's max_cost\\)"):
+            evaluate_suite(defs, DagsterInstance.ephemeral(), "b2", ["priced"], catalog=catalog)
+        # ... and a run of the evaluate job as the sensor launches it fails at the completions step, unsent
+        from dagster import MultiPartitionKey
+
+        from holistic_dagster.defs.jobs import EVALUATE_JOB, model_keys
+
+        instance = DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions("model", ["priced"])
+        instance.add_dynamic_partitions("version", ["b2"])
+        result = defs.resolve_job_def(EVALUATE_JOB).execute_in_process(
+            partition_key=MultiPartitionKey({"model": "priced", "version": "b2"}),
+            instance=instance,
+            raise_on_error=False,
+            asset_selection=model_keys(["mini_qa"]),
+        )
+        assert not result.success and sum(server.hits.values()) == 0
+        assert "suite b2's max_cost, for mini_qa alone" in str(RunFailed("evaluate", result))
