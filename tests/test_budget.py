@@ -43,7 +43,7 @@ def test_a_priced_model_is_refused_past_its_budget_and_spends_what_was_estimated
             tmp_path / "models.yaml",
             f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
             f"tokenizer: '{untrained_client.path}', "  # the server's own tokenizer: exact prompt token counts
-            f"price: {{input_per_million: {PRICE.input_per_million}, output_per_million: {PRICE.output_per_million}}}}}\n",
+            "price: {input_per_million: 150, output_per_million: 600}}\n",
         )
         resource = HolisticResource(
             warehouse_path=str(db),
@@ -82,10 +82,28 @@ def test_a_priced_model_is_refused_past_its_budget_and_spends_what_was_estimated
         ).set_index("metric")
         assert cost.loc["total_cost_usd", "value"] == pytest.approx(spent)
         assert cost.loc["cost_usd", "value"] == pytest.approx(spent / 6) and cost.loc["cost_usd", "count"] == 6
+        runs = warehouse.df(
+            "SELECT dagster_run_id, sum(cost_usd) AS spent, count(*) AS n FROM request_costs GROUP BY ALL"
+        )
+        assert len(runs) == 1 and runs["n"].iat[0] == 6 and runs["spent"].iat[0] == pytest.approx(spent)  # per run
 
         # answered from the cache: free, so a budget of zero lets the evaluation run again without a request
         evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.0)
         assert sum(server.hits.values()) == 6
+        again = warehouse.df("SELECT dagster_run_id, sum(cost_usd) AS spent FROM request_costs GROUP BY ALL")
+        assert again.equals(runs[["dagster_run_id", "spent"]])  # the cached answers stay the first run's spending
+
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+
+    shown = CliRunner().invoke(
+        app, ["leaderboard", "--version", "b1", "--db", str(db)], env={"HOLISTIC_CATALOG": str(catalog.root)}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert f"priced: ${spent:.4f} at its registry price over 1 scenario(s), 6 requests" in " ".join(
+        shown.stdout.split()
+    )
 
 
 def test_the_suites_budget_holds_a_completions_step_the_daemon_would_run(tmp_path, untrained_client):

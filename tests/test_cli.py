@@ -51,6 +51,17 @@ def test_leaderboard_prints_one_table_per_family(suite_run):
     for family in ("accuracy", "calibration", "robustness", "fairness", "bias", "toxicity", "efficiency"):
         assert f"{family} (suite v2)" in out.stdout
     assert "demo-llama-tuned" in out.stdout and "ece_10_bin" in out.stdout
+    # as the report's first screen: the models by mean win rate, best first
+    ranked = "SELECT model FROM win_rates WHERE version = 'v2' AND family = 'accuracy' ORDER BY mean_win_rate DESC"
+    rates = suite_run["wh"].df(ranked + ", model")["model"].tolist()
+    accuracy = out.stdout.split("accuracy (suite v2)")[1].split("calibration (suite v2)")[0]
+    header = next(line for line in accuracy.splitlines() if rates[0] in line)
+    assert header.index(rates[0]) < header.index(rates[1])
+    # a row no model has a value on is one line under its table, with the reason; no shown row is all undefined
+    shown = [line for line in out.stdout.splitlines() if line.startswith("│")]
+    assert not any(line.count("undefined") + line.count("not computed") == 2 for line in shown)
+    assert "undefined for every model on" in out.stdout
+    assert "Every metric under every perturbation: holistic leaderboard --all" in out.stdout
     missing = run("leaderboard", "--version", "v7", "--db", str(suite_run["path"]))
     assert missing.returncode == 1 and "no results for suite version 'v7'" in missing.stderr
 

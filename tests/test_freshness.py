@@ -5,11 +5,13 @@ change re-runs exactly the steps it reaches. The CLI decides it before starting 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from dagster import DagsterInstance
 
@@ -85,6 +87,11 @@ def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, s
     command = [str(Path(sys.executable).with_name("holistic")), "evaluate", "--model", MODEL, "--version", "s1"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
+    # no terminal (a pipe, a CI log): a line per scenario as its requests are answered, not minutes of silence
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        (n,) = con.execute("SELECT count(*) FROM completions WHERE scenario = 'boolq'").fetchone()
+    line = rf"^  {MODEL} on boolq: {n} requests \({n} sent, 0 from the cache\) in \d+ s$"
+    assert n > 0 and re.search(line, first.stdout, re.M), first.stdout
     probe = "import sys, runpy; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
     check = (
         "import atexit, sys\n"

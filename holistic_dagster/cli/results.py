@@ -66,8 +66,12 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
                 )
         else:
             headline = tables.get(fam)
-            models = sorted(part["model"].unique())  # the same columns in every family's table
+            # as the report's first screen: the models by mean win rate (best first), then any without one
+            ranked = [model for model, *_ in headline.rows] if headline else []
+            models = ranked + sorted(set(part["model"]) - set(ranked))
             table = _table(fam, version, models, imported)
+            nobody: dict[str, list[str]] = {}  # why no model has a value -> those rows, collapsed into one line
+            collapsed = set()
             if headline:
                 rate = {model: r for model, r, *_ in headline.rows}
                 by_model = {model: row for model, *_, row in headline.rows}
@@ -75,15 +79,34 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
                 for j, column in enumerate(headline.columns):
                     label = _label(column.metric, column.perturbation)
                     cells_ = [by_model[m][j] if m in by_model else None for m in models]
+                    if all(c is None or c.value is None for c in cells_):
+                        why = next((c.note for c in cells_ if c is not None and c.note), "no value")
+                        nobody.setdefault(why, []).append(f"{column.scenario} ({label})")
+                        collapsed.add((column.scenario, column.metric, column.perturbation))
+                        continue
                     table.add_row(column.scenario, escape(label), *[_headline_cell(c) for c in cells_])
-        console.print(table)
+        if full or table.row_count:
+            console.print(table)
+        else:  # nothing applies or has a value: one line, and why below it
+            console.print(f"[italic]{fam} (suite {version})[/]: no values")
+        if not full:
+            for why, rows_ in nobody.items():
+                console.print(f"  [dim]undefined for every model on {len(rows_)} row(s), {escape(why)}: "
+                              f"{escape(', '.join(rows_))}[/]")  # fmt: skip
         for note, rows in part[part["metric"] == ""].groupby("note"):  # one line per reason, under the table
             console.print(f"  [dim]{escape(note)}: {', '.join(sorted(rows['scenario'].unique()))}[/]")
+        costs = applies[(applies["metric"] == "total_cost_usd") & (applies["perturbation"] == "")]
+        for model, rows_ in costs.groupby("model"):  # a priced model: what the whole suite version cost
+            console.print(
+                f"  {escape(model)}: ${rows_['value'].sum():.4f} at its registry price over {len(rows_)} scenario(s), "
+                f"{int(rows_['count'].sum())} requests (total_cost_usd; cost_usd per instance)"
+            )
         for scorer in sorted(set(applies["scorer"]) - {""}):
             console.print(f"  [dim]scored by {escape(scorer)}[/]")
         undefined = applies[applies["value"].isna()]
         if not full:  # of the cells shown: the headline ones
             heads = {(c.scenario, c.metric, c.perturbation) for c in tables[fam].columns} if fam in tables else set()
+            heads -= collapsed
             keys = zip(undefined["scenario"], undefined["metric"], undefined["perturbation"])
             undefined = undefined.loc[[k in heads for k in keys]] if len(undefined) else undefined
         for note, rows in undefined.groupby("note"):
@@ -136,9 +159,18 @@ def leaderboard(
     """Print the leaderboard of a suite version, one table per metric family."""
     try:
         chosen = deployment(db)
-        print_leaderboard(chosen, version or default_version(chosen), full=all_metrics, family=family)
+        version = version or default_version(chosen)
+        print_leaderboard(chosen, version, full=all_metrics, family=family)
     except HolisticError as e:
         fail(str(e))
+    from holistic_dagster.results.leaderboard import report_path
+
+    if not all_metrics:
+        console.print("\nEvery metric under every perturbation: [cyan]holistic leaderboard --all[/]")
+    console.print(
+        f"Per scenario and instance, with prompts and outputs: the report (holistic report --version {version}) "
+        f"at {report_path(chosen.warehouse(), version)}"
+    )
 
 
 def compare(

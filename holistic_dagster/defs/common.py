@@ -5,6 +5,8 @@ running a model x version stage with its checks."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -71,8 +73,17 @@ def model_stage(
     stage = holistic.stage(context.run.run_id, backends, toxicity)
     if budget := context.run.tags.get(BUDGET_TAG):  # set by `holistic evaluate --max-cost`
         stage.max_cost = float(budget)
+    started = time.perf_counter()
     with errors_redacted():  # Dagster stores a failed step's error, causes included, in its event log
         metadata = compute(stage, version, scenario, model)
+    if holistic.show_progress and stage_name == "completions" and not sys.stdout.isatty():
+        # a log (CI, a pipe) gets a line per scenario where a terminal gets progress bars: never minutes of silence
+        failed = f", {metadata['num_failed']} failed" if metadata.get("num_failed") else ""
+        print(
+            f"  {model} on {scenario}: {metadata['num_completions']} requests ({metadata['num_sent']} sent, "
+            f"{metadata['num_from_cache']} from the cache{failed}) in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
     yield dg.MaterializeResult(metadata=metadata)
     yield from check_results(quality.check_stage(stage_name, stage, version, scenario, model), stage_name)
 

@@ -41,6 +41,8 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
         "stop": list(adapter.stop_sequences),
         "max_train_instances": adapter.max_train_instances,
     }
+    if (price := stage.model(model).price) is not None:  # what the answers cost (view request_costs)
+        decoding["price"] = price.model_dump()
     done, info, num_sent = answer_requests(stage, model, requests, decoding, f"{model} on {scenario}")
     distinct = list(dict.fromkeys(r.request_id for r in requests))
     frame = pd.DataFrame(

@@ -346,3 +346,14 @@ JOIN (SELECT DISTINCT ON (model, version, scenario, request_id) * FROM prompts) 
 JOIN instances i ON i.version = s.version AND i.scenario = s.scenario AND i.instance_id = s.instance_id
 JOIN source_files f ON f.version = i.version AND f.scenario = i.scenario AND f.uri = i.source_uri
 JOIN provenance pv ON pv.provenance_id = s.provenance_id;
+
+-- What each request of a priced model cost at the price it had when it was answered (the registry's `price`,
+-- recorded in the provenance); a run's spending: SELECT dagster_run_id, sum(cost_usd) FROM request_costs GROUP BY ALL
+CREATE OR REPLACE VIEW request_costs AS
+SELECT c.model, c.version, c.scenario, c.request_id, c.num_prompt_tokens, c.num_completion_tokens,
+       (c.num_prompt_tokens * CAST(json_extract(p.decoding, '$.price.input_per_million') AS DOUBLE)
+        + c.num_completion_tokens * CAST(json_extract(p.decoding, '$.price.output_per_million') AS DOUBLE)) / 1e6
+         AS cost_usd,
+       p.dagster_run_id
+FROM completions c JOIN provenance p USING (provenance_id)
+WHERE json_extract(p.decoding, '$.price') IS NOT NULL;

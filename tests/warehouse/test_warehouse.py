@@ -123,7 +123,7 @@ def test_schema_has_the_documented_views(tmp_path):
     with wh.connect():
         pass
     views = set(wh.df("SELECT view_name FROM duckdb_views() WHERE NOT internal")["view_name"])
-    assert {"scores", "leaderboard", "lineage"} <= views
+    assert {"scores", "leaderboard", "lineage", "request_costs"} <= views
 
 
 # the two tables whose primary keys schema version 2 widened, as version 1 created them
