@@ -1,7 +1,7 @@
 """The `holistic` command, one module per group of verbs (as inspect_ai's _cli/): evaluate.py (demo, evaluate),
-results.py (leaderboard, compare, gate, trace, report, query, views), arena.py (arena, vote), serve.py (ui, worker),
-exchange.py (import-helm, export), models.py (install-ladder); common.py holds what they share. The CLI imports
-no Dagster: its runs go through defs/local.py."""
+results.py (leaderboard, compare, trace, report, query, views), arena.py (arena, vote), serve.py (ui, worker),
+exchange.py (import-helm, export), models.py (install-ladder), gate.py (gate); common.py holds what they share.
+The CLI imports no Dagster: its runs go through defs/local.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from holistic_dagster.cli import arena, evaluate, exchange, models, results, serve
+from holistic_dagster.cli import arena, evaluate, exchange, gate, models, results, serve
 from holistic_dagster.cli.common import err
 from holistic_dagster.errors import HolisticError
 
@@ -28,7 +28,7 @@ for name, verb in (
     ("evaluate", evaluate.evaluate),
     ("leaderboard", results.leaderboard),
     ("compare", results.compare),
-    ("gate", results.gate),
+    ("gate", gate.gate),
     ("trace", results.trace),
     ("report", results.report),
     ("query", results.query),

@@ -1,7 +1,6 @@
 """The verbs that read results: `leaderboard` (the headline tables the report and the Dagster UI show, or every
-metric), `compare` (paired tests of two models), `gate` (a CI step's verdict on a candidate), `trace` (one score
-back to its source), `report` (the HTML report), `query` (read-only SQL) and `views` (a DuckDB file of views over
-a shared results store)."""
+metric), `compare` (paired tests of two models), `trace` (one score back to its source), `report` (the HTML report),
+`query` (read-only SQL) and `views` (a DuckDB file of views over a shared results store)."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from holistic_dagster.cli.common import (
     console,
     default_version,
     deployment,
-    err,
     fail,
     shown,
     shown_on_terminal,
@@ -218,70 +216,6 @@ def compare(
     worse = frame[frame["verdict"] == "worse"]
     if len(worse):
         console.print(f"[red]{model_b} is significantly worse on {len(worse)} (scenario, family) pair(s).[/]")
-
-
-def gate(
-    candidate: Annotated[str, typer.Argument(help="the model under test (e.g. a pull request's)")],
-    baseline: Annotated[
-        Optional[str], typer.Option(help="the model to beat (default: as resources/alerts.yaml's `baseline` says)")
-    ] = None,
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
-    alpha: Annotated[Optional[float], typer.Option(help="significance level (default: the suite's)")] = None,
-    min_instances: Annotated[
-        int, typer.Option(min=1, help="fewer shared instances on a scenario: it cannot be decided")
-    ] = 10,
-    markdown: Annotated[
-        Optional[Path], typer.Option(help="write the summary as Markdown (a PR comment, $GITHUB_STEP_SUMMARY)")
-    ] = None,
-    report_url: Annotated[
-        Optional[str], typer.Option(help="where the version's report is published, for the Markdown's links")
-    ] = None,
-    db: DbOption = None,
-) -> None:
-    """Gate a candidate on its baseline (paired, per scenario, Holm-corrected; resources/alerts.yaml's metric
-    rules). Exit status: 0 no significant regression, 1 regression, 2 could not decide (missing runs, too few
-    shared instances)."""
-    from holistic_dagster.alerts.gate import UNDECIDED, gate_rules
-    from holistic_dagster.alerts.gate import gate as run_gate
-    from holistic_dagster.alerts.grading import baselines
-    from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, PREDICTIONS_SEED
-    from holistic_dagster.report.gate import gate_markdown
-    from holistic_dagster.results.leaderboard import main_metrics, regression_alpha, report_path
-
-    chosen = deployment(db)
-    try:
-        version = version or default_version(chosen)
-        catalog, warehouse, alerts = chosen.catalog(), chosen.warehouse(), chosen.alerts()
-        if baseline is None:
-            baseline = baselines(alerts, chosen.models()).get(candidate)
-            if baseline is None:
-                err.print(f"{candidate!r} has no baseline in {chosen.alerts_path}: give --baseline")
-                raise typer.Exit(UNDECIDED)
-        level = alpha if alpha is not None else regression_alpha(catalog, version)
-        result = run_gate(
-            warehouse, version, candidate, baseline, gate_rules(alerts), level,
-            main_metrics(warehouse, catalog, version), min_instances,
-        )  # fmt: skip
-        text = gate_markdown(
-            warehouse, result, report_url or str(report_path(warehouse, version).parent),
-            PREDICTIONS_PER_SCENARIO, PREDICTIONS_SEED,
-        )  # fmt: skip
-    except HolisticError as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}")
-        raise typer.Exit(UNDECIDED) from None
-    if markdown is not None:
-        markdown.write_text(text, encoding="utf-8")
-    colour = {"pass": "green", "regression": "red", "undecided": "yellow"}[result.verdict]
-    console.print(f"[bold {colour}]{result.verdict.upper()}[/]: {escape(text.splitlines()[2])}")
-    for why in result.undecided:
-        console.print(f"  not decided: {escape(why)}")
-    for row in result.regressions + result.warnings:
-        console.print(
-            f"  [{'red' if row.level == 'critical' else 'yellow'}]{row.level}[/] {row.scenario} {row.metric}: "
-            f"{row.baseline_value:.3f} -> {row.value:.3f} ({row.diff:+.3f}, {row.threshold}, "
-            f"p {row.p_adjusted:.2g} Holm)"
-        )
-    raise typer.Exit(result.exit_status)
 
 
 def trace(

@@ -22,6 +22,9 @@ from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 from tests.servers.webhook_receiver import TOKEN, WebhookReceiver
 
+# the alerts and stability assets through Dagster (grading and delivery have fast unit tests)
+pytestmark = pytest.mark.slow
+
 ALERTS = """
 baseline: previous
 rules:

@@ -126,6 +126,7 @@ def test_a_suite_without_arena_says_what_to_add(arena_world, tmp_path):
     assert "has no `arena:` section" in str(failed.value)
 
 
+@pytest.mark.slow  # the arena job through Dagster from the command; the fast tier keeps the stage tests
 def test_holistic_arena_judges_and_prints_the_ratings(arena_world, tmp_path):
     from typer.testing import CliRunner
 
