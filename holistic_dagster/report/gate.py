@@ -55,7 +55,7 @@ def gate_markdown(
             lines.append(
                 f"{row.baseline_only} instance(s) right for the baseline and wrong for the candidate, "
                 f"{row.candidate_only} the other way ({row.test} on these, p = {_p(row.p_value)} before "
-                f"adjustment). Some of the first kind ([all on the predictions page]({page})):"
+                f"adjustment). Some of the first kind ([the scenario's predictions page]({page})):"
             )
         else:
             lines.append(f"Instances where the candidate did worse ([predictions page]({page})):")
