@@ -68,7 +68,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
             ranked = [model for model, *_ in headline.rows] if headline else []
             models = ranked + sorted(set(part["model"]) - set(ranked))
             table = _table(fam, version, models, imported)
-            nobody: dict[str, list[str]] = {}  # why no model has a value -> those rows, collapsed into one line
+            nobody: dict[str, list[str]] = {}  # why no model has a value -> the scenario of each such row
             collapsed = set()
             if headline:
                 rate = {model: r for model, r, *_ in headline.rows}
@@ -79,7 +79,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
                     cells_ = [by_model[m][j] if m in by_model else None for m in models]
                     if all(c is None or c.value is None for c in cells_):
                         why = next((c.note for c in cells_ if c is not None and c.note), "no value")
-                        nobody.setdefault(why, []).append(f"{column.scenario} ({label})")
+                        nobody.setdefault(why, []).append(column.scenario)
                         collapsed.add((column.scenario, column.metric, column.perturbation))
                         continue
                     table.add_row(column.scenario, escape(label), *[_headline_cell(c) for c in cells_])
@@ -88,9 +88,10 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
         else:  # nothing applies or has a value: one line, and why below it
             console.print(f"[italic]{fam} (suite {version})[/]: no values")
         if not full:
-            for why, rows_ in nobody.items():
-                console.print(f"  [dim]undefined for every model on {len(rows_)} row(s), {escape(why)}: "
-                              f"{escape(', '.join(rows_))}[/]")  # fmt: skip
+            for why, rows_ in nobody.items():  # one line per reason: each scenario with its number of such rows
+                where = ", ".join(f"{s} ({rows_.count(s)})" for s in dict.fromkeys(rows_))
+                why = escape(why.removeprefix("undefined: "))
+                console.print(f"  [dim]undefined for every model on {len(rows_)} row(s) ({why}): {escape(where)}[/]")
         for note, rows in part[part["metric"] == ""].groupby("note"):  # one line per reason, under the table
             console.print(f"  [dim]{escape(note)}: {', '.join(sorted(rows['scenario'].unique()))}[/]")
         costs = applies[(applies["metric"] == "total_cost_usd") & (applies["perturbation"] == "")]
