@@ -323,14 +323,12 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path(os.environ.get("BENCH", "/tmp/bench")) / "ladder")
     args = parser.parse_args()
     from holistic_dagster import settings
-    from holistic_dagster.clients.checkpoints import LADDER_PREFIX, ladder_file
+    from holistic_dagster.clients.registry import installed_models
     from holistic_dagster.config.deployment import Deployment
 
-    paths = {m: Deployment().model(m).path for m in args.models}
-    missing = [m for m, path in paths.items() if path.startswith(LADDER_PREFIX)
-               and not ladder_file(path.removeprefix(LADDER_PREFIX), settings.home_dir()).exists()]  # fmt: skip
+    _, missing = installed_models({m: Deployment().model(m) for m in args.models}, settings.home_dir())
     if missing:
-        raise SystemExit(f"not installed: {', '.join(missing)}: run scripts/install-ladder first")
+        raise SystemExit("; ".join(missing))
     root = args.root if args.scale == 1.0 else args.root.with_name(args.root.name + f"_scale{args.scale}")
     stem = "ladder" if args.scale == 1.0 else "ladder_pilot"
     previous = HERE / "results" / f"{stem}.json"

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import requests
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from holistic_dagster.clients.protocol import OnDone
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import redact
+from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
 
 CHARS_PER_TOKEN = 4  # used only when no local tokenizer is configured
@@ -244,3 +246,16 @@ def _event_loop_factory():
     except ImportError:
         return None
     return uvloop.new_event_loop
+
+
+def server_json(spec: ModelSpec, path: str, server: str, timeout_s: float) -> dict[str, Any]:
+    """GET a model server's JSON endpoint (TGI's /info, llama.cpp's /props); a HolisticError naming the model,
+    the URL and the kind of server when it cannot be read (secrets in the URL or the error redacted)."""
+    try:
+        response = requests.get(spec.base_url.rstrip("/") + path, timeout=timeout_s)
+        response.raise_for_status()
+        return response.json()
+    except (requests.RequestException, ValueError) as e:
+        raise HolisticError(
+            redact(f"model {spec.name!r}: cannot read {spec.base_url}{path} from the {server} server: {e}")
+        ) from None

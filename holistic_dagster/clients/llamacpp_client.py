@@ -32,11 +32,10 @@ import requests
 from holistic_dagster import settings
 from holistic_dagster.clients import ladder
 from holistic_dagster.clients.checkpoints import gguf_file
-from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError
-from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within
+from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, server_json
+from holistic_dagster.clients.protocol import OnDone, generated_completion
 from holistic_dagster.config.models import ModelSpec
-from holistic_dagster.config.redaction import redact
-from holistic_dagster.errors import CatalogError, HolisticError
+from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request, sha256_file
 
 TOP_N = 5  # alternatives asked for per generated token
@@ -131,14 +130,7 @@ class LlamaCppClient(HttpClientBase):
     @staticmethod
     def server_props(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
         """The server's /props (the model file it serves, its build, its slots and context)."""
-        try:
-            response = requests.get(spec.base_url.rstrip("/") + "/props", timeout=timeout_s)
-            response.raise_for_status()
-            return response.json()
-        except (requests.RequestException, ValueError) as e:
-            raise HolisticError(
-                redact(f"model {spec.name!r}: cannot read {spec.base_url}/props from the llama.cpp server: {e}")
-            ) from None
+        return server_json(spec, "/props", "llama.cpp", timeout_s)
 
     @staticmethod
     def served_revision(spec: ModelSpec, timeout_s: float) -> str:
@@ -232,22 +224,10 @@ class LlamaCppClient(HttpClientBase):
         choice = response["choices"][0]
         text = choice["text"]
         tokens, logprobs, top = _token_logprobs(choice.get("logprobs") or {})
-        text, stopped = cut_at_stop(text, request.stop)
-        if stopped and tokens:
-            tokens, logprobs, top = keep_tokens_within(text, tokens, logprobs, top)
-        usage = response.get("usage") or {}
-        return Completion(
-            request_id=request.request_id,
-            text=text,
-            tokens=tuple(tokens),
-            logprobs=tuple(logprobs),
-            logprob=sum(logprobs),
-            num_prompt_tokens=int(usage.get("prompt_tokens") or self.count_tokens(request.prompt)),
-            num_completion_tokens=int(usage.get("completion_tokens") or len(tokens)),
-            latency_s=time.perf_counter() - started,
-            finish_reason=choice.get("finish_reason") or "",
-            top_logprobs=tuple(top),
-        )
+        return generated_completion(
+            request, text, tokens, logprobs, top, response.get("usage") or {}, choice.get("finish_reason") or "",
+            started, self.count_tokens,
+        )  # fmt: skip
 
     async def _score_one(self, session: JsonSession, request: Request) -> Completion:
         """The continuation's log-probability: its tokens forced, greedy, one decoding step each."""

@@ -18,7 +18,7 @@ import openai
 import requests
 
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, tls_context
-from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within
+from holistic_dagster.clients.protocol import OnDone, generated_completion
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import read_secret
 from holistic_dagster.errors import CatalogError
@@ -118,23 +118,10 @@ class OpenAICompatibleClient(HttpClientBase):
             tokens = list(lp.get("tokens") or [])
             logprobs = [float(x) for x in (lp.get("token_logprobs") or [])]
             top = [dict(t) for t in (lp.get("top_logprobs") or []) if t]
-        text, stopped = cut_at_stop(text, request.stop)
-        if stopped and tokens:
-            tokens, logprobs, top = keep_tokens_within(text, tokens, logprobs, top or [{}] * len(tokens))
-            top = [t for t in top if t]
-        usage = response.get("usage") or {}
-        return Completion(
-            request_id=request.request_id,
-            text=text,
-            tokens=tuple(tokens),
-            logprobs=tuple(logprobs),
-            logprob=sum(logprobs),
-            num_prompt_tokens=usage["prompt_tokens"] if usage else self.count_tokens(request.prompt),
-            num_completion_tokens=usage["completion_tokens"] if usage else len(tokens),
-            latency_s=time.perf_counter() - started,
-            finish_reason=choice.get("finish_reason") or "",
-            top_logprobs=tuple(top),
-        )
+        return generated_completion(
+            request, text, tokens, logprobs, top, response.get("usage") or {}, choice.get("finish_reason") or "",
+            started, self.count_tokens,
+        )  # fmt: skip
 
     async def _score_one(self, session: JsonSession, request: Request) -> Completion:
         """The continuation's log-probability from the prompt logprobs the server echoes back."""

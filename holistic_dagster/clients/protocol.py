@@ -3,7 +3,8 @@ truncate tokens, generate, score continuations; and the helpers backends share f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from holistic_dagster.config.models import ModelSpec
@@ -48,3 +49,35 @@ def keep_tokens_within(text: str, tokens: Sequence[str], *per_token: Sequence) -
         length += len(token)
         kept += 1
     return (list(tokens[:kept]), *(list(values[:kept]) for values in per_token))
+
+
+def generated_completion(
+    request: Request,
+    text: str,
+    tokens: Sequence[str],
+    logprobs: Sequence[float],
+    top: Sequence[dict[str, float]],
+    usage: Mapping[str, Any],
+    finish_reason: str,
+    started: float,
+    count_tokens: Callable[[str], int],
+) -> Completion:
+    """A server's generation as stored: the text cut at the first stop sequence (its tokens with it), the token
+    counts the server reports (else counted here), the latency since `started` (time.perf_counter())."""
+    text, stopped = cut_at_stop(text, request.stop)
+    if stopped and tokens:
+        tokens, logprobs, top = keep_tokens_within(text, tokens, logprobs, top or [{}] * len(tokens))
+        top = [t for t in top if t]
+    prompt_tokens, output_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return Completion(
+        request_id=request.request_id,
+        text=text,
+        tokens=tuple(tokens),
+        logprobs=tuple(logprobs),
+        logprob=sum(logprobs),
+        num_prompt_tokens=int(prompt_tokens) if prompt_tokens is not None else count_tokens(request.prompt),
+        num_completion_tokens=int(output_tokens) if output_tokens is not None else len(tokens),
+        latency_s=time.perf_counter() - started,
+        finish_reason=finish_reason,
+        top_logprobs=tuple(top),
+    )

@@ -9,9 +9,7 @@ so the separate multiple-choice methods and language-model scoring work through 
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,10 +17,9 @@ import aiohttp
 import huggingface_hub
 from huggingface_hub.utils import build_hf_headers
 
-from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError
+from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, server_json
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within
 from holistic_dagster.config.models import ModelSpec
-from holistic_dagster.config.redaction import redact
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
 
@@ -102,13 +99,7 @@ class TGIClient(HttpClientBase):
     @staticmethod
     def server_info(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
         """The server's /info (the model it serves, its revision, its limits)."""
-        try:
-            with urllib.request.urlopen(spec.base_url.rstrip("/") + "/info", timeout=timeout_s) as response:
-                return json.loads(response.read())
-        except (OSError, ValueError) as e:
-            raise HolisticError(
-                redact(f"model {spec.name!r}: cannot read {spec.base_url}/info from the TGI server: {e}")
-            ) from None
+        return server_json(spec, "/info", "TGI", timeout_s)
 
     @staticmethod
     def served_revision(spec: ModelSpec, timeout_s: float) -> str:
