@@ -81,6 +81,10 @@ class Adapter:
             "input_suffix": s.input_suffix,
             "output_prefix": s.output_prefix,
             "output_suffix": s.output_suffix,
+            "reference_prefix": s.reference_prefix,
+            "global_suffix": s.global_suffix,
+            "chain_of_thought_prefix": s.chain_of_thought_prefix,
+            "chain_of_thought_suffix": s.chain_of_thought_suffix,
             "train": examples,
             "instance": {"input": instance.input, "choices": choices(instance), "passage": passage},
         }
@@ -88,7 +92,9 @@ class Adapter:
         # text ends it (HELM's separate layout), that text is kept as it is, trailing whitespace and all
         rendered = render_file(self.templates_dir, s.template_file, variables)
         body = rendered.removesuffix("\n")  # the template file's own final line break
-        prompt = body if instance.input and body.endswith(instance.input) else rendered.rstrip()
+        # HELM rstrips only the output prefix: without one, the prompt ends as the template does (IFEval's "\n")
+        ends_as_is = (instance.input and body.endswith(instance.input)) or not s.output_prefix
+        prompt = body if ends_as_is else rendered.rstrip()
         return self.budget.chat_prompt(prompt) if self.budget.chat_prompt else prompt
 
     def fit(

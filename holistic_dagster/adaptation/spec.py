@@ -28,6 +28,11 @@ class AdapterSpec(Strict):
     input_suffix: str = "\n"
     output_prefix: str = "Answer: "
     output_suffix: str = "\n"
+    # the lettered choices' prefix (HELM's reference_prefix; its "A" becomes each choice's letter: GPQA's "(A) ")
+    reference_prefix: str = "A. "
+    global_suffix: str = ""  # text after the whole prompt (HELM's; the chain-of-thought request to reason)
+    chain_of_thought_prefix: str = ""  # an example's reasoning is shown between these (HELM's)
+    chain_of_thought_suffix: str = "\n"
     max_train_instances: int = Field(0, ge=0)
     max_tokens: int = Field(1, ge=0)
     temperature: float = Field(0.0, ge=0.0)

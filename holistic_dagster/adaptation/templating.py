@@ -85,11 +85,17 @@ def render(template: jinja2.Template, variables: dict[str, Any]) -> str:
         _BUDGET.reset(token)
 
 
+def _fail(message: str):
+    """Rejects the record being read (the loader names the file and the record)."""
+    raise ValueError(message)
+
+
 def _env(loader: jinja2.BaseLoader | None = None) -> ImmutableSandboxedEnvironment:
     env = _BoundedEnvironment(
         loader=loader, undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
     )
     env.globals["range"] = _counted_range
+    env.globals["fail"] = _fail  # a scenario's expression rejects a record: fail('BehaviorID is empty')
     env.filters["regex_replace"] = lambda text, pattern, replacement="": re.sub(pattern, replacement, text)
     env.filters["shuffled"] = shuffled
     env.filters["rotated"] = rotated

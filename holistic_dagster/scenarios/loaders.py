@@ -4,6 +4,7 @@ a DataFormatError naming the file, the record and the problem."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import jinja2
 
 from holistic_dagster.adaptation.templating import TemplateLimitError, evaluate_expression, render, string_template
 from holistic_dagster.errors import DataFormatError
+from holistic_dagster.metrics import scorers
 from holistic_dagster.records import (
     CHOICE_LABELS,
     CONTRAST_SET,
@@ -47,12 +49,26 @@ def _evaluate(
 
 
 def record_to_instance(
-    spec: ScenarioSpec, record: dict[str, Any], *, path: Path, where: str, split: str, subset: str, source: SourceFile
+    spec: ScenarioSpec,
+    record: dict[str, Any],
+    *,
+    path: Path,
+    where: str,
+    split: str,
+    subset: str,
+    source: SourceFile,
+    shuffle: random.Random | None = None,
 ) -> Instance | None:
-    """The record as an Instance (None: an empty input the scenario says to skip)."""
+    """The record as an Instance (None: an empty input the scenario says to skip). `shuffle`: the split's
+    generator for shuffle_choices, drawn from for every record, kept or not."""
     m = spec.instance
     assert m is not None
     scope = {"subset": subset, "split": split}
+    order = None
+    if shuffle is not None:
+        choices = _evaluate("choices", m.choices or "", record, path, where, template=False)
+        order = list(range(len(choices))) if isinstance(choices, (list, tuple)) else []
+        shuffle.shuffle(order)
     if m.keep is not None and not _evaluate("keep", m.keep, record, path, where, template=False, scope=scope):
         return None
     text = _evaluate("input", m.input, record, path, where, template=True)
@@ -63,8 +79,9 @@ def record_to_instance(
         raise DataFormatError(path, where, "input is empty")
     if m.choices is not None:
         choices = _evaluate("choices", m.choices, record, path, where, template=False)
-        if not isinstance(choices, (list, tuple)) or len(choices) < 2 or not all(isinstance(c, str) for c in choices):
-            raise DataFormatError(path, where, f"choices must be a list of at least two strings, got {choices!r}")
+        # (one choice is allowed: MMLU-Pro has such a question, and HELM asks it)
+        if not isinstance(choices, (list, tuple)) or not choices or not all(isinstance(c, str) for c in choices):
+            raise DataFormatError(path, where, f"choices must be a non-empty list of strings, got {choices!r}")
         if len(choices) > len(CHOICE_LABELS):
             raise DataFormatError(path, where, f"{len(choices)} choices; at most {len(CHOICE_LABELS)} are supported")
         answer = _evaluate("answer_index", m.answer_index or "", record, path, where, template=False)
@@ -73,6 +90,8 @@ def record_to_instance(
                 path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
             )
         references = tuple(Reference(str(c).strip() if m.strip else str(c), i == answer) for i, c in enumerate(choices))
+        if order is not None:  # HELM's random.shuffle(references): the same swaps for the same length
+            references = tuple(references[i] for i in order)
     elif m.targets is not None:
         targets = _evaluate("targets", m.targets, record, path, where, template=False)
         if (
@@ -104,6 +123,10 @@ def record_to_instance(
         instance_id = "/".join(p for p in (subset, split, number) if p)
     for field, value in (("id", instance_id), ("input", text), *(("reference", r.output) for r in references)):
         _unicode(value, field, path, where)
+    for name in spec.extra_metrics:  # what a scorer needs of the record, before any request is sent
+        check = scorers()[name].validate
+        if check and (problem := check(metadata)):
+            raise DataFormatError(path, where, problem)
     return Instance(
         instance_id=instance_id,
         split=split,
@@ -158,10 +181,14 @@ def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset
         raise DataFormatError(path, None, f"file not found (scenario {spec.name!r}, split {split!r})")
     source = source_file(spec, path)
     out: list[Instance | None] = []
+    seed = spec.instance.shuffle_choices if spec.instance else None
+    shuffle = random.Random(seed) if seed is not None else None
     try:
         for where, record in fmt.records(path, spec, root, split, subset):
             out.append(
-                record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
+                record_to_instance(
+                    spec, record, path=path, where=where, split=split, subset=subset, source=source, shuffle=shuffle
+                )
             )
     except UnicodeDecodeError:
         raise not_utf8(path) from None

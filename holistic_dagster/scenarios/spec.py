@@ -47,12 +47,17 @@ class InstanceSpec(Strict):
     # strip the input's and the choices' leading and trailing whitespace; false keeps the record's text as it is
     # (HELM's MMLU keeps a CSV field's leading space: `Question:  In his discussion...`)
     strip: bool = True
+    # shuffle each record's choices as HELM's GPQA does: random.seed(seed) once, then random.shuffle of every
+    # record's choices in file order (records a split skips still take their draw, so both splits agree)
+    shuffle_choices: int | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> InstanceSpec:
         given = [k for k in ("target", "targets", "choices") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of target, targets, choices (found {', '.join(given)})")
+        if self.shuffle_choices is not None and self.choices is None:
+            raise ValueError("shuffle_choices needs choices")
         return self
 
 
@@ -126,6 +131,8 @@ class PerturbationsSpec(Strict):
 class SuiteScenario(Strict):
     max_eval_instances: int = Field(gt=0)
     max_train_instances: int | None = Field(None, ge=0)
+    # fewer generated tokens than the scenario's (HELM's 4,096 for a chain of thought is hours on a CPU)
+    max_tokens: int | None = Field(None, gt=0)
     seed: int = 0
     conventions: Literal[CONVENTIONS] | None = None  # type: ignore[valid-type]  # default: the suite's
     subsets: tuple[str, ...] | None = None

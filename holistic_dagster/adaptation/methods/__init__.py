@@ -7,6 +7,7 @@ from holistic_dagster.adaptation.methods.base import AdapterMethod
 from holistic_dagster.adaptation.methods.generation import Generation
 from holistic_dagster.adaptation.methods.language_modeling import LanguageModeling
 from holistic_dagster.adaptation.methods.multiple_choice_joint import MultipleChoiceJoint
+from holistic_dagster.adaptation.methods.multiple_choice_joint_chain_of_thought import MultipleChoiceJointChainOfThought
 from holistic_dagster.adaptation.methods.multiple_choice_separate import (
     MultipleChoiceSeparateCalibrated,
     MultipleChoiceSeparateOriginal,
@@ -19,6 +20,7 @@ METHODS: dict[str, AdapterMethod] = {
     for m in (
         Generation,
         MultipleChoiceJoint,
+        MultipleChoiceJointChainOfThought,
         MultipleChoiceSeparateOriginal,
         MultipleChoiceSeparateCalibrated,
         RankingBinary,

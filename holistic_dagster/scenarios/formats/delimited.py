@@ -4,6 +4,9 @@ columns and the delimiter."""
 from __future__ import annotations
 
 import csv
+import io
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +21,11 @@ class CsvSpec(Strict):
     header: bool = True
     columns: tuple[str, ...] = ()  # names for a header-less file; required columns for one with a header
     delimiter: str = Field(",", min_length=1, max_length=1)  # "\t" for TSV
+    # a split's file may be a zip archive: the member to read, and the password of an encrypted one (GPQA's
+    # authors publish theirs with the archive, so that the questions are not published in plain text: the member
+    # is decrypted in memory, never written out)
+    zip_member: str = ""
+    zip_password: str = ""
 
 
 class Csv(FileFormat):
@@ -31,7 +39,7 @@ class Csv(FileFormat):
 
 def read_csv(path: Path, spec: CsvSpec) -> Iterator[tuple[str, dict[str, str]]]:
     """Yields ("row N", record). Quoted fields may hold commas and newlines."""
-    with open_text(path) as f:
+    with _open(path, spec) as f:
         reader = csv.reader(f, delimiter=spec.delimiter)
         if spec.header:
             try:
@@ -55,3 +63,24 @@ def read_csv(path: Path, spec: CsvSpec) -> Iterator[tuple[str, dict[str, str]]]:
                 yield f"row {n}", dict(zip(names, row))
         except csv.Error as e:
             raise DataFormatError(path, f"line {reader.line_num}", f"malformed CSV: {e}") from None
+
+
+def _open(path: Path, spec: CsvSpec):
+    """The file as text: a zip archive's member (decrypted in memory when it has a password), else the file."""
+    if path.suffix != ".zip":
+        return open_text(path)
+    if not spec.zip_member:
+        raise DataFormatError(path, None, "a zip archive: name the member to read (csv: zip_member)")
+    try:
+        archive = zipfile.ZipFile(path)
+        raw = archive.read(spec.zip_member, pwd=spec.zip_password.encode() or None)
+    except KeyError:
+        raise DataFormatError(
+            path, spec.zip_member, f"no such member (the archive holds {archive.namelist()})"
+        ) from None
+    except RuntimeError as e:  # zipfile: "Bad password for file", "File ... is encrypted, password required"
+        problem = "wrong password" if spec.zip_password else "encrypted: the scenario file gives no zip_password"
+        raise DataFormatError(path, spec.zip_member, f"{problem} ({e})") from None
+    except (zipfile.BadZipFile, zlib.error) as e:
+        raise DataFormatError(path, spec.zip_member, f"not a readable zip archive: {e}") from None
+    return io.StringIO(raw.decode("utf-8"), newline="")
