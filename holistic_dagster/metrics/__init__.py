@@ -21,10 +21,13 @@ from holistic_dagster.metrics import (  # noqa: F401
     accuracy,
     bias,
     calibration,
+    chain_of_thought,
     efficiency,
+    ifeval,
     language_modeling,
     ranking,
     run_shape,
+    safety,
     summarization,
     toxicity,
 )

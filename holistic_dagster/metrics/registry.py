@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-FAMILIES = ("accuracy", "calibration", "robustness", "fairness", "bias", "toxicity", "efficiency")
+FAMILIES = ("accuracy", "calibration", "robustness", "fairness", "bias", "toxicity", "safety", "efficiency")
 PERTURBATION_FAMILIES = ("robustness", "fairness")  # families measured on perturbed copies of the instances
 REFERENCE_FAMILIES = ("accuracy", *PERTURBATION_FAMILIES)  # families whose metrics are the reference metrics
 WORST = "worst"  # the perturbation label of a worst-case row (HELM's robustness / fairness)
@@ -69,6 +69,9 @@ class Scorer:
     extra: bool = False
     methods: tuple[str, ...] | None = None
     uses_classifier: bool = False  # needs the suite's toxicity classifier (ScoringInput.classify)
+    # what the scorer needs of an instance's metadata, checked when the data is read (before any request is sent):
+    # validate(metadata) -> the problem, "" when there is none
+    validate: Callable[[dict], str] | None = None
 
 
 METRICS: dict[str, Metric] = {}
@@ -118,6 +121,7 @@ def scorer(
     extra: bool = False,
     methods: Sequence[str] | None = None,
     uses_classifier: bool = False,
+    validate: Callable[[dict], str] | None = None,
 ):
     """Registers a family's scorer; its metrics must be declared (with `declare`) where it is defined."""
 
@@ -128,7 +132,7 @@ def scorer(
         if undeclared:
             raise ValueError(f"scorer {name!r}: declare its metrics first: {undeclared}")
         SCORERS[name] = Scorer(
-            name, family, tuple(metrics), fn, extra, tuple(methods) if methods else None, uses_classifier
+            name, family, tuple(metrics), fn, extra, tuple(methods) if methods else None, uses_classifier, validate
         )
         return fn
 

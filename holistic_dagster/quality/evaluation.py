@@ -7,7 +7,7 @@ import pandas as pd
 
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.config.redaction import redact
-from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics
+from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics, scorers
 from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
 from holistic_dagster.perturbations import PERTURBATIONS
@@ -73,8 +73,12 @@ APPLICABLE_FAMILIES_FILLED = declare(
 
 @runs_checks("dataset")
 def dataset_checks(stage, version: str, scenario: str, model: str | None = None) -> list[CheckOutcome]:
-    method = adapter_method(stage.catalog.resolved_scenario(version, scenario)[0].adapter.method)
-    return check_dataset(stage.warehouse, version, scenario, needs_references=method.needs_references)
+    spec = stage.catalog.resolved_scenario(version, scenario)[0]
+    # an opt-in scorer's accuracy metrics check something else than references (IFEval's instructions)
+    by_opt_in = {m for name in spec.extra_metrics for m in scorers()[name].metrics}
+    compares = any(m not in by_opt_in for m in spec.metrics) or not spec.metrics
+    needs = adapter_method(spec.adapter.method).needs_references and compares
+    return check_dataset(stage.warehouse, version, scenario, needs_references=needs)
 
 
 @runs_checks("prompts")

@@ -150,7 +150,8 @@ def test_metric_names_in_scenario_yaml_are_checked_when_the_catalog_loads(tmp_pa
     bbq = root / "scenarios" / "bbq.yaml"
     edit_file(bbq, "extra_metrics: [bbq_bias]", "extra_metrics: [bbq_bais]")
     with pytest.raises(
-        CatalogError, match=r"bbq\.yaml: extra_metrics: unknown \['bbq_bais'\] \(known: bbq_bias, summarization\)"
+        CatalogError,
+        match=r"bbq\.yaml: extra_metrics: unknown \['bbq_bais'\] \(known: bbq_bias, ifeval, safety, summarization\)",
     ):
         Catalog(root).scenario("bbq")
     edit_file(bbq, "extra_metrics: [bbq_bais]", "extra_metrics: [bbq_bias]")
