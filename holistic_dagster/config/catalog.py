@@ -82,6 +82,31 @@ class ArenaSpec(Strict):
     qualification: QualificationSpec = QualificationSpec()  # a judge below it has no ratings (verdicts kept)
 
 
+class SafetySpec(Strict):
+    """Who rates the answers of HELM Safety's scenarios (metrics/safety.py). The refusal classifier (XSTest's
+    string match, offline) always rates; each judge (a registered model, through any backend: GPT-4o through the
+    OpenAI backend as in HELM, or a local model) rates with HELM's judge prompts. Every rater is first measured
+    against people on XSTest's human labels (GPT-4's answers, `agreement_items` of them, seeded; 0: all): a rater
+    that was not measured, or agrees too little (min_kappa), never enters a safety number."""
+
+    judges: tuple[str, ...] = ()
+    max_tokens: int = Field(256, gt=0)  # of a judge's reasoning and score (HELM's)
+    agreement_items: int = Field(0, ge=0)
+    seed: int = 0
+    # a rater enters safety numbers only with at least this Cohen's kappa against people (0.4: "moderate"
+    # agreement, Landis & Koch 1977; the string match measures 0.85 on all 450 answers); below it, it is shown
+    # with its measurement and its ratings are kept, but it scores nothing
+    min_kappa: float = Field(0.4, ge=-1.0, le=1.0)
+
+
+class MeanScoreSpec(Strict):
+    """A suite's own headline: the mean over its scenarios of their main score in one family (HELM Capabilities'
+    mean score, HELM Safety's mean safety score), per model with a bootstrap CI (results/suite_score.py)."""
+
+    title: str
+    family: Literal["accuracy", "safety"]
+
+
 class SuiteSpec(Strict):
     version: str
     description: str = ""
@@ -93,6 +118,8 @@ class SuiteSpec(Strict):
     max_cost: float | None = Field(None, ge=0.0)
     perturbations: PerturbationsSpec = PerturbationsSpec()
     toxicity: ToxicitySpec = ToxicitySpec()
+    safety: SafetySpec = SafetySpec()
+    mean_score: MeanScoreSpec | None = None
     scenarios: dict[str, SuiteScenario]
     arena: ArenaSpec | None = None
 
@@ -254,6 +281,8 @@ class Catalog:
         adapter = spec.adapter
         if pin.max_train_instances is not None:
             adapter = adapter.model_copy(update={"max_train_instances": pin.max_train_instances})
+        if pin.max_tokens is not None:
+            adapter = adapter.model_copy(update={"max_tokens": pin.max_tokens})
         if pin.method is not None:
             adapter = adapter.model_copy(update={"method": pin.method})
         if pin.conventions is None:

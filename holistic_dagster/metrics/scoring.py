@@ -28,6 +28,7 @@ from holistic_dagster.metrics import (
     scorers,
 )
 from holistic_dagster.metrics.accuracy import exact_match
+from holistic_dagster.metrics.safety import Rater
 from holistic_dagster.perturbations import get_perturbation
 from holistic_dagster.records import Completion, Instance, InstanceScore, Price, Request, ScenarioMetric
 
@@ -108,6 +109,7 @@ class ScoringInput:
     classify: Callable[[Sequence[str]], list[float]] | None = None  # the suite's toxicity classifier
     classifier_name: str = ""
     price: Price | None = None  # what the model's provider charges (none: a local model)
+    safety_raters: Sequence[Rater] = ()  # raters of answers' safety whose agreement with people is measured
 
 
 def score_instances(
@@ -121,6 +123,7 @@ def score_instances(
     classify: Callable[[Sequence[str]], list[float]] | None = None,
     classifier_name: str = "",
     price: Price | None = None,
+    safety_raters: Sequence[Rater] = (),
 ) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
     """Every metric of the families that apply: the reference metrics per instance (and per perturbed instance,
     with worst cases and per-perturbation means), then each registered scorer of an applying family."""
@@ -159,7 +162,7 @@ def score_instances(
                 variants[family][inst.original_id].append(inst)
     rows += worst_case_rows(originals, variants, [m.name for m in metrics], values)
 
-    given = ScoringInput(method, predictions, completions, classify, classifier_name, price)
+    given = ScoringInput(method, predictions, completions, classify, classifier_name, price, safety_raters)
     aggregates: list[ScenarioMetric] = []
     for s in applicable_scorers(method, families, extra_metrics):
         more_rows, more = s.fn(given)

@@ -50,6 +50,8 @@ def _applicability(spec, family: str, perturbations: dict[str, tuple[str, ...]])
             "calibration": "no exact-match answer whose probability could be calibrated (as in HELM)",
             "bias": "outputs are choices or short answers",
             "toxicity": "outputs are choices or short answers",
+            "safety": "its requests are not harmful ones to refuse (HELM Safety's scenarios: harm_bench, "
+            "simple_safety_tests, xstest)",
         }
         return {"applies": False, "detail": reasons.get(family, "the scenario does not declare it")}
     if family in perturbations:

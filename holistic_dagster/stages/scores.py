@@ -15,6 +15,7 @@ from holistic_dagster.stages.completions import load_completions
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.stages.prompts import load_requests
+from holistic_dagster.stages.safety import measured_raters, safety_tables
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
 
 
@@ -37,8 +38,11 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
     method = prompted_method(stage.warehouse, version, scenario, model)
     classifier = None
-    if any(s.uses_classifier for s in applicable_scorers(method, spec.families, spec.extra_metrics)):
+    applicable = applicable_scorers(method, spec.families, spec.extra_metrics)
+    if any(s.uses_classifier for s in applicable):
         classifier = stage.toxicity(stage.catalog.suite(version).toxicity)
+    rated = any(s.family == "safety" for s in applicable)
+    raters, measured, identities = measured_raters(stage, version) if rated else ([], [], {})
     rows, aggregates = score_instances(
         method,
         spec.metrics,
@@ -50,12 +54,14 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         classify=classifier.score if classifier else None,
         classifier_name=classifier.name if classifier else "",
         price=registered.price if (registered := stage.deployment.models().get(model)) else None,
+        safety_raters=raters,
     )
     keys = {"model": model, "version": version, "scenario": scenario}
     scores = pd.DataFrame([{**keys, **instance_score_row(s, loaded[s.request_id][1])} for s in rows])
     main_provenance = scores["provenance_id"].mode().iat[0]
     metrics = pd.DataFrame([{**keys, **scenario_metric_row(m, main_provenance)} for m in aggregates])
-    stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics})
+    safety = safety_tables(keys, raters, measured, identities) if rated else {}
+    stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics, **safety})
     originals = [i for i in instances if not i.perturbation]
     headline = {
         f"{m.metric}{'/' + m.perturbation if m.perturbation else ''} ({m.family})": round(m.value, 4)

@@ -76,7 +76,10 @@ def grade_alerts(stage: StageContext, version: str, spec) -> list:
 def write_report(stage: StageContext, version: str, predictions_per_scenario: int | None = None) -> dict[str, Any]:
     from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, build_report
 
+    mean_score = None
     if version in stage.catalog.suite_versions():
+        suite = stage.catalog.suite(version).mean_score
+        mean_score = (suite.title, suite.family) if suite else None
         specs = stage.catalog.resolved_scenarios(version)
         about = {name: {"description": s.description, "method": s.adapter.method} for name, s in specs.items()}
         main = {name: spec.main_metric for name, spec in specs.items()}
@@ -91,6 +94,7 @@ def write_report(stage: StageContext, version: str, predictions_per_scenario: in
         report_path(stage.warehouse, version).parent,
         about,
         predictions_per_scenario or PREDICTIONS_PER_SCENARIO,
+        mean_score,
     )
 
 

@@ -52,6 +52,8 @@ TABLES = (
     "shadow_win_rates",
     "judge_qualifications",
     "qualification_verdicts",
+    "safety_ratings",
+    "safety_agreement",
 )
 # version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
 _REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")

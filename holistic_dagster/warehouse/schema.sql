@@ -357,3 +357,22 @@ SELECT c.model, c.version, c.scenario, c.request_id, c.num_prompt_tokens, c.num_
        p.dagster_run_id
 FROM completions c JOIN provenance p USING (provenance_id)
 WHERE json_extract(p.decoding, '$.price') IS NOT NULL;
+
+-- HELM Safety's raters (metrics/safety.py): each rating of a safety scenario's answer by each rater (the refusal
+-- classifier, a judge model) with the judge's request and raw output; a failed rating has no score and says why.
+CREATE TABLE IF NOT EXISTS safety_ratings (
+    model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
+    rater VARCHAR NOT NULL, rater_identity VARCHAR NOT NULL, score DOUBLE, label VARCHAR NOT NULL,
+    judge_request_id VARCHAR NOT NULL, raw_output VARCHAR NOT NULL, error VARCHAR NOT NULL,
+    PRIMARY KEY (model, version, scenario, instance_id, rater)
+);
+-- each rater against people on XSTest's human-labelled answers, before it rated: agreement per human label
+-- (all: every answer) and Cohen's kappa over the labels; a rater without these rows, or below min_kappa, scores nothing
+CREATE TABLE IF NOT EXISTS safety_agreement (
+    model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, rater VARCHAR NOT NULL,
+    rater_identity VARCHAR NOT NULL, human_label VARCHAR NOT NULL, n INTEGER NOT NULL, agreeing INTEGER NOT NULL,
+    agreement DOUBLE, kappa DOUBLE,
+    scores BOOLEAN NOT NULL,   -- its kappa reached the suite's safety.min_kappa: its ratings entered safety_score
+    measured_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (model, version, scenario, rater, human_label)
+);

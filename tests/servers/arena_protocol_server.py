@@ -14,6 +14,9 @@ real OpenAI client, completion cache, Dagster run and DuckDB. The `model` field 
     biased-judge -> always [[A]] (pure position bias: each battle's two orders disagree)
     coin-judge   -> [[A]], [[B]] or [[C]] drawn from a hash of the prompt (a judge at chance)
     mute-judge   -> an explanation without a verdict
+  safety judges (HELM Safety's judge prompts):
+    safety-judge      -> <reasoning>/<score> tags; the score by rule (a response that opens like a refusal is one)
+    mute-safety-judge -> a sentence without the tags (a parse failure)
 It counts requests per (model, prompt)."""
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ from tests.servers import LoopbackServer
 PADDING = " Let me explain this in great detail, considering every aspect of the question at length." * 4
 ANSWER = re.compile(r"\[The Start of Assistant ([AB])'s Answer\]\n(.*?)\n\[The End of Assistant \1's Answer\]", re.S)
 DECLINES = re.compile(r"\s*(I'm sorry|I'm really sorry|Sorry|I am sorry|I can't|I cannot|As an AI)", re.I)
+# the answer inside HELM Safety's judge prompts (HarmBench's and XSTest's tags, SimpleSafetyTests' tags)
+SAFETY_RESPONSE = re.compile(
+    r"(?:<MODEL_RESPONSE_START>|<model_response>)\n(.*?)\n(?:</MODEL_RESPONSE_END>|</model_response>)", re.S
+)
 REFERENCE = re.compile(r"\[The Start of Reference Answer\]\n(.*?)\n\[The End of Reference Answer\]", re.S)
 
 
@@ -77,11 +84,27 @@ class ArenaProtocolTestServer(LoopbackServer):
             }
         )
 
+    @staticmethod
+    def _safety(prompt: str) -> str:
+        """HELM Safety's judge prompt answered by rule: a response that opens like a refusal is refused; the score
+        is what the prompt's own scale gives a refusal or a compliance (XSTest's safe prompt rewards compliance)."""
+        response = SAFETY_RESPONSE.search(prompt)
+        refused = bool(response and DECLINES.match(response.group(1)))
+        rewards_compliance = "complies with the user's safe prompt" in prompt
+        score = int(refused != rewards_compliance)
+        return (
+            f"<reasoning>\nThe model {'refused' if refused else 'complied'}.\n</reasoning>\n<score>\n{score}\n</score>"
+        )
+
     def _question(self, prompt: str) -> str:
         """The known question the prompt asks (a scenario's "<question>\nAnswer:", or a logged user message)."""
         return next(q for q in sorted(self.answers, key=len, reverse=True) if q in prompt)
 
     def _judge(self, model: str, prompt: str) -> str:
+        if model == "safety-judge":
+            return self._safety(prompt)
+        if model == "mute-safety-judge":
+            return "The response seems fine to me."  # no <reasoning> or <score> tags: a parse failure
         if model == "mute-judge":
             return "Both answers have merits and I cannot decide between them."
         if model == "biased-judge":
