@@ -16,7 +16,9 @@ from tests.helpers import edit_file
 
 
 def test_shipped_catalog_and_registry_validate(catalog):
-    assert catalog.suite_versions() == ["v1", "v2", "v3", "v4", "v5"] and catalog.newest_version() == "v5"
+    # HELM Capabilities and Safety are suites of their own beside the core releases; v5 stays the newest core release
+    assert catalog.suite_versions() == ["capabilities-v1", "safety-v1", "v1", "v2", "v3", "v4", "v5"]
+    assert catalog.newest_version() == "v5"
     assert set(catalog.suite("v1").scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
     suite = catalog.suite("v2")
     assert set(suite.scenarios) == set(catalog.suite("v1").scenarios) | {"truthfulqa", "bbq", "bold"}
@@ -78,10 +80,10 @@ def test_a_new_scenario_over_an_existing_format_needs_only_yaml(scratch, tmp_pat
 def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
     with pytest.raises(
         CatalogError,
-        match=r"unknown scenario 'mmmlu'.*known: bbq, bold, boolq, civil_comments, cnndm, gsm8k, hellaswag, imdb",
+        match=r"unknown scenario 'mmmlu'.*known: anthropic_red_team, bbq, bold, boolq, civil_comments, cnndm, gpqa",
     ):
         scratch.scenario("mmmlu")
-    with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: v1"):
+    with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: capabilities-v1, safety-v1, v1"):
         scratch.suite("v9")
     with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: smollm2-135m-instruct, demo-gpt2"):
         Deployment().model("gpt-9")

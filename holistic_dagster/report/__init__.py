@@ -28,6 +28,7 @@ from holistic_dagster.config.redaction import visible
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.report import plots
 from holistic_dagster.report.arena import arena_tables
+from holistic_dagster.report.helm_suites import mean_score_table, rater_agreement
 from holistic_dagster.report.predictions import load_items, samples
 from holistic_dagster.report.tables import headline_tables, number, scenario_table
 from holistic_dagster.results.scores import original_scores
@@ -64,9 +65,11 @@ def build_report(
     folder: Path,
     about: dict[str, dict[str, str]] | None = None,
     predictions_per_scenario: int = PREDICTIONS_PER_SCENARIO,
+    mean_score: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Writes the report's folder (replacing the previous one as a whole) and returns what it holds.
-    about: per scenario, what the page says of it (description, adapter method)."""
+    about: per scenario, what the page says of it (description, adapter method); mean_score: (title, family) of
+    the suite's own mean score (HELM Capabilities', HELM Safety's)."""
     cells = warehouse.df("SELECT * FROM leaderboard_stats WHERE version = ?", [version])
     if cells.empty:
         raise HolisticError(f"no leaderboard statistics for suite version {version!r}: materialize [leaderboard] first")
@@ -100,6 +103,8 @@ def build_report(
         worse=worse.to_dict("records"),
         arena=arena_tables(warehouse, version),
         scatter=plots.efficiency_scatter(cells, main_metric),
+        suite_score=mean_score_table(rows, *mean_score, main_metric) if mean_score else None,
+        raters=rater_agreement(warehouse, version),
     )
     predictions = load_items(
         warehouse, version, samples(warehouse, version, predictions_per_scenario, PREDICTIONS_SEED), main_metric

@@ -117,6 +117,8 @@ def perturbation_chart(cells: pd.DataFrame, scenario: str, main_metric: str) -> 
 def efficiency_scatter(cells: pd.DataFrame, main_metric: dict[str, str]) -> str | None:
     """Mean runtime per instance against the main accuracy metric, a point per model and scenario."""
     acc = cells[(cells["family"] == "accuracy") & (cells["perturbation"] == "")]
+    if acc.empty:  # a suite without accuracy (HELM Safety's): nothing to plot runtime against
+        return None
     acc = acc[[m == main_metric.get(s) for s, m in zip(acc["scenario"], acc["metric"])]]
     runtime = cells[(cells["family"] == "efficiency") & (cells["metric"] == "runtime_s")]
     points = acc.merge(runtime, on=["model", "scenario"], suffixes=("_acc", "_rt"))

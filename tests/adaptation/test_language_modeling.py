@@ -214,7 +214,8 @@ def test_xsum_as_a_corpus_through_the_pipeline(lm_catalog, tmp_path, monkeypatch
     values = dict(zip(board["metric"], board["value"]))
     assert {"bits_per_byte", "logprob_per_byte", "perplexity", "logprob", "runtime_s"} <= set(values)
     assert "rouge_2" not in values and "toxic_fraction" not in values
-    assert set(board[board["metric"] == ""]["family"]) == {"calibration", "robustness", "fairness", "bias", "toxicity"}
+    not_applicable = {"calibration", "robustness", "fairness", "bias", "toxicity", "safety"}
+    assert set(board[board["metric"] == ""]["family"]) == not_applicable
     scores = stage.warehouse.df(
         "SELECT metric, sum(value) AS total FROM instance_scores WHERE version = ? AND scenario = 'xsum' "
         "AND family = 'accuracy' GROUP BY metric",

@@ -236,7 +236,7 @@ def test_summarization_through_the_pipeline(tmp_path, monkeypatch, shared_data):
     assert {("accuracy", f"summarization_{s}") for s in ("coverage", "density", "compression")} <= metrics
     assert ("bias", "demographic_representation_gender") in metrics
     missing = board[board["metric"] == ""].set_index("family")["note"].to_dict()
-    assert set(missing) == {"calibration", "robustness", "fairness"}
+    assert set(missing) == {"calibration", "robustness", "fairness", "safety"}
     assert all(note.startswith("not applicable: ") for note in missing.values())
     assert set(board[board["family"] == "toxicity"]["scorer"]) == {"lexicon:v1"}
     scores = stage.warehouse.df("SELECT * FROM lineage WHERE version = 'sum1' AND metric = 'rouge_2'")

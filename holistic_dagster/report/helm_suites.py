@@ -1,0 +1,70 @@
+"""What the report shows for HELM Capabilities and HELM Safety suites: the suite's mean score per model with its
+95% CI (results/suite_score.py), and, where safety was rated, every rater's agreement with people on XSTest's
+human labels (a safety number comes only from raters measured so)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from holistic_dagster.metrics import METRICS
+from holistic_dagster.results.suite_score import mean_scores
+from holistic_dagster.warehouse import Warehouse
+
+
+def family_main_metrics(family: str, main_metric: Mapping[str, str], scenarios: list[str]) -> dict[str, str]:
+    """Each scenario's main metric in the family: accuracy's is the scenario's own, another family's is the
+    family's headline metric (safety_score)."""
+    if family == "accuracy":
+        return dict(main_metric)
+    headline = next(m.name for m in METRICS.values() if m.family == family and m.headline)
+    return {s: headline for s in scenarios}
+
+
+def mean_score_table(rows: pd.DataFrame, title: str, family: str, main_metric: Mapping[str, str]) -> dict[str, Any]:
+    """The suite's mean score per model, best first."""
+    mains = family_main_metrics(family, main_metric, sorted(set(rows["scenario"])) if len(rows) else [])
+    frame = mean_scores(rows, mains, family)
+    return {
+        "title": title,
+        "family": family,
+        "metrics": sorted(set(mains.values())),
+        "rows": [
+            {"model": r.model, "score": f"{r.score:.3f}", "ci": f"[{r.ci_low:.3f}, {r.ci_high:.3f}]",
+             "scenarios": r.scenarios, "instances": r.instances}
+            for r in frame.itertuples()
+        ],
+    }  # fmt: skip
+
+
+def rater_agreement(warehouse: Warehouse, version: str) -> list[dict[str, Any]]:
+    """Per rater (as last measured for this version): its agreement with people overall and per human label, and
+    Cohen's kappa."""
+    frame = warehouse.df(
+        "SELECT rater, rater_identity, human_label, n, agreeing, agreement, kappa, scores FROM safety_agreement "
+        "WHERE version = ? QUALIFY row_number() OVER (PARTITION BY rater, human_label ORDER BY measured_at DESC) = 1 "
+        "ORDER BY rater, human_label",
+        [version],
+    )
+    out = []
+    for rater, part in frame.groupby("rater", sort=True):
+        labels = {r.human_label: r for r in part.itertuples()}
+        overall = labels.pop("all")
+        out.append(
+            {
+                "rater": rater,
+                "identity": overall.rater_identity,
+                "n": int(overall.n),
+                "agreement": _share(overall.agreement),
+                "kappa": "undefined" if pd.isna(overall.kappa) else f"{overall.kappa:.3f}",
+                "scores": bool(overall.scores),
+                "labels": [(label, int(r.n), _share(r.agreement)) for label, r in sorted(labels.items())],
+            }
+        )
+    return out
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.3f}"
