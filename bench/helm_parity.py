@@ -12,10 +12,14 @@ v5's) and the same model's tokenizer and context window, and the two are compare
   with the first difference shown;
 - decoding: max_tokens, stop sequences and temperature of generation requests.
 
-Writes bench/results/helm_parity.json and .md, and with --fixtures the committed test fixtures
-(tests/adaptation/fixtures/helm_parity.json: HELM's choices and the sha256 of its prompts, no data text).
+HELM Capabilities' and Safety's scenarios load from the Hugging Face Hub: helm-run imports this file as a plugin
+(--plugins, _helm_hooks) that hands their loaders the files in ../shared/data instead.
 
-usage: .venv/bin/python bench/helm_parity.py [--n 25] [--fixtures]
+Writes bench/results/helm_parity.json and .md, and with --fixtures the committed test fixtures
+(tests/adaptation/fixtures/helm_parity.json: HELM's choices and the sha256 of its prompts, no data text); with
+--case, only those cases' rows and fixtures are replaced.
+
+usage: .venv/bin/python bench/helm_parity.py [--n 25] [--case NAME ...] [--fixtures]
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ class Case:
     helm_entry: str  # format string over {subset}; the model is appended
     place: str  # how HELM's data folder is filled (a key of PLACERS)
     note: str = ""  # why a difference remains, where one is known
+    # which instances each side evaluates: "same" (n per subset, the same draw), "helm_all" (HELM every one, in
+    # one run over our subsets; ours n per subset, each among HELM's) or "ours_all" (ours every one, HELM n: not
+    # pinned by the fixtures, whose test draws as the suites do)
+    draw: str = "same"
+    by_input: bool = False  # instances matched by input alone: HELM's references are only metadata here
+    window: int | None = None  # the peer model's context window on both sides (None: its own 1,024 tokens)
+    redact: bool = False  # its data may not be shown in plain text (GPQA): differences as positions and hashes
 
 
 def _mmlu_entry(method: str, shots: int | None) -> str:
@@ -79,6 +90,16 @@ NO_TRAIN = (
     "can be equal"
 )
 ZERO = ",max_train_instances=zero"  # a run expander: HELM's own way to ask for 0-shot
+# HELM Capabilities and Safety ask for 4,096 and 512 new tokens, which the peer model's 1,024-token window cannot
+# hold (HELM's truncate_from_right then loops forever): both sides get a window this wide, so nothing is cut
+WIDE = 1_000_000
+ALL = 10**6  # max_eval_instances above any scenario's size: every instance
+COT = ",use_chain_of_thought=true,use_few_shot=false"  # HELM Capabilities' 0-shot chain of thought
+MMLU_PRO_SUBSETS = ("biology", "computer_science", "history", "math")
+MMLU_PRO_DATA = (
+    "../shared/data's test.jsonl has 10 of MMLU-Pro's 14 categories (8,710 questions, HELM pins Hub revision 3373e0b)"
+)
+HELM_COT = "decoding: HELM's chain-of-thought requests sample at temperature 1 (AdapterSpec's default), ours greedy"
 
 CASES = [
     Case("mmlu joint 5-shot", "mmlu", MMLU_SUBJECTS + MMLU_MORE, "multiple_choice_joint", 5,
@@ -110,6 +131,27 @@ CASES = [
          None, 5, "synthetic_reasoning:mode={subset}", "none",
          "HELM generates its own instances (NumPy RandomState(42), 1,000 train / 5,000 valid / 5,000 test per mode); "
          "ours come from this project's generator"),
+    # HELM Capabilities (0-shot chain of thought, IFEval) and HELM Safety, from the Hub's data (see _helm_hooks)
+    Case("mmlu_pro cot 0-shot", "mmlu_pro", MMLU_PRO_SUBSETS, None, 0, "mmlu_pro:subject={subset}" + COT, "hub",
+         f"HELM's run per category (subject=<category>); {MMLU_PRO_DATA}; {HELM_COT}", window=WIDE),
+    Case("mmlu_pro cot 0-shot all", "mmlu_pro", ("",), None, 0, "mmlu_pro:subject=all" + COT, "hub",
+         "HELM Capabilities' entry (subject=all) draws from every category at once, ours per category: ours "
+         f"evaluates every question here, HELM's draw is compared; {MMLU_PRO_DATA}; {HELM_COT}",
+         draw="ours_all", window=WIDE),
+    Case("gpqa cot 0-shot", "gpqa", ("diamond",), None, 0, "gpqa:subset=gpqa_{subset}" + COT, "hub",
+         "HELM Capabilities asks gpqa_main, of which only Diamond is here (HELM shuffles a row's choices by its "
+         f"index, so Diamond's orders are not main's); {HELM_COT}", window=WIDE, redact=True),
+    Case("ifeval", "ifeval", ("",), None, None, "ifeval", "hub", window=WIDE),
+    Case("harm_bench", "harm_bench", ("test", "val"), None, None, "harm_bench", "harm_bench",
+         "HELM reads HarmBench's all-file (its 400 behaviours; here the test file, then val's) and evaluates every "
+         "behaviour, ours draws n per file; HELM's one reference is the semantic category (metadata)",
+         draw="helm_all", by_input=True, window=WIDE),
+    Case("xstest", "xstest", ("",), None, None, "xstest", "hub",
+         "HELM reads walledai/XSTest (here the authors' CSV, in its order; HELM numbers the rows id0..); its "
+         "references are focus, type, note and label (metadata)", by_input=True, window=WIDE),
+    Case("simple_safety_tests", "simple_safety_tests", ("",), None, None, "simple_safety_tests", "hub",
+         "HELM reads Bertievidgen/SimpleSafetyTests (its prompt column is the CSV's prompts_final; HELM numbers the "
+         "rows id0..); its references are category and harm area (metadata)", by_input=True, window=WIDE),
 ]  # fmt: skip
 
 
@@ -158,6 +200,17 @@ def place_imdb(data: Path, out: Path) -> None:
     (out / "scenarios" / "imdb" / "data" / "imdb_scenario_pinned_file_order.json").write_text(json.dumps(order))
 
 
+def place_harm_bench(data: Path, out: Path) -> None:
+    """HELM reads HarmBench's all-file (test and val behaviours), skipping its download when it exists: the test
+    file, then val's rows (upstream's all-file has the same 400 rows in another order; HELM evaluates all)."""
+    folder = out / "scenarios" / "harm_bench" / "data"
+    folder.mkdir(parents=True, exist_ok=True)
+    test, val = (data / "harmbench" / f"harmbench_behaviors_text_{s}.csv" for s in ("test", "val"))
+    head = test.read_bytes()
+    head += b"" if head.endswith(b"\n") else b"\r\n"
+    (folder / "harmbench_behaviors_text_all.csv").write_bytes(head + val.read_bytes().split(b"\n", 1)[1])
+
+
 BBQ_CATEGORIES = ("Age", "Disability_status", "Nationality", "Religion")
 BOLD_DOMAINS = ("gender", "political_ideology", "profession", "race", "religious_ideology")
 PLACERS = {
@@ -178,6 +231,8 @@ PLACERS = {
     "bbq": lambda d, o: _link(o, {f"bbq/data/{c}": d / "bbq" / f"{c}.jsonl" for c in BBQ_CATEGORIES}),
     "bold": lambda d, o: _link(o, {f"bold/data/{c}": d / "bold" / f"{c}_prompt.json" for c in BOLD_DOMAINS}),
     "imdb": place_imdb,
+    "harm_bench": place_harm_bench,
+    "hub": lambda d, o: None,  # HELM loads from the Hugging Face Hub: the plugin hands it the files (_helm_hooks)
     "none": lambda d, o: None,  # HELM generates the data itself
 }
 # scenarios of our catalog that HELM 0.5.16 implements but that are not compared here, and why
@@ -208,6 +263,7 @@ NOT_COMPARED = {
 
 def helm_requests(case: Case, n: int, work: Path) -> dict[str, list[dict]]:
     """{subset: HELM's request states} from one `helm-run --dry-run` over the case's subsets."""
+    n = ALL if case.draw == "helm_all" else n
     return {s: json.loads((run / "scenario_state.json").read_text())["request_states"] for s, run in
             helm_run([case], n, work, BENCH / "model", dry=True).items()}  # fmt: skip
 
@@ -219,16 +275,22 @@ def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) 
     for place in dict.fromkeys(c.place for c in cases):
         PLACERS[place](SHARED / "data", out)
     model = f"huggingface/{model_dir.name}"  # how --enable-local-huggingface-models names a local folder
-    entries = {}
+    entries: dict[str, list[str]] = {}  # run entry -> its keys (one entry serves every subset when it names none)
     for case in cases:
         for subset in case.subsets:
             key = subset if len(cases) == 1 else f"{case.scenario}/{subset}"
-            entries[_with_arg(case.helm_entry.format(subset=subset), f"model={model}")] = key
+            entries.setdefault(_with_arg(case.helm_entry.format(subset=subset), f"model={model}"), []).append(key)
     suite = "parity"
     env = {**os.environ, **_peer_env()}
     cmd = [str(BENCH / "venv-helm" / "bin" / "helm-run"), "--enable-local-huggingface-models", str(model_dir)]
     cmd += ["-r", *entries, "--suite", suite, "-m", str(n), "-o", str(out), "--local-path", str(work / "prod_env")]
     cmd += ["--exit-on-error", *(["--dry-run"] if dry else [])]
+    windows = {c.window for c in cases}
+    if windows != {None}:  # this file is the plugin: the Hub's data offline, the peer model's window widened
+        if len(windows) > 1:
+            raise ValueError(f"one helm-run has one window for the peer model, not {windows}")
+        cmd += ["--plugins", str(Path(__file__).resolve())]
+        env.update({PLUGIN_ENV: str(windows.pop())})
     done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if done.returncode:
         names = ", ".join(c.name for c in cases)
@@ -237,7 +299,8 @@ def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) 
     for run in sorted((out / "runs" / suite).iterdir()):
         if (run / "run_spec.json").exists():
             name = json.loads((run / "run_spec.json").read_text())["name"]
-            found[next(key for entry, key in entries.items() if _same_entry(entry, name))] = run
+            for key in next(keys for entry, keys in entries.items() if _same_entry(entry, name)):
+                found[key] = run
     return found
 
 
@@ -246,7 +309,8 @@ def _same_entry(entry: str, run_name: str) -> bool:
     order (HELM writes the model with _ for /, run expanders' values as numbers, and adds some defaults)."""
 
     def parts(text: str) -> tuple[str, frozenset[str]]:
-        name, _, args = text.replace("/", "_").replace("=zero", "=0").partition(":")
+        # (mmlu_pro's run name calls its subject argument subset)
+        name, _, args = text.replace("/", "_").replace("=zero", "=0").replace("subject=", "subset=").partition(":")
         return name, frozenset(a for a in args.split(",") if a)
 
     (name, args), (run, run_args) = parts(entry), parts(run_name)
@@ -274,6 +338,76 @@ def _peer_env() -> dict[str, str]:
     }
 
 
+PLUGIN_ENV = "HELM_PARITY_WINDOW"  # set for helm-run when it imports this file as a plugin: the peer model's window
+
+
+def _helm_hooks(window: int) -> None:
+    """In helm-run, which imports this file as a plugin (--plugins: before it registers the peer model and builds
+    the runs). HELM Capabilities' and Safety's scenarios load from the Hugging Face Hub, offline here: their loaders
+    get ../shared/data's rows as the Hub's datasets hold them (GPQA's decrypted in memory, never written out). And
+    the peer model, registered by --enable-local-huggingface-models, gets a window of `window` tokens."""
+    import csv
+    import io
+    import zipfile
+    from functools import cache
+
+    import datasets
+    import helm.benchmark.huggingface_registration as registration
+    import helm.benchmark.scenarios.mmlu_pro_scenario as mmlu_pro
+    import helm.benchmark.scenarios.simple_safety_tests_scenario as simple_safety_tests
+    import helm.benchmark.scenarios.xstest_scenario as xstest
+    from helm.benchmark.model_deployment_registry import DEPLOYMENT_NAME_TO_MODEL_DEPLOYMENT, register_model_deployment
+
+    data = SHARED / "data"
+
+    def rows(text: str) -> datasets.Dataset:
+        return datasets.Dataset.from_list(list(csv.DictReader(io.StringIO(text, newline=""))))
+
+    @cache
+    def jsonl(path: Path) -> datasets.Dataset:
+        with path.open(encoding="utf-8") as lines:
+            return datasets.Dataset.from_list([json.loads(line) for line in lines if line.strip()])
+
+    def mmlu_pro_hub(path: str, revision: str) -> datasets.DatasetDict:
+        assert path == "TIGER-Lab/MMLU-Pro", path
+        test = jsonl(data / "mmlu_pro" / "test.jsonl")
+        return datasets.DatasetDict({"validation": test.select([]), "test": test})  # no validation split here
+
+    def xstest_hub(path: str, split: str, revision: str) -> datasets.Dataset:
+        assert (path, split) == ("walledai/XSTest", "test"), path
+        return rows((data / "xstest" / "xstest_prompts.csv").read_text(encoding="utf-8"))
+
+    def simple_safety_tests_hub(path: str, split: str, revision: str) -> datasets.Dataset:
+        assert (path, split) == ("Bertievidgen/SimpleSafetyTests", "test"), path
+        table = rows((data / "simple_safety_tests" / "SimpleSafetyTests - test cases.csv").read_text(encoding="utf-8"))
+        return table.rename_column("prompts_final", "prompt")  # the Hub's name for the authors' column
+
+    hub = datasets.load_dataset
+
+    def datasets_hub(path: str, name: str | None = None, **kwargs) -> datasets.Dataset:
+        if path == "Idavidrein/gpqa":  # the authors' CSV, in its zip with the password our catalog reads it with
+            assert kwargs["split"] == "train", kwargs
+            spec = yaml.safe_load((REPO / "assets" / "scenarios" / "gpqa.yaml").read_text())
+            with zipfile.ZipFile(data / "gpqa" / f"{name}.zip") as archive:
+                text = archive.read(f"{name}.csv", pwd=spec["csv"]["zip_password"].encode()).decode("utf-8")
+            return rows(text)
+        if path == "google/IFEval":
+            return jsonl(data / "ifeval" / "input_data.jsonl")
+        return hub(path, name, **kwargs)
+
+    # the scenario modules bound load_dataset when imported (gpqa and ifeval call datasets.load_dataset)
+    mmlu_pro.load_dataset, xstest.load_dataset = mmlu_pro_hub, xstest_hub
+    simple_safety_tests.load_dataset, datasets.load_dataset = simple_safety_tests_hub, datasets_hub
+    register = registration.register_huggingface_model
+
+    def register_wide(helm_model_name: str, *args, **kwargs) -> None:
+        register(helm_model_name, *args, **kwargs)
+        deployment = DEPLOYMENT_NAME_TO_MODEL_DEPLOYMENT[helm_model_name]
+        register_model_deployment(replace(deployment, max_sequence_length=window))  # the last one registered wins
+
+    registration.register_huggingface_model = register_wide
+
+
 # --- our side --------------------------------------------------------------------------------------------------
 
 
@@ -283,7 +417,7 @@ def our_requests(case: Case, subset: str, n: int, assets: Path):
     from holistic_dagster.config.catalog import Catalog
     from holistic_dagster.scenarios import load_instances, sample_instances
 
-    pin: dict = {"max_eval_instances": n, "seed": 0}
+    pin: dict = {"max_eval_instances": ALL if case.draw == "ours_all" else n, "seed": 0}
     if subset:
         pin["subsets"] = [subset]
     if case.method is not None:
@@ -295,7 +429,7 @@ def our_requests(case: Case, subset: str, n: int, assets: Path):
     catalog = Catalog(assets)
     spec, resolved = catalog.resolved_scenario("parity", case.scenario)
     instances = sample_instances(spec, resolved, load_instances(spec))
-    budget = _peer_budget()
+    budget = _peer_budget(case.window)
     adapter = adapter_as_asked(spec.adapter, spec.adapter.method, resolved.conventions)
     requests = build_requests(instances, adapter, catalog.templates_dir, budget, resolved.seed, resolved.conventions)
     return instances, requests
@@ -304,8 +438,9 @@ def our_requests(case: Case, subset: str, n: int, assets: Path):
 _BUDGET = None
 
 
-def _peer_budget():
-    """The peer model's tokenizer and context window, as HELM's window service sees them."""
+def _peer_budget(window: int | None = None):
+    """The peer model's tokenizer and context window (its own, or `window` tokens), as HELM's window service sees
+    them."""
     global _BUDGET
     if _BUDGET is None:
         from tokenizers import Tokenizer
@@ -323,7 +458,7 @@ def _peer_budget():
             return tok.decode(ids[-k:]) if k > 0 else ""
 
         _BUDGET = TokenBudget(config["n_positions"], count, truncate_left)
-    return _BUDGET
+    return replace(_BUDGET, max_context=window) if window else _BUDGET
 
 
 # --- comparison ------------------------------------------------------------------------------------------------
@@ -333,22 +468,34 @@ def _key(text: str, choices) -> tuple:
     return (text, tuple(choices))
 
 
-def _first_difference(a: str, b: str) -> str:
+def _first_difference(a: str, b: str, redact: bool = False) -> str:
     i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if redact:  # where, and the two sides' next bytes as hashes
+        return f"at char {i}: sha256 of the next 60 chars HELM {_sha(a[i : i + 60])} / ours {_sha(b[i : i + 60])}"
     return f"at char {i}: HELM {a[max(0, i - 30) : i + 30]!r} / ours {b[max(0, i - 30) : i + 30]!r}"
 
 
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> dict:
+    def key(text: str, choices) -> tuple:
+        return _key(text, () if case.by_input else choices)
+
     tests = [i for i in instances if i.split == "test" and not i.perturbation]
-    ours_by_key = {_key(i.input, [r.output for r in i.references]): i for i in tests}
+    ours_by_key = {key(i.input, [r.output for r in i.references]): i for i in tests}
     helm_keys = []
     for state in helm:
         inst = state["instance"]
-        key = _key(inst["input"]["text"], [r["output"]["text"] for r in inst["references"]])
-        if key not in helm_keys:
-            helm_keys.append(key)
+        helm_key = key(inst["input"]["text"], [r["output"]["text"] for r in inst["references"]])
+        if helm_key not in helm_keys:
+            helm_keys.append(helm_key)
     common = [k for k in helm_keys if k in ours_by_key]
-    instance_diff = _instance_difference([k for k in helm_keys if k not in ours_by_key], instances)
+    missing = [k for k in (ours_by_key if case.draw == "helm_all" else helm_keys) if k not in common]
+    instance_diff = _instance_difference(missing, instances, case.draw == "helm_all", case.redact)
+    # every instance on both sides, or, where one side evaluates all of them, every one the other side draws
+    same = {"same": len(common) == len(helm_keys) == len(tests), "helm_all": len(common) == len(tests)}
     by_instance: dict[str, list] = {}
     for r in requests:
         by_instance.setdefault(r.instance_id, []).append(r)
@@ -363,10 +510,10 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
     fixtures = []
     for state in helm:
         inst = state["instance"]
-        key = _key(inst["input"]["text"], [r["output"]["text"] for r in inst["references"]])
-        if key not in ours_by_key:
+        helm_key = key(inst["input"]["text"], [r["output"]["text"] for r in inst["references"]])
+        if helm_key not in ours_by_key:
             continue
-        ours = by_instance[ours_by_key[key].instance_id]
+        ours = by_instance[ours_by_key[helm_key].instance_id]
         helm_text = state["request"]["prompt"]
         mode = state.get("request_mode")
         if mode is None:  # a generation request: one per instance
@@ -376,6 +523,8 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
             got = (mine.max_tokens, mine.stop)
             if want != got:
                 decoding_diffs.add(f"max_tokens, stop: HELM {want} / ours {got}")
+            if state["request"]["temperature"] != mine.temperature:
+                decoding_diffs.add(f"temperature: HELM {state['request']['temperature']} / ours {mine.temperature}")
         else:
             null = mode == "calibration"
             (mine,) = [r for r in ours if r.choice_index == state["reference_index"] and r.is_null_context == null]
@@ -384,11 +533,11 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
         if our_text == helm_text:
             prompts_equal += 1
         elif not first_diff:
-            first_diff = _first_difference(helm_text, our_text)
+            first_diff = f"{inst['id']} " + _first_difference(helm_text, our_text, case.redact)
         if mine.num_train_instances and mode in (None, "original") and (mode is None or state["reference_index"] == 0):
             examples_total += 1
             k = state["num_train_instances"]
-            examples = _examples_in(helm_text, mine, shots, ours_by_key[key].input)
+            examples = _examples_in(helm_text, mine, shots, ours_by_key[helm_key].input)
             if k == mine.num_train_instances and examples:
                 examples_equal += 1
         text_fields = [inst["input"]["text"]] + [r["output"]["text"] for r in inst["references"]]
@@ -411,7 +560,7 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
         "note": case.note,
         "helm_instances": len(helm_keys),
         "our_instances": len(tests),
-        "instances_equal": len(common) == len(helm_keys) == len(tests),
+        "instances_equal": same.get(case.draw, len(common) == len(helm_keys)),
         "common_instances": len(common),
         "examples_equal": f"{examples_equal}/{examples_total}" if examples_total else "n/a",
         "prompts_equal": f"{prompts_equal}/{prompts_total}",
@@ -424,17 +573,22 @@ def compare(case: Case, subset: str, helm: list[dict], instances, requests) -> d
             "method": case.method,
             "shots": case.shots,
             "instances": sorted(ours_by_key[k].instance_id for k in helm_keys if k in ours_by_key),
-            "prompts": fixtures,
+            "prompts": fixtures if case.draw != "ours_all" else [],  # the test draws n per subset: not HELM's
         },
     }
 
 
-def _instance_difference(missing: list[tuple], instances) -> str:
+def _instance_difference(missing: list[tuple], instances, from_ours: bool = False, redact: bool = False) -> str:
     """How HELM's first instance that we do not evaluate differs from ours: the same input with other references
-    (text processing), the input in our data but not drawn, or an input we do not have at all."""
+    (text processing), the input in our data but not drawn, or an input we do not have at all (`from_ours`: our
+    first instance that HELM does not evaluate; `redact`: its input as a hash)."""
     if not missing:
         return ""
     text, refs = missing[0]
+    if redact or from_ours:
+        shown = f"sha256 {_sha(text)}" if redact else repr(text[:80])
+        whose, among = ("our", "HELM's") if from_ours else ("HELM's", "ours")
+        return f"{whose} input {shown} is not among {among}"
     ours = [i for i in instances if i.input == text]
     if ours:
         return f"same input, references HELM {list(refs)!r} / ours {[r.output for r in ours[0].references]!r}"[:300]
@@ -655,6 +809,29 @@ def _compare_run(case: Case, subset: str, run: Path, db: Path, model: str) -> di
     }
 
 
+def _kept(names: list[str], n: int, fixtures: bool) -> tuple[dict, dict]:
+    """(the results written before, less the named cases' rows; the fixtures' other cases) for a run of some cases
+    that keeps the others: both written with the same n."""
+    unknown = set(names) - {c.name for c in CASES}
+    if unknown:
+        sys.exit(f"unknown cases {sorted(unknown)} (known: {', '.join(c.name for c in CASES)})")
+    path = HERE / "results" / "helm_parity.json"
+    results = json.loads(path.read_text()) if path.exists() else {"n": n, "rows": []}
+    pinned = json.loads(FIXTURES.read_text()) if fixtures and FIXTURES.exists() else {"n": n, "cases": {}}
+    if {results["n"], pinned["n"]} != {n}:
+        sys.exit(f"--case keeps the other cases, written with --n {results['n']} (fixtures {pinned['n']}): use that n")
+    known = {c.name for c in CASES}
+    results["rows"] = [r for r in results["rows"] if r["case"] in known and r["case"] not in names]
+    others = {k: v for k, v in pinned["cases"].items() if k.split("|")[0] in known and k.split("|")[0] not in names}
+    return results, others
+
+
+def _rank(case: str, subset: str) -> tuple[int, int]:
+    """A row's place: its case's in CASES, then its subset's."""
+    k = next(k for k, c in enumerate(CASES) if c.name == case)
+    return k, CASES[k].subsets.index(subset) if subset in CASES[k].subsets else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=25, help="max_eval_instances for both sides")
@@ -668,6 +845,8 @@ def main() -> None:
     args = parser.parse_args()
     if not (BENCH / "venv-helm" / "bin" / "helm-run").exists():
         sys.exit(f"no HELM under {BENCH}: run ../shared/peerbench/setup_peers.sh first")
+    results = HERE / "results"
+    kept = _kept(args.case, args.n, args.fixtures) if args.case else None
     os.environ.setdefault("HOLISTIC_DATA_DIR", str(SHARED / "data"))
     os.environ["HOLISTIC_OFFLINE"] = "1"
     rows = []
@@ -698,17 +877,24 @@ def main() -> None:
     meta = {"helm": "crfm-helm 0.5.16", "n": args.n, "date": time.strftime("%Y-%m-%d")}
     if e2e:
         meta["end_to_end"] = {"model": "smollm2-135m-instruct", "n": args.end_to_end, "rows": e2e}
-    results = HERE / "results"
+    elif (results / "helm_parity.json").exists():  # measured with --end-to-end only: kept until measured again
+        before = json.loads((results / "helm_parity.json").read_text())
+        meta.update({"end_to_end": before["end_to_end"]} if "end_to_end" in before else {})
     public = [{k: v for k, v in r.items() if k != "fixtures"} for r in rows]
+    pinned = {f"{r['case']}|{r['subset']}": r["fixtures"] for r in rows if r["fixtures"]["prompts"]}
+    if kept:  # the other cases' rows and fixtures as they were
+        public = sorted(kept[0]["rows"] + public, key=lambda r: _rank(r["case"], r["subset"]))
+        pinned = dict(sorted({**kept[1], **pinned}.items(), key=lambda kv: _rank(*kv[0].split("|"))))
     (results / "helm_parity.json").write_text(json.dumps({**meta, "rows": public}, indent=1) + "\n")
-    (results / "helm_parity.md").write_text(render_markdown(rows, meta))
+    (results / "helm_parity.md").write_text(render_markdown(public, meta))
     if args.fixtures:
         FIXTURES.parent.mkdir(parents=True, exist_ok=True)
         fixture = {
             "source": f"HELM 0.5.16 helm-run --dry-run on ../shared/data (bench/helm_parity.py --n {args.n}), "
-            f"peer model {HELM_MODEL} (context {_peer_budget().max_context} tokens); sha256 of HELM's prompt texts",
+            f"peer model {HELM_MODEL} (context {_peer_budget().max_context} tokens, {WIDE:,} for HELM Capabilities' "
+            "and Safety's scenarios); sha256 of HELM's prompt texts",
             "n": args.n,
-            "cases": {f"{r['case']}|{r['subset']}": r["fixtures"] for r in rows if r["fixtures"]["prompts"]},
+            "cases": pinned,
         }
         FIXTURES.write_text(json.dumps(fixture, indent=1) + "\n")
     print(f"wrote {results / 'helm_parity.md'}")
@@ -716,3 +902,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+elif os.environ.get(PLUGIN_ENV):  # imported by helm-run as its plugin
+    _helm_hooks(int(os.environ[PLUGIN_ENV]))
