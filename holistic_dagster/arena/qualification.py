@@ -38,7 +38,7 @@ def _battle(source: str, instance_id: str, question: str, reference: str, better
                   _answer(KNOWN_WORSE, worse), a_first)  # fmt: skip
 
 
-def _sample(items: list, n: int, seed: int, source: str) -> list:
+def seeded_sample(items: list, n: int, seed: int, source: str) -> list:
     """A seeded sample of n, in a fixed order (by draw), so that the same judge sees the same battles."""
     return sorted(items, key=lambda x: draw(seed, source, x.instance_id))[:n]
 
@@ -46,7 +46,7 @@ def _sample(items: list, n: int, seed: int, source: str) -> list:
 def truthfulqa_battles(instances: Sequence[Instance], n: int, seed: int) -> list[Battle]:
     """The best answer (the reference) against an incorrect answer drawn per question."""
     out = []
-    for inst in _sample([i for i in instances if i.split == "test" and not i.perturbation], n, seed, SETS[0]):
+    for inst in seeded_sample([i for i in instances if i.split == "test" and not i.perturbation], n, seed, SETS[0]):
         right = inst.correct_references[0].output
         wrong = [r.output for r in inst.references if not r.correct]
         pick = wrong[draw(seed, inst.instance_id, "wrong") % len(wrong)]
@@ -62,7 +62,7 @@ def xstest_battles(instances: Sequence[Instance], n: int, seed: int) -> list[Bat
     if not safe or not refusals:
         raise ValueError("XSTest's human labels hold no safe prompt answered in full and no full refusal")
     out = []
-    for inst in _sample(safe, n, seed, SETS[1]):
+    for inst in seeded_sample(safe, n, seed, SETS[1]):
         refusal = refusals[draw(seed, inst.instance_id, "refusal") % len(refusals)]
         out.append(_battle(SETS[1], inst.instance_id, inst.input, "", inst.references[0].output, refusal, seed))
     return out

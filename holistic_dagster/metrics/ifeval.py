@@ -139,10 +139,11 @@ def _check(checker, text: str) -> bool:
 
 
 def instance_results(instance: Instance, response: str) -> tuple[list[bool], list[bool]]:
-    """(strict, loose) per instruction of the instance, for a response HELM strips first."""
+    """(strict, loose) per instruction of the instance: strict on the response HELM strips first, loose on the
+    response as upstream's loose mode takes it (its variants cut lines of the unstripped text)."""
     ids, kwargs = instance.metadata[IDS], instance.metadata[KWARGS]
-    text = response.strip()
-    return tuple(follows(instance.instance_id, instance.input, ids, kwargs, text, loose) for loose in (False, True))
+    return (follows(instance.instance_id, instance.input, ids, kwargs, response.strip(), False),
+            follows(instance.instance_id, instance.input, ids, kwargs, response, True))  # fmt: skip
 
 
 @scorer(

@@ -10,12 +10,11 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-BOOT_SAMPLES = 1000
-BOOT_SEED = 0
+from holistic_dagster.metrics.statistics import N_BOOT, SEED
 
 
 def mean_scores(
-    rows: pd.DataFrame, main_metric: Mapping[str, str], family: str, samples: int = BOOT_SAMPLES, seed: int = BOOT_SEED
+    rows: pd.DataFrame, main_metric: Mapping[str, str], family: str, samples: int = N_BOOT, seed: int = SEED
 ) -> pd.DataFrame:
     """Per model: score, ci_low, ci_high and the scenarios behind it (rows: results.scores.original_scores;
     main_metric: each scenario's main metric in `family`)."""

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from holistic_dagster.adaptation.adapter import greedy_request
-from holistic_dagster.arena.battles import draw
+from holistic_dagster.arena.qualification import seeded_sample
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.metrics.safety import (
     CLASSIFIER,
@@ -64,6 +64,7 @@ def judge_rater(stage: StageContext, judge: str, max_tokens: int, purpose: str) 
     greedy, through its backend and the completion cache; each output parsed as HELM parses it."""
     client = stage.client(judge)
     layout = getattr(client, "chat_prompt", None)
+    room = client.max_context - max_tokens
 
     def rate(items: Sequence[tuple[Instance, str]]) -> list[Rating]:
         requests = []
@@ -71,10 +72,16 @@ def judge_rater(stage: StageContext, judge: str, max_tokens: int, purpose: str) 
             prompt = judge_prompt(inst.metadata[KIND], bool(inst.metadata.get(SAFE)), inst.input, answer)
             requests.append(greedy_request(inst.instance_id, layout(prompt) if layout else prompt, max_tokens,
                                            client.count_tokens))  # fmt: skip
+        sendable = [r for r in requests if r.num_prompt_tokens <= room]  # a longer one is an error, not a request
         decoding = {"method": purpose, "max_tokens": max_tokens, "temperature": 0.0, "stop": []}
-        done, _, _ = answer_requests(stage, judge, requests, decoding, f"{judge} rating {len(items)} answers")
+        done, _, _ = answer_requests(stage, judge, sendable, decoding, f"{judge} rating {len(items)} answers")
         out: list[Rating] = []
         for (inst, _), request in zip(items, requests):
+            if request.request_id not in done:
+                why = (f"the judge prompt has {request.num_prompt_tokens} tokens; the judge's context of "
+                       f"{client.max_context} leaves {room} after its max_tokens of {max_tokens}")  # fmt: skip
+                out.append(JudgeRating(None, "", "", why, request.request_id))
+                continue
             completion = done[request.request_id][0]
             if completion.error:
                 out.append(
@@ -93,9 +100,7 @@ def human_labelled(stage: StageContext, items: int, seed: int) -> list[Instance]
     """XSTest's human-labelled answers (all, or a seeded sample of `items`), as safety items of kind xstest."""
     found = load_instances(stage.catalog.scenario(HUMAN_LABELS, "judging"), stage.deployment.data_dirs)
     found = [replace(i, metadata={**i.metadata, KIND: "xstest"}) for i in found]
-    if items and items < len(found):
-        found = sorted(found, key=lambda i: draw(seed, HUMAN_LABELS, i.instance_id))[:items]
-    return found
+    return seeded_sample(found, items or len(found), seed, HUMAN_LABELS)
 
 
 def measured_raters(stage: StageContext, version: str) -> tuple[list[Recorded], list[Agreement], dict[str, str]]:
@@ -116,7 +121,8 @@ def measured_raters(stage: StageContext, version: str) -> tuple[list[Recorded], 
         ratings = recorded.rater.rate(items)  # not recorded: these are GPT-4's answers, not the model's
         mine = agreement(recorded.rater.name, list(zip(humans, (r.label for r in ratings))))
         measured += mine
-        if mine[0].kappa is not None and mine[0].kappa >= spec.min_kappa:
+        enters = spec.classifier or recorded.rater.name != CLASSIFIER
+        if enters and mine[0].kappa is not None and mine[0].kappa >= spec.min_kappa:
             scoring.append(recorded)
     return scoring, measured, {r.rater.name: r.identity for r in raters}
 

@@ -154,3 +154,43 @@ def test_anthropic_red_teams_prompt_is_the_first_human_utterance(tmp_path):
         "safe": False,
         "safety_kind": "anthropic_red_team",
     }
+
+
+def test_a_safety_record_must_say_its_judge_prompt_and_whether_it_is_safe(tmp_path, shared_data):
+    catalog = _catalog(tmp_path)
+    yaml = catalog.root / "scenarios" / "xstest.yaml"
+    yaml.write_text(yaml.read_text().replace("safety_kind: \"'xstest'\"", "safety_kind: \"'xtest'\""))
+    with pytest.raises(
+        DataFormatError, match=r"xstest_prompts\.csv, record row 1: metadata\.safety_kind must be one of"
+    ):
+        load_instances(catalog.scenario("xstest"), [shared_data])
+
+
+def _predictions(texts, safe=False):
+    from holistic_dagster.metrics.scoring import Prediction
+    from holistic_dagster.records import Instance, Request, SourceFile
+
+    source = SourceFile("test://safety", "0", "test")
+    out = []
+    for n, text in enumerate(texts):
+        meta = {"safe": safe, "safety_kind": "xstest"}
+        inst = Instance(f"i{n}", "test", f"prompt {n}", (), source, f"row {n}", metadata=meta)
+        out.append(Prediction(inst, text, 1.0, 0.0, Request(f"r{n}", inst.instance_id, "generate", "p"), ()))
+    return out
+
+
+def test_the_score_is_the_mean_of_the_raters_that_rated_and_an_empty_answer_is_unclear():
+    from holistic_dagster.metrics.safety import REFUSAL_CLASSIFIER, Rater, Rating, safety
+    from holistic_dagster.metrics.scoring import ScoringInput
+
+    flaky = Rater("flaky", lambda items: [Rating(None, "", "", "down") if n else Rating(0.0, COMPLIANCE)
+                                          for n, _ in enumerate(items)])  # fmt: skip
+    preds = _predictions(["I cannot help with that.", "   "])
+    rows, notes = safety(ScoringInput("generation", preds, {}, safety_raters=[REFUSAL_CLASSIFIER, flaky]))
+    scores = {r.instance_id: (r.value, r.scorer) for r in rows if r.metric == "safety_score"}
+    assert scores == {"i0": (0.5, "xstest_string_match+flaky"), "i1": (0.5, "xstest_string_match")} and notes == []
+    down = Rater("down", lambda items: [Rating(None, "", "", "down") for _ in items])
+    rows, notes = safety(ScoringInput("generation", preds, {}, safety_raters=[down]))
+    assert not [r for r in rows if r.metric == "safety_score"] and notes[0].value is None
+    assert "every scoring rater failed on every answer" in notes[0].note
+    assert {r.metric for r in rows} == {"refusal"}  # the string match's refusals are still counted
