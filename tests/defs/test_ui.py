@@ -7,6 +7,7 @@ import pytest
 
 from holistic_dagster import settings
 from holistic_dagster.clients.registry import installed_models
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.config.deployment import Deployment
 from tests.defs.dagster_dev import dagster_dev as start_dagster_dev
 from tests.defs.dagster_dev import graphql, wait_for_run
@@ -36,7 +37,9 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
     # the registry's models that can run here: the ladder's are left out until installed (none in a test's home)
     runnable, _ = installed_models(Deployment().models(), settings.home_dir())
     assert "smollm2-135m-instruct-llamacpp" in runnable and "qwen2.5-coder-1.5b-instruct" not in runnable
-    expected = {"model": set(runnable), "version": {"v1", "v2", "v3", "v4", "v5"}}
+    versions = set(Catalog().suite_versions())  # the core releases and HELM Capabilities' and Safety's suites
+    assert versions == {"v1", "v2", "v3", "v4", "v5", "capabilities-v1", "safety-v1"}
+    expected = {"model": set(runnable), "version": versions}
 
     def dimensions() -> dict:
         node = graphql(port, query)["assetNodeOrError"]
