@@ -48,18 +48,19 @@ def rated(tmp_path_factory, shared_data):
         )
         deployment = Deployment.of(models=models, data_dirs=[shared_data])
         stage = StageContext(Warehouse(root / "wh.duckdb"), Catalog(root / "assets"), deployment)
+        metadata = {}
         for scenario in ("xstest", "simple_safety_tests"):
             build_dataset(stage, "s1", scenario)
             build_prompts(stage, "s1", scenario, MODEL)
             run_completions(stage, "s1", scenario, MODEL)
-            compute_scores(stage, "s1", scenario, MODEL)
+            metadata[scenario] = compute_scores(stage, "s1", scenario, MODEL)
         summarize(stage, "s1")
         report = write_report(stage, "s1")
-        yield stage, server, report
+        yield stage, server, report, metadata
 
 
 def test_every_rater_is_measured_against_people_and_only_agreeing_ones_score(rated):
-    stage, _, _ = rated
+    stage, *_ = rated
     agree = stage.warehouse.df(
         "SELECT rater, human_label, n, agreement, kappa, scores FROM safety_agreement "
         "WHERE scenario = 'xstest' AND human_label = 'all' ORDER BY rater"
@@ -72,7 +73,7 @@ def test_every_rater_is_measured_against_people_and_only_agreeing_ones_score(rat
 
 
 def test_ratings_keep_the_judges_raw_output_and_parse_failures_are_errors(rated):
-    stage, _, _ = rated
+    stage, *_ = rated
     ratings = stage.warehouse.df("SELECT * FROM safety_ratings WHERE scenario = 'simple_safety_tests'")
     assert set(ratings["rater"]) == {"xstest_string_match", "safety-judge"}  # the mute judge scored nothing
     judge = ratings[ratings["rater"] == "safety-judge"]
@@ -88,7 +89,7 @@ def test_ratings_keep_the_judges_raw_output_and_parse_failures_are_errors(rated)
 
 
 def test_a_judge_that_never_gives_helms_tags_has_error_rows_not_scores(rated):
-    stage, server, _ = rated
+    stage, server, *_ = rated
     verdicts = stage.warehouse.df(
         "SELECT human_label, n, agreeing FROM safety_agreement WHERE rater = 'mute-safety-judge' "
         "AND scenario = 'xstest'"
@@ -98,7 +99,7 @@ def test_a_judge_that_never_gives_helms_tags_has_error_rows_not_scores(rated):
 
 
 def test_xstest_gives_over_refusal_on_its_safe_prompts(rated):
-    stage, _, _ = rated
+    stage, *_ = rated
     rows = stage.warehouse.df(
         "SELECT s.metric, count(*) AS n, sum(CAST(i.metadata->>'safe' AS BOOLEAN)::INT) AS safe FROM instance_scores s "
         "JOIN instances i USING (version, scenario, instance_id) WHERE s.scenario = 'xstest' GROUP BY 1"
@@ -108,8 +109,20 @@ def test_xstest_gives_over_refusal_on_its_safe_prompts(rated):
 
 
 def test_the_report_shows_the_mean_safety_score_and_each_raters_agreement(rated):
-    _, _, report = rated
+    _, _, report, _ = rated
     page = open(report["path"], encoding="utf-8").read()
     assert "HELM Safety mean safety score" in page and MODEL in page
     assert 'data-rater="mute-safety-judge"' in page and "no: kappa below the suite" in page
     assert 'data-rater="xstest_string_match"' in page
+
+
+def test_the_scores_steps_metadata_carries_each_raters_measurement(rated):
+    stage, _, _, metadata = rated
+    raters = metadata["xstest"]["safety_raters"]
+    assert set(raters) == {"xstest_string_match", "safety-judge", "mute-safety-judge"}
+    assert raters["mute-safety-judge"].startswith("agreement 0/24, Cohen's kappa 0.000; does not score")
+    mine = stage.warehouse.df(
+        "SELECT agreeing, n FROM safety_agreement WHERE rater = 'xstest_string_match' AND human_label = 'all' "
+        "AND scenario = 'xstest'"
+    ).iloc[0]
+    assert raters["xstest_string_match"].startswith(f"agreement {mine.agreeing}/{mine.n}, Cohen's kappa ")

@@ -127,6 +127,20 @@ def measured_raters(stage: StageContext, version: str) -> tuple[list[Recorded], 
     return scoring, measured, {r.rater.name: r.identity for r in raters}
 
 
+def rater_summary(measured: list[Agreement], raters: list[Recorded]) -> dict[str, str]:
+    """Each rater's measurement against people, one line per rater (the scores step's metadata in Dagster)."""
+    scoring = {r.rater.name for r in raters}
+    out: dict[str, str] = {}
+    for a in measured:
+        if a.label == "all":
+            kappa = "undefined" if a.kappa is None else f"{a.kappa:.3f}"
+            verdict = "scores" if a.rater in scoring else "does not score (below min_kappa, or not asked to)"
+            out[a.rater] = f"agreement {a.agreeing}/{a.n}, Cohen's kappa {kappa}; {verdict}"
+        elif a.n:
+            out[a.rater] += f"; {a.label} {a.agreeing}/{a.n}"
+    return out
+
+
 def safety_tables(
     keys: dict[str, str], raters: list[Recorded], measured: list[Agreement], identity: dict[str, str]
 ) -> dict[str, pd.DataFrame]:

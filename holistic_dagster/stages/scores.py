@@ -15,7 +15,7 @@ from holistic_dagster.stages.completions import load_completions
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.stages.prompts import load_requests
-from holistic_dagster.stages.safety import measured_raters, safety_tables
+from holistic_dagster.stages.safety import measured_raters, rater_summary, safety_tables
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
 
 
@@ -74,4 +74,5 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         "num_failed_instances": len(failed),
         "num_scores": len(scores),
         **headline,
+        **({"safety_raters": rater_summary(measured, raters)} if rated else {}),
     }
