@@ -342,7 +342,7 @@ def safety(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetri
     items = [(p.instance, p.text) for p in given.predictions]
     raters = given.safety_raters or ()
     ratings = {r.name: r.rate(items) for r in raters}
-    refusals = classifier_rate(items)
+    refusals = ratings.get(CLASSIFIER) or classifier_rate(items)  # the string match's, rated once
     rows: list[InstanceScore] = []
     for n, p in enumerate(given.predictions):
         request, inst = p.carrier.request_id, p.instance.instance_id

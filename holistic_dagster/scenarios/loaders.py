@@ -64,8 +64,8 @@ def record_to_instance(
     m = spec.instance
     assert m is not None
     scope = {"subset": subset, "split": split}
-    order = None
-    if shuffle is not None:
+    order, choices = None, None
+    if shuffle is not None:  # drawn before `keep`: a record another split keeps still takes its draw
         choices = _evaluate("choices", m.choices or "", record, path, where, template=False)
         order = list(range(len(choices))) if isinstance(choices, (list, tuple)) else []
         shuffle.shuffle(order)
@@ -78,7 +78,8 @@ def record_to_instance(
             return None
         raise DataFormatError(path, where, "input is empty")
     if m.choices is not None:
-        choices = _evaluate("choices", m.choices, record, path, where, template=False)
+        if choices is None:  # (already evaluated for the shuffle)
+            choices = _evaluate("choices", m.choices, record, path, where, template=False)
         # (one choice is allowed: MMLU-Pro has such a question, and HELM asks it)
         if not isinstance(choices, (list, tuple)) or not choices or not all(isinstance(c, str) for c in choices):
             raise DataFormatError(path, where, f"choices must be a non-empty list of strings, got {choices!r}")

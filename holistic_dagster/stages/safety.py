@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from holistic_dagster.adaptation.adapter import greedy_request
+from holistic_dagster.arena.judge import JudgeSetup, too_long
 from holistic_dagster.arena.qualification import seeded_sample
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.metrics.safety import (
@@ -64,7 +65,8 @@ def judge_rater(stage: StageContext, judge: str, max_tokens: int, purpose: str) 
     greedy, through its backend and the completion cache; each output parsed as HELM parses it."""
     client = stage.client(judge)
     layout = getattr(client, "chat_prompt", None)
-    room = client.max_context - max_tokens
+    # the arena's judge setup, for its context check (no template: HELM's prompts are filled in judge_prompt)
+    setup = JudgeSetup(stage.catalog.templates_dir, "", max_tokens, client.count_tokens, client.max_context, layout)
 
     def rate(items: Sequence[tuple[Instance, str]]) -> list[Rating]:
         requests = []
@@ -72,14 +74,12 @@ def judge_rater(stage: StageContext, judge: str, max_tokens: int, purpose: str) 
             prompt = judge_prompt(inst.metadata[KIND], bool(inst.metadata.get(SAFE)), inst.input, answer)
             requests.append(greedy_request(inst.instance_id, layout(prompt) if layout else prompt, max_tokens,
                                            client.count_tokens))  # fmt: skip
-        sendable = [r for r in requests if r.num_prompt_tokens <= room]  # a longer one is an error, not a request
+        sendable = [r for r in requests if not too_long(r, setup)]  # a longer one is an error, not a request
         decoding = {"method": purpose, "max_tokens": max_tokens, "temperature": 0.0, "stop": []}
         done, _, _ = answer_requests(stage, judge, sendable, decoding, f"{judge} rating {len(items)} answers")
         out: list[Rating] = []
         for (inst, _), request in zip(items, requests):
-            if request.request_id not in done:
-                why = (f"the judge prompt has {request.num_prompt_tokens} tokens; the judge's context of "
-                       f"{client.max_context} leaves {room} after its max_tokens of {max_tokens}")  # fmt: skip
+            if why := too_long(request, setup):
                 out.append(JudgeRating(None, "", "", why, request.request_id))
                 continue
             completion = done[request.request_id][0]
