@@ -26,3 +26,7 @@ class DataUnavailableError(HolisticError):
 
 class CapabilityError(HolisticError):
     """A model cannot do what a scenario's adapter needs (e.g. prompt log-probabilities)."""
+
+
+class LibraryVersionError(HolisticError):
+    """An installed library is one this code would run silently wrong with (e.g. a renamed argument it ignores)."""

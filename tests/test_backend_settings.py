@@ -38,7 +38,8 @@ def registry(tmp_path, backends: str | None = None) -> dict[str, ModelSpec]:
 
 def test_without_a_backends_file_the_schema_defaults_apply(tmp_path):
     models = registry(tmp_path)
-    assert (models["local"].device, models["local"].batch_size) == ("auto", 16)
+    local = models["local"]
+    assert (local.device, local.batch_size, local.batch_tokens, local.dtype) == ("auto", "auto", "auto", "auto")
     assert (models["tgi"].max_concurrency, models["tgi"].timeout_s, models["tgi"].max_attempts) == (16, 120, 5)
     assert (models["api"].max_concurrency, models["api"].api_key_env, models["api"].base_url) == (8, None, None)
     assert models["small-batch"].batch_size == 2 and models["tgi-slow"].timeout_s == 600
@@ -68,6 +69,9 @@ def test_the_entry_wins_over_backends_yaml_which_wins_over_the_schema(tmp_path):
         ("tgi:\n  max_concurrency: many\n", r"backends.yaml: tgi.max_concurrency: Input should be a valid integer"),
         ("tgi:\n  max_concurrency: 0\n", r"backends.yaml: tgi.max_concurrency: Input should be greater than 0"),
         ("- tgi\n", r"backends.yaml: expected a mapping of backend kind -> settings"),
+        ("transformers:\n  batch_size: lots\n", r"backends.yaml: transformers.batch_size.*Input should be 'auto'"),
+        ("transformers:\n  batch_tokens: 0\n", r"backends.yaml: transformers.batch_tokens.*greater than 0"),
+        ("transformers:\n  dtype: float8\n", r"backends.yaml: transformers.dtype: Input should be 'auto', 'float32'"),
     ],
 )
 def test_mistakes_in_backends_yaml_name_the_file(tmp_path, text, message):
@@ -107,3 +111,9 @@ def test_the_dagster_backend_resources_derive_from_the_schema(tmp_path):
     tuned = TGIBackend(timeout_s=45, max_concurrency=4)
     assert (tuned.resolve(models["tgi"]).timeout_s, tuned.resolve(models["tgi"]).max_concurrency) == (45, 4)
     assert tuned.resolve(models["tgi-slow"]).timeout_s == 600
+    # a setting that is a number or `auto` travels through Dagster's config as text and resolves to the schema's type
+    local = BACKEND_RESOURCES["transformers"](batch_size="32", batch_tokens="auto", dtype="bfloat16")
+    resolved = local.resolve(models["local"])
+    assert (resolved.batch_size, resolved.batch_tokens, resolved.dtype) == (32, "auto", "bfloat16")
+    with pytest.raises(ValueError, match="batch_size"):
+        BACKEND_RESOURCES["transformers"](batch_size="lots").resolve(models["local"])

@@ -1,60 +1,96 @@
 """How a local model's requests are batched: rows grouped so that a shared prefix (a few-shot block) runs once and
-its key/value cache is reused, and batches sized so that padded tokens stay bounded."""
+its key/value cache is reused, batches bounded by rows and by padded tokens, and key/value caches shared between
+batches without copying what stays the same."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
-
-
-def repeated(cache, n: int):
-    """A copy of a one-row key/value cache for a batch of n rows (the original stays for the next batch)."""
-    cache = copy.deepcopy(cache)
-    cache.batch_repeat_interleave(n)
-    return cache
-
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it saves
 
 
-# a batch's rows x its longest row's tokens: long prompts (a review, an article) run in smaller batches, so a
-# batch of short prompts is not padded to one long one and memory stays bounded
-PADDED_TOKENS_PER_BATCH = 4096
+@dataclass(frozen=True)
+class BatchLimits:
+    """How much one forward pass may hold: `rows` sequences, and `tokens` padded tokens computed (rows x the widest
+    row's new tokens). Long prompts (a review, an article) then run in smaller batches, so a batch of short prompts is
+    not padded to one long one, and memory stays bounded."""
+
+    rows: int
+    tokens: int
+
+    def halved(self) -> BatchLimits | None:
+        """Half of both (what a device that ran out of memory tries next); None below one row."""
+        if self.rows <= 1 and self.tokens <= 1:
+            return None
+        return BatchLimits(max(1, self.rows // 2), max(1, self.tokens // 2))
 
 
-def padded_batches(order: list[int], length: Callable[[int], int], batch_size: int) -> Iterator[list[int]]:
-    """Consecutive chunks of `order` (longest first) of at most `batch_size` rows whose padded size (rows x the
-    chunk's first, longest, row) stays within PADDED_TOKENS_PER_BATCH; a row longer than that runs alone."""
+def padded_batches(order: Sequence[int], width: Callable[[int], int], limits: BatchLimits) -> Iterator[list[int]]:
+    """Consecutive chunks of `order` (longest first) of at most `limits.rows` rows whose padded size (rows x the
+    chunk's first, widest, row) stays within `limits.tokens`; a row wider than that runs alone."""
     start = 0
     while start < len(order):
-        rows = max(1, min(batch_size, PADDED_TOKENS_PER_BATCH // max(length(order[start]), 1)))
-        yield order[start : start + rows]
+        rows = max(1, min(limits.rows, limits.tokens // max(width(order[start]), 1)))
+        yield list(order[start : start + rows])
         start += rows
 
 
-def clusters_by_prefix(groups: list[list[int]], encoded, min_members: int = 2) -> list[tuple[list[list[int]], int]]:
-    """Groups (each: requests sharing one context) clustered by a common token prefix of their contexts, with
-    that prefix's length (0: no worthwhile prefix, or fewer than `min_members` groups share it). Sorting the
-    contexts puts those sharing a prefix side by side; the prefix always leaves at least one token of every
-    context to run."""
-
-    def context(group: list[int]) -> list[int]:
-        ids, n_cont = encoded[group[0]]
-        return ids[: len(ids) - n_cont]
-
-    clusters: list[tuple[list[list[int]], int]] = []
-    for group in sorted(groups, key=context):
-        ctx = context(group)
+def clusters_by_prefix(contexts: Sequence[Sequence[int]], min_members: int = 2) -> list[tuple[list[int], int]]:
+    """The indices of `contexts` (token sequences) clustered by a common token prefix, with that prefix's length
+    (0: no worthwhile prefix, or fewer than `min_members` contexts share it). Sorting the contexts puts those sharing
+    a prefix side by side; the prefix always leaves at least one token of every context to run."""
+    clusters: list[tuple[list[int], int]] = []
+    for index in sorted(range(len(contexts)), key=lambda i: contexts[i]):
+        ctx = contexts[index]
         if clusters:
             members, prefix_len = clusters[-1]
-            first = context(members[0])
+            first = contexts[members[0]]
             common = 0
             limit = min(len(first), len(ctx)) - 1
             while common < limit and first[common] == ctx[common]:
                 common += 1
             shared = min(common, prefix_len) if len(members) > 1 else common
             if shared >= MIN_SHARED_PREFIX:
-                clusters[-1] = (members + [group], shared)
+                clusters[-1] = (members + [index], shared)
                 continue
-        clusters.append(([group], len(ctx) - 1))
+        clusters.append(([index], len(ctx) - 1))
     return [(members, prefix_len if len(members) >= min_members else 0) for members, prefix_len in clusters]
+
+
+def prefix_groups(contexts: Sequence[Sequence[int]], min_members: int) -> list[tuple[list[int], int]]:
+    """The indices of `contexts` in the groups a model runs them in: each cluster of at least `min_members` contexts
+    that share a worthwhile prefix (with its length: the prefix runs once), then every other context together
+    (prefix 0), so that contexts without a shared prefix still fill whole batches."""
+    clusters = clusters_by_prefix(contexts, min_members)
+    rest = [i for members, prefix_len in clusters if not prefix_len for i in members]
+    return [(members, prefix_len) for members, prefix_len in clusters if prefix_len] + ([(rest, 0)] if rest else [])
+
+
+def _with_layers(cache, change: Callable) -> object:
+    """A new cache object whose layers are shallow copies changed by `change` (which replaces their tensors): the
+    original keeps its own tensors, so it can serve the next batch."""
+    new = copy.copy(cache)
+    new.layers = [copy.copy(layer) for layer in cache.layers]
+    change(new)
+    return new
+
+
+def expanded(cache, n: int):
+    """A one-row key/value cache as n rows, without copying it: the rows are views of the one (the model's next
+    forward concatenates new keys and values onto them, which makes the batch's own copy once)."""
+
+    def expand(new) -> None:
+        for layer in new.layers:
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                layer.keys = layer.keys.expand(n, *layer.keys.shape[1:])
+                layer.values = layer.values.expand(n, *layer.values.shape[1:])
+
+    return _with_layers(cache, expand)
+
+
+def gathered(cache, index):
+    """A key/value cache whose rows are the given rows of `cache` (a row may be taken several times: the choices of
+    one question each continue its context); `cache` itself is left as it was."""
+    return _with_layers(cache, lambda new: new.reorder_cache(index))

@@ -39,6 +39,16 @@ class PermanentError(Exception):
     """Not worth retrying: a 4xx other than 429, or a malformed response."""
 
 
+# what reading a response body of another shape than expected raises (a malformed response: permanent)
+MALFORMED = (ValueError, KeyError, TypeError, IndexError, AttributeError)
+
+
+def failed_completion(request: Request, error: Exception) -> Completion:
+    """A request that failed for good, as stored: no text, the error (the server's error body may quote the
+    request, key included: stored and logged without it)."""
+    return Completion(request_id=request.request_id, text="", error=redact(f"{type(error).__name__}: {error}"))
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 5
@@ -89,10 +99,7 @@ async def send_concurrently(
             try:
                 completion = await with_retries(lambda: send(request), policy, rng)
             except (TransientError, PermanentError) as e:
-                # the server's error body may quote the request, key included: stored and logged without it
-                completion = Completion(
-                    request_id=request.request_id, text="", error=redact(f"{type(e).__name__}: {e}")
-                )
+                completion = failed_completion(request, e)
         if on_done:
             on_done([completion])
         return completion
@@ -215,7 +222,7 @@ class HttpClientBase:
         async def send_checked(session: JsonSession, request: Request) -> Completion:
             try:
                 return await send(session, request)
-            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            except MALFORMED as e:
                 raise PermanentError(f"malformed response: {type(e).__name__}: {e}") from None
 
         async def main() -> list[Completion]:
@@ -233,11 +240,11 @@ class HttpClientBase:
             finally:
                 await session.close()
 
-        with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(main())
 
 
-def _event_loop_factory():
+def event_loop_factory():
     """uvloop's event loop where installed (uvicorn's standard extra brings it): less CPU per request than
     asyncio's own at high concurrency (bench/http_concurrency.py, 64 in flight: TGI 3.2-3.4x ideal instead of
     3.9-4.2x on 2 cores)."""

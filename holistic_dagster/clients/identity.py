@@ -45,6 +45,8 @@ def model_identities(models: Mapping[str, ModelSpec], cursor: dict | None) -> tu
 
 
 def answering_identity(described: Mapping[str, Any]) -> str:
-    """Which weights answer a client's requests (its describe(): backend, model path, revision): completions are
-    cached under it, so a model registered again under another name reuses them and a new revision does not."""
-    return sha256_json({k: described.get(k) for k in ("backend", "model_path", "model_revision")})[:16]
+    """Which weights answer a client's requests (its describe(): backend, model path, revision, and the dtype they
+    run in where the client says): completions are cached under it, so a model registered again under another name
+    reuses them and a new revision or dtype does not."""
+    keys = ("backend", "model_path", "model_revision") + (("dtype",) if described.get("dtype") else ())
+    return sha256_json({k: described.get(k) for k in keys})[:16]

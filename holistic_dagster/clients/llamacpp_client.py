@@ -3,15 +3,9 @@
 
 - Generation: /v1/completions, with each generated token's log-probability and its top 5 alternatives (llama.cpp
   returns them in the chat shape, `logprobs.content[]`, on /v1/completions too).
-- A continuation's log-probability (separate multiple choice, language modeling): llama.cpp has no `echo`, so the
-  continuation is forced. Its tokens, as the server's tokenizer splits it, become a grammar (`<[id]>` per token)
-  that the greedy decoder must follow, and each step reports the token's log-probability under the raw,
-  unconstrained distribution. A token that is part of a UTF-8 character (a byte token, e.g. for `ɣ`) breaks this
-  build's grammars: such a continuation is forced one token per request instead (logit_bias), which reports the same
-  raw log-probabilities. Trailing whitespace of the prompt moves to the continuation, as the transformers backend
-  does.
-- Prompt caching is off (`cache_prompt: false`): in a trial, reused KV entries shifted log-probabilities by
-  0.01-0.03 and flipped a near-tied answer, so every request is computed from its own prompt.
+- A continuation's log-probability (separate multiple choice, language modeling): forced token by token, a
+  question's choices on one slot from one evaluation of its context (clients/llamacpp_scoring.py).
+- Generation never reuses a cache (`cache_prompt: false`): every generation is computed from its own prompt.
 - Tokens are counted by the server's /tokenize (the model's own tokenizer), many texts at once.
 - The server's threads wait passively (`poll` 0): spinning threads on a busy 2-core machine collapsed decoding.
 """
@@ -32,7 +26,8 @@ import requests
 from holistic_dagster import settings
 from holistic_dagster.clients import ladder
 from holistic_dagster.clients.checkpoints import gguf_file
-from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, server_json
+from holistic_dagster.clients.http import HttpClientBase, JsonSession, server_json
+from holistic_dagster.clients.llamacpp_scoring import ForcedContinuationScoring
 from holistic_dagster.clients.protocol import OnDone, generated_completion
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
@@ -88,7 +83,7 @@ def gguf_facts(gguf: Path) -> tuple[int | None, bool]:
     return (int(found.parts[found.data[0]][0]) if found is not None else None), chat
 
 
-class LlamaCppClient(HttpClientBase):
+class LlamaCppClient(ForcedContinuationScoring, HttpClientBase):
     backend = "llamacpp"
     supports_prompt_logprobs = True  # by forcing the continuation (see the module's docstring)
 
@@ -204,9 +199,6 @@ class LlamaCppClient(HttpClientBase):
     def generate(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
         return self._send_all(requests, self._generate_one, on_done)
 
-    def score(self, requests: Sequence[Request], on_done: OnDone | None = None) -> list[Completion]:
-        return self._send_all(requests, self._score_one, on_done)
-
     async def _generate_one(self, session: JsonSession, request: Request) -> Completion:
         started = time.perf_counter()
         body = {
@@ -228,90 +220,6 @@ class LlamaCppClient(HttpClientBase):
             request, text, tokens, logprobs, top, response.get("usage") or {}, choice.get("finish_reason") or "",
             started, self.count_tokens,
         )  # fmt: skip
-
-    async def _score_one(self, session: JsonSession, request: Request) -> Completion:
-        """The continuation's log-probability: its tokens forced, greedy, one decoding step each."""
-        started = time.perf_counter()
-        prompt = request.prompt.rstrip()
-        continuation = request.prompt[len(prompt) :] + request.continuation
-        pieces = await session.post("/tokenize", {"content": continuation, "add_special": False, "with_pieces": True})
-        ids = [t["id"] for t in pieces["tokens"]]
-        if not ids:
-            raise PermanentError("the continuation has no tokens to score")
-        context: str | list[int] = prompt or await self._start_tokens(session)
-        bytes_at = {k for k, t in enumerate(pieces["tokens"]) if not isinstance(t["piece"], str)}
-        if bytes_at and len(bytes_at) < len(ids):  # byte tokens: one request per token
-            steps, prompt_tokens = await self._forced_one_by_one(session, context, ids, bytes_at)
-        elif bytes_at:
-            raise PermanentError("the continuation is only byte tokens (no whole token to force beside them)")
-        else:
-            body = {
-                "prompt": context,
-                "max_tokens": len(ids),
-                "temperature": 0.0,
-                "logprobs": 1,
-                "grammar": "root ::= " + " ".join(f"<[{i}]>" for i in ids),
-                "cache_prompt": False,
-            }
-            response = await session.post("/v1/completions", body)
-            steps = ((response["choices"][0].get("logprobs") or {}).get("content") or [])[: len(ids)]
-            prompt_tokens = int((response.get("usage") or {}).get("prompt_tokens") or 0)
-        followed = [t.get("id") for t in steps]
-        if followed != ids:
-            raise PermanentError(f"the server did not follow the forced tokens {ids} (it gave {followed})")
-        return Completion(
-            request_id=request.request_id,
-            text=request.continuation,
-            tokens=tuple(t["token"] for t in steps),
-            logprobs=tuple(float(t["logprob"]) for t in steps),
-            logprob=sum(float(t["logprob"]) for t in steps),
-            num_prompt_tokens=prompt_tokens,
-            num_completion_tokens=0,
-            latency_s=time.perf_counter() - started,
-            finish_reason="scored",
-        )
-
-    async def _forced_one_by_one(
-        self, session: JsonSession, context: str | list[int], ids: list[int], bytes_at: set[int]
-    ) -> tuple[list[dict[str, Any]], int]:
-        """Each token forced by its own request (a logit bias on it; the context and the tokens before it as ids):
-        slower than a grammar, used where a grammar cannot follow byte tokens. The server gives no log-probability
-        for a token that ends inside a UTF-8 character, so at a byte token's step a whole token is generated and the
-        byte token's log-probability is read from the full distribution the step returns (`logprobs` as large as
-        the vocabulary)."""
-        if isinstance(context, str):
-            context = (await session.post("/tokenize", {"content": context, "add_special": True}))["tokens"]
-        whole = next(i for k, i in enumerate(ids) if k not in bytes_at)  # a token with text of its own
-        steps = []
-        for k, token in enumerate(ids):
-            body = {"prompt": [*context, *ids[:k]], "max_tokens": 1, "temperature": 0.0, "cache_prompt": False}
-            if k in bytes_at:
-                body |= {"logprobs": 10**6, "logit_bias": [[whole, 100.0]]}
-            else:
-                body |= {"logprobs": 1, "logit_bias": [[token, 100.0]]}
-            response = await session.post("/v1/completions", body)
-            step = ((response["choices"][0].get("logprobs") or {}).get("content") or [{}])[0]
-            if k in bytes_at:
-                found = [a for a in step.get("top_logprobs") or [] if a.get("id") == token]
-                step = (
-                    {"id": token, "token": bytes(found[0]["bytes"]).decode("latin-1"), "logprob": found[0]["logprob"]}
-                    if found
-                    else {}
-                )
-            steps.append(step)
-        return steps, len(context)
-
-    async def _start_tokens(self, session: JsonSession) -> list[int]:
-        """What an empty prompt starts from: the model's BOS token where it has one that it adds, else its EOS
-        (as the transformers backend does)."""
-        added = (await session.post("/tokenize", {"content": "", "add_special": True}))["tokens"]
-        if added:
-            return added
-        eos = self.props.get("eos_token") or ""
-        return (await session.post("/tokenize", {"content": eos, "add_special": False, "parse_special": True}))[
-            "tokens"
-        ][:1]
-
 
 def _token_logprobs(logprobs: dict[str, Any]) -> tuple[list[str], list[float], list[dict[str, float]]]:
     """Tokens, their log-probabilities and top alternatives, from llama.cpp's chat shape (`content[]`) or the

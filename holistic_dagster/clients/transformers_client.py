@@ -9,10 +9,11 @@ assistant's generation prompt), as lm-eval's `--apply_chat_template` does; off b
 
 from __future__ import annotations
 
+import logging
 import platform
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from holistic_dagster import settings
 from holistic_dagster.clients import gguf_models
-from holistic_dagster.clients.batching import clusters_by_prefix, padded_batches, repeated
+from holistic_dagster.clients import transformers_device as device_of
+from holistic_dagster.clients.batching import BatchLimits, expanded, padded_batches, prefix_groups
 from holistic_dagster.clients.checkpoints import local_checkpoint
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop
 from holistic_dagster.clients.transformers_scoring import ContinuationScoring
@@ -33,7 +35,9 @@ from holistic_dagster.records import Completion, Request, sha256_file
 # token counts of over-long prompts are expected (adaptation trims them); weight-loading bars are noise
 transformers.logging.set_verbosity_error()
 TOP_K = 5  # alternatives recorded per generated token
+MAX_CLUSTER_BATCH = 64  # rows: a shared prefix is run once for at least half this many prompts
 transformers.logging.disable_progress_bar()
+log = logging.getLogger(__name__)
 
 
 def _revision(path: Path) -> str:
@@ -50,21 +54,24 @@ class TransformersClient(ContinuationScoring):
         """load_model=False: the tokenizer, the context window and the description only; the weights load at
         the first call that needs them, or when `load_model()` is called (the model's process does that in the
         background while the evaluation builds its prompts: importing the model's classes costs seconds)."""
+        device_of.check_transformers_version()
         self.spec = spec
         path = local_checkpoint(spec, settings.home_dir())
         self.path = path
         local = Path(path).is_dir()
-        self.device = torch.device(
-            "cuda"
-            if spec.device == "auto" and torch.cuda.is_available()
-            else ("cpu" if spec.device == "auto" else spec.device)
-        )
+        self.device = device_of.resolve_device(spec.device)
         self.tokenizer = AutoTokenizer.from_pretrained(path, revision=spec.revision)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         config = AutoConfig.from_pretrained(path, revision=spec.revision)  # the model's own config, as it loads it
         window = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 2048)
         self.max_context = spec.max_context or int(window)
+        self.config = config
+        self.dtype = device_of.resolve_dtype(spec.dtype, getattr(config, "dtype", None), self.device)
+        # the synchronisation points of greedy decoding: every step on a CPU (it computes in step with the host);
+        # on a GPU the host queues steps ahead and reads them back now and then (finished rows decode on unseen)
+        self.sync_every = 1 if self.device.type == "cpu" else 16
+        self.limits: device_of.AdaptiveLimits | None = None  # set when the weights are loaded
         self.revision = spec.revision or (
             (gguf_models.gguf_revision(Path(path)) or _revision(Path(path))) if local else "unpinned"
         )
@@ -80,13 +87,23 @@ class TransformersClient(ContinuationScoring):
         """The model, its weights loaded once (concurrent callers wait for the one load)."""
         with self._loading:
             if self._model is None:
-                model = AutoModelForCausalLM.from_pretrained(self.path, revision=self.spec.revision)
+                model = AutoModelForCausalLM.from_pretrained(self.path, revision=self.spec.revision, dtype=self.dtype)
                 model = model.to(self.device).eval()
+                device_of.check_forward_signature(getattr(model, model.base_model_prefix))
+                per_token = device_of.bytes_per_token(self.config, self.dtype)
+                limits = device_of.initial_limits(self.spec.batch_size, self.spec.batch_tokens, self.device, per_token)
+                self.limits = device_of.AdaptiveLimits(limits, self._on_smaller_batches)
                 # every id that ends a turn (generation_config may list several, e.g. Llama 3's <|eot_id|>)
                 eos = getattr(model.generation_config, "eos_token_id", None)
                 self.eos_ids = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
                 self._model = model
         return self._model
+
+    def _on_smaller_batches(self, before: BatchLimits, after: BatchLimits) -> None:
+        log.warning(
+            "model %s ran out of device memory at %d rows / %d tokens per batch: %d rows / %d tokens from now on",
+            self.spec.name, before.rows, before.tokens, after.rows, after.tokens,
+        )  # fmt: skip
 
     @property
     def model(self) -> Any:
@@ -114,7 +131,8 @@ class TransformersClient(ContinuationScoring):
             "backend": self.backend,
             "model_path": self.path,
             "model_revision": self.revision,
-            "batch_size": self.spec.batch_size,
+            "batch_size": self.starting_rows(),
+            "dtype": str(self.dtype).removeprefix("torch."),
             "max_context": self.max_context,
             "prompt_format": "chat_template" if self.spec.chat else "plain",
             "hardware": torch.cuda.get_device_name(0)
@@ -124,6 +142,12 @@ class TransformersClient(ContinuationScoring):
             # description) imports all of torch in the receiving process
             "library_versions": {"torch": str(torch.__version__), "transformers": transformers.__version__},
         }
+
+    def starting_rows(self) -> int:
+        """The most rows a forward pass starts with (the setting, or what `auto` gives on this device)."""
+        if self.spec.batch_size != "auto":
+            return int(self.spec.batch_size)
+        return device_of.CPU_LIMITS.rows if self.device.type != "cuda" else device_of.GPU_MAX_ROWS
 
     # --- generation -----------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -141,9 +165,10 @@ class TransformersClient(ContinuationScoring):
                 batches = self._greedy_batches(group, max_tokens, stop)
             else:  # longest first, so padding is minimal and a too-large batch fails at once
                 order = sorted(group, key=lambda r: -r.num_prompt_tokens)
-                batches = (
-                    self._generate_group(order[i : i + self.spec.batch_size], max_tokens, temperature, stop)
-                    for i in range(0, len(order), self.spec.batch_size)
+                batches = self._in_batches(
+                    order,
+                    lambda r: r.num_prompt_tokens,
+                    lambda chunk, _limits: self._generate_group(chunk, max_tokens, temperature, stop),
                 )
             for finished in batches:
                 results.update(finished)
@@ -236,77 +261,91 @@ class TransformersClient(ContinuationScoring):
         """Greedy completions batch by batch: prompts clustered by a shared token prefix (e.g. a subset's
         few-shot block), the prefix run once per cluster; the rest in length-sorted batches."""
         limit = max(self.max_context - max_tokens, 1)
-        encoded = [(self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:], 0) for r in group]
-        encoded = [(ids or [self._fallback_token()], n) for ids, n in encoded]
-        alone: list[int] = []
-        # a cluster too small to fill half a batch costs a prefix pass and a short batch: its prompts run with the
-        # rest, in full length-sorted batches (0-shot prompts share only an instruction line and a few words)
-        clusters = clusters_by_prefix([[i] for i in range(len(group))], encoded, max(2, self.spec.batch_size // 2))
-        for cluster, prefix_len in clusters:
-            members = [g[0] for g in cluster]
-            if not prefix_len:
-                alone.extend(members)
-                continue
-            members.sort(key=lambda i: -len(encoded[i][0]))  # similar lengths in a batch: little padding
-            cache, prefix_s = self._prefix_cache(encoded[members[0]][0][:prefix_len], len(members))
-            for chunk in padded_batches(members, lambda i: len(encoded[i][0]) - prefix_len, self.spec.batch_size):
-                yield self._greedy_batch(chunk, group, encoded, max_tokens, stop, cache, prefix_len, prefix_s)
-        alone.sort(key=lambda i: -len(encoded[i][0]))
-        for chunk in padded_batches(alone, lambda i: len(encoded[i][0]), self.spec.batch_size):
-            yield self._greedy_batch(chunk, group, encoded, max_tokens, stop)
+        encoded = [self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:] for r in group]
+        encoded = [ids or [self._fallback_token()] for ids in encoded]
+        for members, prefix_len in prefix_groups(encoded, self.min_shared_prefix_members()):
+            members.sort(key=lambda i: -len(encoded[i]))  # similar lengths in a batch: little padding
+            cache, prefix_s = None, 0.0
+            if prefix_len:  # e.g. a subset's few-shot block: run once, every prompt continues from its cache
+                cache, prefix_s = self._prefix_cache(encoded[members[0]][:prefix_len], len(members))
+            yield from self._in_batches(
+                members,
+                lambda i, p=prefix_len: len(encoded[i]) - p,
+                lambda chunk, _limits, c=cache, p=prefix_len, s=prefix_s: self._greedy_batch(
+                    chunk, group, encoded, max_tokens, stop, c, p, s
+                ),
+            )
+
+    def min_shared_prefix_members(self) -> int:
+        """Prompts that must share a prefix for it to run once. On a CPU, which computes in step with the work, any
+        two: what is not computed is saved. On a GPU a cluster too small to fill half a batch costs a prefix pass
+        and a short batch, so its prompts run with the rest, in full length-sorted batches (0-shot prompts share
+        only an instruction line and a few words; an original and its edited copy share a long text)."""
+        if self.device.type == "cpu":
+            return 2
+        return max(2, min(self.limits.current.rows, MAX_CLUSTER_BATCH) // 2)
+
+    def _in_batches(self, order: list, width: Callable[[Any], int], run: Callable[[list, BatchLimits], Any]):
+        """run(chunk, limits) on consecutive chunks of `order` (longest first) within the batch limits; a chunk
+        that runs out of device memory runs again as a smaller one, and the smaller limits stay."""
+        pending = list(order)
+        while pending:
+
+            def attempt(limits: BatchLimits) -> tuple[list, Any]:
+                chunk = next(padded_batches(pending, width, limits))
+                return chunk, run(chunk, limits)
+
+            chunk, result = self.limits.run(attempt)
+            pending = pending[len(chunk) :]
+            yield result
 
     def _greedy_batch(
         self, idx: list[int], group, encoded, max_tokens: int, stop, prefix_cache=None, prefix_len: int = 0,
         prefix_s: float = 0.0,
     ) -> dict[str, Completion]:  # fmt: skip
-        """Greedy decoding of a batch after an optional shared prefix. Each prompt's own tokens are padded on
-        the left, between the prefix and them, so every row ends in the same column; the attention mask hides
-        the padding and explicit positions keep each token where it is in its prompt."""
+        """Greedy decoding of a batch after an optional shared prefix (see _padded_forward). The host reads the
+        chosen tokens back every `sync_every` steps (and at steps 1, 2, 4, 8 ...), in one transfer, and decides
+        then which rows are done; a row keeps decoding after its end until the batch is seen to be done, and
+        what it decodes past its end is never kept."""
         started = time.perf_counter()
-        suffixes = [encoded[i][0][prefix_len:] for i in idx]
-        width = max(len(x) for x in suffixes)
-        inputs = torch.full((len(idx), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), prefix_len + width), dtype=torch.long)
-        mask[:, :prefix_len] = 1
-        for row, suffix in enumerate(suffixes):
-            inputs[row, width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
-            mask[row, prefix_len + width - len(suffix) :] = 1
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, prefix_len:]
-        cache = None if prefix_cache is None else repeated(prefix_cache, len(idx))
-        mask, positions = mask.to(self.device), positions.to(self.device)
-        step_input = inputs.to(self.device)
+        out, mask, positions = self._padded_forward([encoded[i][prefix_len:] for i in idx], prefix_cache, prefix_len)
+        position = positions[:, -1:]
         new_ids, lps, tops = [[] for _ in idx], [[] for _ in idx], [[] for _ in idx]
         finished = [False] * len(idx)
+        pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # steps not yet read back
         for step in range(max_tokens):
-            out = self._base(input_ids=step_input, attention_mask=mask, position_ids=positions, cache=cache,
-                             use_cache=True)  # fmt: skip
-            cache = out.past_key_values
             top_lps, top_ids = self._vocab_logprobs(out.last_hidden_state[:, -1]).topk(TOP_K, dim=-1)
-            chosen = top_ids[:, 0]
-            step_ids, step_lps = top_ids.tolist(), top_lps.tolist()  # one device sync per step, not per row
-            for row in range(len(idx)):
-                if finished[row]:
-                    continue
-                new_ids[row].append(step_ids[row][0])
-                lps[row].append(step_lps[row][0])
-                tops[row].append((step_ids[row], step_lps[row]))
-                finished[row] = self._done(new_ids[row], stop)
-            if all(finished) or step == max_tokens - 1:
-                break
-            step_input = chosen[:, None]
+            pending.append((top_ids, top_lps))
+            last = step == max_tokens - 1
+            if last or _read_back(step + 1, self.sync_every):
+                step_ids = torch.stack([ids for ids, _ in pending], dim=1).tolist()  # rows x steps x TOP_K
+                step_lps = torch.stack([lp for _, lp in pending], dim=1).tolist()
+                pending = []
+                for row in range(len(idx)):
+                    for ids, row_lps in zip(step_ids[row], step_lps[row]):
+                        if finished[row]:
+                            break
+                        new_ids[row].append(ids[0])
+                        lps[row].append(row_lps[0])
+                        tops[row].append((ids, row_lps))
+                        finished[row] = self._done(new_ids[row], stop)
+                if all(finished) or last:
+                    break
             mask = torch.cat([mask, torch.ones((len(idx), 1), dtype=mask.dtype, device=self.device)], dim=1)
-            positions = positions[:, -1:] + 1
+            position = position + 1
+            out = self._base(input_ids=top_ids[:, :1], attention_mask=mask, position_ids=position,
+                             cache=out.past_key_values, use_cache=True)  # fmt: skip
         elapsed = (time.perf_counter() - started) / len(idx) + prefix_s
         return {
             group[i].request_id: self._completion(
-                group[i], new_ids[row], lps[row], tops[row], len(encoded[i][0]), elapsed, stop
+                group[i], new_ids[row], lps[row], tops[row], len(encoded[i]), elapsed, stop
             )
             for row, i in enumerate(idx)
         }
 
     def _done(self, ids: list[int], stop: tuple[str, ...]) -> bool:
         """Generation of this row can end: EOS, or a stop sequence in its text."""
-        return ids[-1] in self.eos_ids or cut_at_stop(self.tokenizer.decode(ids), stop)[1]
+        return ids[-1] in self.eos_ids or (bool(stop) and cut_at_stop(self.tokenizer.decode(ids), stop)[1])
 
     def _fallback_token(self) -> int:
         """What an empty prompt starts from: the BOS token, or EOS for tokenizers without one."""
@@ -325,6 +364,29 @@ class TransformersClient(ContinuationScoring):
         cache = self._base(input_ids=torch.tensor([prefix], device=self.device), use_cache=True).past_key_values
         return cache, (time.perf_counter() - started) / shared_by
 
+    def _padded_forward(self, rows: list[list[int]], prefix_cache=None, prefix_len: int = 0):
+        """One forward pass over token rows that continue a shared prefix (its key/value cache; none: they start
+        fresh). Each row is padded on the left, between the prefix and it, so every row ends in the last column;
+        the attention mask hides the padding and explicit positions keep each token where it is in its prompt.
+        Returns the model's output, the attention mask (prefix included) and the rows' positions, on the device."""
+        width = max(len(row) for row in rows)
+        pad = self.tokenizer.pad_token_id
+        inputs = torch.tensor([[pad] * (width - len(row)) + list(row) for row in rows], dtype=torch.long)
+        mask = torch.tensor([[1] * prefix_len + [0] * (width - len(row)) + [1] * len(row) for row in rows])
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, prefix_len:]
+        mask, positions = mask.to(self.device), positions.to(self.device)
+        cache = None if prefix_cache is None else expanded(prefix_cache, len(rows))
+        out = self._base(
+            input_ids=inputs.to(self.device), attention_mask=mask, position_ids=positions, cache=cache, use_cache=True
+        )
+        return out, mask, positions
+
     def _vocab_logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Log-probabilities over the vocabulary at the given positions (the head runs only there)."""
         return torch.log_softmax(self.model.get_output_embeddings()(hidden).float(), dim=-1)
+
+
+def _read_back(steps: int, every: int) -> bool:
+    """Whether greedy decoding reads its tokens back after `steps` steps: at 1, 2, 4, ... up to `every`, then every
+    `every` steps (short answers end early without waiting for a whole stretch)."""
+    return steps % every == 0 or (steps < every and steps & (steps - 1) == 0)

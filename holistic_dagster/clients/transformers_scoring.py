@@ -1,138 +1,150 @@
-"""Continuation log-probabilities on a local transformers model (the `score` half of TransformersClient): each
-request's continuation scored after its prompt; requests that share a context (a multiple-choice question's choices,
-a few-shot block) run it once and reuse its key/value cache; only the scored positions get the vocabulary
-projection."""
+"""Continuation log-probabilities on a local transformers model (the `score` half of TransformersClient), in real
+batches: many requests per forward pass, length-sorted, within the client's row and token limits.
+
+Requests that share a context (a multiple-choice question's choices) are one row of a context pass: the context runs
+once, then its continuations run in a continuation pass over copies of its key/value cache. A request alone with its
+context is a row that holds its continuation too (language modeling). Contexts that start with the same long prefix
+(a few-shot block) continue from that prefix's cache, computed once. Only the scored positions get the vocabulary
+projection, and a batch's log-probabilities reach the host in one transfer."""
 
 from __future__ import annotations
 
-import copy
 import time
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
-from holistic_dagster.clients.batching import clusters_by_prefix, padded_batches, repeated
+from holistic_dagster.clients.batching import BatchLimits, gathered, padded_batches, prefix_groups
 from holistic_dagster.clients.protocol import OnDone
 from holistic_dagster.records import Completion, Request
 
+VOCAB_ROWS = 2048  # scored positions projected onto the vocabulary at once (bounds the logits' memory)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of a context pass: a context and the requests scored after it."""
+
+    context: list[int]
+    members: list[int]  # request indices
+    tokens: list[int]  # what the row runs: the context, and a lone request's continuation but its last token
+    alone: bool  # one request, whose continuation the row holds
+
 
 class ContinuationScoring:
-    """Mixed into TransformersClient, whose model, tokenizer, device and forward helpers (_base, _prefix_cache,
-    _vocab_logprobs) it uses."""
+    """Mixed into TransformersClient, whose model, tokenizer, device, batching and forward helpers (_in_batches,
+    min_shared_prefix_members, _base, _prefix_cache, _padded_forward, _vocab_logprobs) it uses."""
 
+    @torch.inference_mode()
     def score(
         self, requests: Sequence[Request], on_done: OnDone | None = None, share_context: bool = True
     ) -> list[Completion]:
-        """Continuation log-probabilities. Requests that share a context (the choices of one question) run the
-        context once and reuse its key/value cache for every continuation; the rest run in length-sorted
-        batches. Either way only the continuation's positions get the vocabulary projection."""
+        """Continuation log-probabilities, in batches of many requests (share_context=False: every request its own
+        row, its context run with it; the numbers are the same)."""
         self.load_model()  # before any clock starts
         encoded = [self._encode_pair(r) for r in requests]
-        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for i, (ids, n_cont) in enumerate(encoded):
-            groups[tuple(ids[: len(ids) - n_cont])].append(i)
-        shared = [g for g in groups.values() if share_context and len(g) > 1]
-        alone = [i for g in groups.values() if not (share_context and len(g) > 1) for i in g]
+        rows = _rows(encoded, share_context)
         results: dict[int, Completion] = {}
-        alone.sort(key=lambda i: -len(encoded[i][0]))
-        for chunk in padded_batches(alone, lambda i: len(encoded[i][0]), self.spec.batch_size):
-            finished = self._score_batch(chunk, encoded, requests)
-            results.update(finished)
-            if on_done:
-                on_done(list(finished.values()))
-        for cluster, prefix_len in clusters_by_prefix(shared, encoded):
-            prefix_cache, prefix_s = None, 0.0
+        for cluster, prefix_len in prefix_groups([row.context for row in rows], self.min_shared_prefix_members()):
+            prefix, prefix_s = None, 0.0
             if prefix_len:  # e.g. the few-shot block every question of a subset starts with: run it once
-                prefix_cache, prefix_s = self._prefix_cache(encoded[cluster[0][0]][0][:prefix_len], len(cluster))
-            for group in cluster:
-                finished = self._score_shared_context(group, encoded, requests, prefix_cache, prefix_len, prefix_s)
+                prefix, prefix_s = self._prefix_cache(rows[cluster[0]].context[:prefix_len], len(cluster))
+            order = sorted(cluster, key=lambda k: -len(rows[k].tokens))  # similar lengths in a batch: little padding
+            for finished in self._in_batches(
+                order,
+                lambda k: len(rows[k].tokens) - prefix_len,
+                lambda chunk, limits: self._score_rows(
+                    [rows[k] for k in chunk], encoded, requests, prefix, prefix_len, prefix_s, limits
+                ),
+            ):
                 results.update(finished)
                 if on_done:
                     on_done(list(finished.values()))
         return [results[i] for i in range(len(requests))]
 
-    def _score_batch(self, idx: list[int], encoded: list[tuple[list[int], int]], requests) -> dict[int, Completion]:
-        pad = self.tokenizer.pad_token_id
-        width = max(len(encoded[i][0]) for i in idx)
-        input_ids = torch.full((len(idx), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids = encoded[i][0]
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            mask[row, : len(ids)] = 1
-        started = time.perf_counter()
-        hidden = self._base(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
-        rows, cols, targets = [], [], []
-        for row, i in enumerate(idx):
-            ids, n_cont = encoded[i]
-            for pos in range(len(ids) - n_cont, len(ids)):
-                rows.append(row)
-                cols.append(pos - 1)
-                targets.append(ids[pos])
-        token_lps = self._token_logprobs(hidden[rows, cols], targets)
-        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started)
-
-    def _score_shared_context(
-        self, idx: list[int], encoded, requests, prefix_cache=None, prefix_len: int = 0, prefix_s: float = 0.0
+    def _score_rows(
+        self, batch: list[_Row], encoded, requests, prefix, prefix_len: int, prefix_s: float, limits: BatchLimits
     ) -> dict[int, Completion]:
-        ids0, n0 = encoded[idx[0]]
-        context = ids0[: len(ids0) - n0]
+        """One context pass over `batch` (after the shared prefix), then the continuation passes of its rows'
+        requests; every scored position's log-probability in one transfer."""
         started = time.perf_counter()
-        if prefix_cache is None:
-            out = self._base(input_ids=torch.tensor([context], device=self.device), use_cache=True)
-        else:  # continue from the shared prefix's key/value cache
-            out = self._base(
-                input_ids=torch.tensor([context[prefix_len:]], device=self.device),
-                cache=copy.deepcopy(prefix_cache),
-                attention_mask=torch.ones((1, len(context)), dtype=torch.long, device=self.device),
+        out, mask, positions = self._padded_forward([row.tokens[prefix_len:] for row in batch], prefix, prefix_len)
+        end = out.last_hidden_state.shape[1] - 1  # every row ends in the last column (its padding is on its left)
+        passes = [out.last_hidden_state]
+        picks: list[tuple[int, int, int, int, int, int]] = []  # (pass, row, column, target, request, token)
+        later: list[tuple[int, int]] = []  # (request, row): continuations with tokens left for a continuation pass
+        for r, row in enumerate(batch):
+            for i in row.members:
+                ids, n_cont = encoded[i]
+                cont = ids[len(ids) - n_cont :]
+                if row.alone:  # the row holds the continuation: position end - (n_cont - 1) predicts its first token
+                    picks.extend((0, r, end - (n_cont - 1) + k, t, i, k) for k, t in enumerate(cont))
+                elif cont:
+                    picks.append((0, r, end, cont[0], i, 0))
+                    if len(cont) > 1:
+                        later.append((i, r))
+        later.sort(key=lambda o: -encoded[o[0]][1])
+        for chunk in padded_batches(later, lambda o: encoded[o[0]][1] - 1, limits):
+            conts = [encoded[i][0][len(encoded[i][0]) - encoded[i][1] :] for i, _ in chunk]
+            width = max(len(c) for c in conts) - 1
+            # every continuation token but the last is an input; right padding never reaches real tokens
+            inputs = torch.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            for j, cont in enumerate(conts):
+                inputs[j, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long)
+            rows_of = torch.tensor([r for _, r in chunk], device=self.device)
+            ones = torch.ones((len(chunk), width), dtype=mask.dtype, device=self.device)
+            state = self._base(
+                input_ids=inputs.to(self.device),
+                attention_mask=torch.cat([mask[rows_of], ones], dim=1),
+                position_ids=positions[rows_of, -1:] + 1 + torch.arange(width, device=self.device),
+                cache=gathered(out.past_key_values, rows_of),
                 use_cache=True,
-            )
-        context_cache, last_hidden = out.past_key_values, out.last_hidden_state[0, -1]
-        token_lps: list[float] = []
-        for start in range(0, len(idx), self.spec.batch_size):
-            chunk = idx[start : start + self.spec.batch_size]
-            continuations = [encoded[i][0][len(context) :] for i in chunk]
-            width = max(len(c) for c in continuations)
-            hidden_rows = []  # hidden state that predicts each continuation token, in order
-            if width > 1:
-                # every continuation token but the last is an input; right padding never reaches real tokens
-                inputs = torch.full((len(chunk), width - 1), self.tokenizer.pad_token_id, dtype=torch.long)
-                for row, cont in enumerate(continuations):
-                    inputs[row, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long)
-                cache = repeated(context_cache, len(chunk))
-                mask = torch.ones((len(chunk), len(context) + width - 1), dtype=torch.long, device=self.device)
-                hidden = self._base(
-                    input_ids=inputs.to(self.device), cache=cache, attention_mask=mask, use_cache=True
-                ).last_hidden_state
-            for row, cont in enumerate(continuations):
-                hidden_rows.append(last_hidden)
-                hidden_rows.extend(hidden[row, j] for j in range(len(cont) - 1))
-            targets = [t for cont in continuations for t in cont]
-            token_lps.extend(self._token_logprobs(torch.stack(hidden_rows), targets))
-        return self._scored(idx, encoded, requests, token_lps, time.perf_counter() - started + prefix_s)
+            ).last_hidden_state
+            passes.append(state)
+            for j, ((i, _), cont) in enumerate(zip(chunk, conts)):
+                picks.extend((len(passes) - 1, j, k, t, i, k + 1) for k, t in enumerate(cont[1:]))
+        token_lps = self._picked_logprobs(passes, picks)
+        per_request = {i: [0.0] * encoded[i][1] for row in batch for i in row.members}
+        for (_, _, _, _, i, k), lp in zip(picks, token_lps):
+            per_request[i][k] = lp
+        latency = (time.perf_counter() - started) / len(per_request) + prefix_s * len(batch) / len(per_request)
+        return {i: self._scored(requests[i], encoded[i], lps, latency) for i, lps in per_request.items()}
 
-    def _token_logprobs(self, hidden: torch.Tensor, targets: list[int]) -> list[float]:
-        return self._vocab_logprobs(hidden)[torch.arange(len(targets)), torch.tensor(targets)].tolist()
+    def _picked_logprobs(self, passes: list[torch.Tensor], picks) -> list[float]:
+        """The log-probability of each pick's target token at its position, read back in one transfer."""
+        selected = torch.cat(
+            [
+                state[torch.tensor([r for q, r, *_ in picks if q == p], device=self.device, dtype=torch.long),
+                      torch.tensor([c for q, _, c, *_ in picks if q == p], device=self.device, dtype=torch.long)]
+                for p, state in enumerate(passes)
+            ]
+        )  # fmt: skip
+        order = sorted(range(len(picks)), key=lambda n: picks[n][0])  # the picks as `selected` holds them
+        target = torch.tensor([picks[n][3] for n in order], device=self.device)
+        lps = torch.empty(len(order), dtype=torch.float32, device=self.device)
+        for start in range(0, len(order), VOCAB_ROWS):
+            stop = start + VOCAB_ROWS
+            lps[start:stop] = self._vocab_logprobs(selected[start:stop]).gather(1, target[start:stop, None])[:, 0]
+        found = lps.tolist()
+        result = [0.0] * len(picks)
+        for position, n in enumerate(order):
+            result[n] = found[position]
+        return result
 
-    def _scored(self, idx, encoded, requests, token_lps: list[float], elapsed: float) -> dict[int, Completion]:
-        results, offset = {}, 0
-        for i in idx:
-            ids, n_cont = encoded[i]
-            lps = token_lps[offset : offset + n_cont]
-            offset += n_cont
-            results[i] = Completion(
-                request_id=requests[i].request_id,
-                text=requests[i].continuation,
-                tokens=tuple(self.tokenizer.decode([i]) for i in ids[len(ids) - n_cont :]),
-                logprobs=tuple(lps),
-                logprob=float(sum(lps)),
-                num_prompt_tokens=len(ids) - n_cont,
-                num_completion_tokens=0,
-                latency_s=elapsed / len(idx),
-                finish_reason="scored",
-            )
-        return results
+    def _scored(self, request: Request, pair: tuple[list[int], int], lps: list[float], latency: float) -> Completion:
+        ids, n_cont = pair
+        return Completion(
+            request_id=request.request_id,
+            text=request.continuation,
+            tokens=tuple(self.tokenizer.decode([t]) for t in ids[len(ids) - n_cont :]),
+            logprobs=tuple(lps),
+            logprob=float(sum(lps)),
+            num_prompt_tokens=len(ids) - n_cont,
+            num_completion_tokens=0,
+            latency_s=latency,
+            finish_reason="scored",
+        )
 
     def _encode_pair(self, request: Request) -> tuple[list[int], int]:
         """Token ids of prompt + continuation (cut from the left to fit), and how many belong to the
@@ -146,3 +158,19 @@ class ContinuationScoring:
             ctx = [self._fallback_token()]
         ids = (ctx + cont)[-self.max_context :]
         return ids, min(len(cont), len(ids) - 1)
+
+
+def _rows(encoded: list[tuple[list[int], int]], share_context: bool) -> list[_Row]:
+    """The context pass's rows: the requests of one context together (share_context), each alone otherwise. A row
+    with one request runs its continuation too (but the last token, which predicts nothing that is scored)."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, (ids, n_cont) in enumerate(encoded):
+        key = tuple(ids[: len(ids) - n_cont]) if share_context else (i, *ids)
+        groups.setdefault(key, []).append(i)
+    rows = []
+    for members in groups.values():
+        ids, n_cont = encoded[members[0]]
+        context = ids[: len(ids) - n_cont]
+        alone = len(members) == 1 and n_cont > 0
+        rows.append(_Row(context, members, ids[:-1] if alone else context, alone))
+    return rows

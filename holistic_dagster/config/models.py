@@ -13,12 +13,32 @@ from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import SLUG, Price, Strict
 
+PositiveInt = Annotated[int, Field(gt=0)]
+
 
 class TransformersSettings(Strict):
     """Deployment settings of local transformers models."""
 
     device: str = Field("auto", description="auto: cuda when present, else cpu")
-    batch_size: int = Field(16, gt=0)
+    batch_size: PositiveInt | Literal["auto"] = Field(
+        "auto",
+        description="rows per forward pass (prompts, contexts or continuations); auto: 16 on a CPU, up to 256 on a "
+        "GPU, halved and remembered when the GPU runs out of memory",
+    )
+    batch_tokens: PositiveInt | Literal["auto"] = Field(
+        "auto",
+        description="padded tokens per forward pass (rows x the widest row's new tokens); auto: 4096 on a CPU, "
+        "what half the GPU's free memory holds (at most 65536) on a GPU",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: the checkpoint's own; a float32 checkpoint runs in bfloat16 on GPUs that support it"
+    )
+
+    @field_validator("batch_size", "batch_tokens", mode="before")
+    @classmethod
+    def _number_text(cls, v):
+        # Dagster's resource config carries these as text ("auto" or "32")
+        return int(v) if isinstance(v, str) and v.strip().isdigit() else v
 
 
 class _HttpSettings(Strict):
@@ -51,6 +71,12 @@ class LlamaCppSettings(_HttpSettings):
     slots: int = Field(2, gt=0, description="requests the server decodes at once (n_parallel)")
     n_ctx: int = Field(4096, gt=0, description="tokens of context each slot holds (at most the model's own)")
     max_concurrency: int = Field(2, gt=0, description="requests in flight per model (one per slot)")
+    reuse_context: bool = Field(
+        True,
+        description="score a question's choices from one evaluation of its context (the slot's cache): several "
+        "times faster, log-probabilities within the bound bench/results/llamacpp_agreement.md states; false: every "
+        "choice evaluates its whole prompt",
+    )
 
 
 # the one schema of backend settings: kind -> its settings and their defaults

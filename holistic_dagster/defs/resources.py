@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+import typing
 from typing import ClassVar
 
 from dagster import ConfigurableResource
@@ -24,17 +25,32 @@ class _Backend(ConfigurableResource):
 
     def resolve(self, spec: ModelSpec) -> ModelSpec:
         overrides = {k: v for k, v in self.model_dump(exclude_none=True).items() if k not in spec.model_fields_set}
-        return spec.model_copy(update=overrides) if overrides else spec
+        if not overrides:
+            return spec
+        # validated by the kind's schema (a setting carried as text here becomes what the schema says it is)
+        checked = BACKEND_SETTINGS[self.kind].model_validate(overrides).model_dump(include=set(overrides))
+        return spec.model_copy(update=checked)
 
     def client(self, spec: ModelSpec) -> ModelClient:
         return get_client(self.resolve(spec))
+
+
+def _config_type(annotation) -> type:
+    """The type Dagster's config can carry for a setting: itself for a plain scalar (or an optional one); text for a
+    choice of types (`16` or `auto`) or of words, which the kind's schema validates when the resource resolves."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_origin(annotation) else []
+    plain = args[0] if len(args) == 1 else (annotation if not args else None)
+    return plain if plain in (str, int, float, bool) else str
 
 
 def _backend_resource(kind: str) -> type[_Backend]:
     """The resource of one backend kind (e.g. TGISettings -> TGIBackend), its fields its settings, each unset."""
     settings = BACKEND_SETTINGS[kind]
     fields = {
-        key: (field.annotation | None, Field(None, description=f"{field.description or key} (unset: {field.default})"))
+        key: (
+            _config_type(field.annotation) | None,
+            Field(None, description=f"{field.description or key} (unset: {field.default})"),
+        )
         for key, field in settings.model_fields.items()
     }
     name = settings.__name__.removesuffix("Settings") + "Backend"

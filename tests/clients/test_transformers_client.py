@@ -144,10 +144,8 @@ def test_shared_context_scoring_equals_independent_scoring_on_real_prompts(tuned
         from holistic_dagster.clients.batching import clusters_by_prefix as _clusters_by_prefix
 
         encoded = [tuned_client._encode_pair(r) for r in requests]
-        groups = {}
-        for i, (ids, n) in enumerate(encoded):
-            groups.setdefault(tuple(ids[: len(ids) - n]), []).append(i)
-        clusters = _clusters_by_prefix(list(groups.values()), encoded)
+        contexts = list(dict.fromkeys(tuple(ids[: len(ids) - n]) for ids, n in encoded))
+        clusters = _clusters_by_prefix(contexts)
         assert len(clusters) == 2 and all(len(members) == 4 and prefix > 200 for members, prefix in clusters)
     for a, b in zip(shared, independent):
         assert a.request_id == b.request_id and a.tokens == b.tokens
@@ -191,7 +189,7 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
     requests.append(dataclasses.replace(requests[0], request_id="short", prompt="Answer:"))
     requests.append(dataclasses.replace(requests[0], request_id="other", prompt="Rule: A + B\nAnswer:"))
     encoded = [(tuned_client.tokenizer(r.prompt, add_special_tokens=False)["input_ids"], 0) for r in requests]
-    clusters = _clusters_by_prefix([[i] for i in range(len(requests))], encoded)
+    clusters = _clusters_by_prefix([ids for ids, _ in encoded])
     assert sorted(len(members) for members, prefix in clusters if prefix > 30) == [3] * subsets  # a block each
 
     answers = tuned_client.generate(requests)
@@ -211,14 +209,13 @@ def test_greedy_answers_reuse_the_few_shot_prefix_and_equal_a_full_forward(
 
 
 def test_long_prompts_run_in_smaller_batches():
-    """Rows x the longest row's tokens stay within PADDED_TOKENS_PER_BATCH (4096): 16 prompts of 3000, 1500,
-    ... tokens are not padded to the longest together; short ones still fill batch_size."""
-    from holistic_dagster.clients.batching import PADDED_TOKENS_PER_BATCH, padded_batches
+    """Rows x the longest row's tokens stay within the token budget (4096): prompts of 3000, 1500, ... tokens are
+    not padded to the longest together; short ones still fill the rows."""
+    from holistic_dagster.clients.batching import BatchLimits, padded_batches
 
-    assert PADDED_TOKENS_PER_BATCH == 4096
     lengths = [5000, 3000, 1500, 1400, 1000, 1000, 900, 100, 100, 100, 100, 100, 100, 50]
     order = list(range(len(lengths)))
-    batches = list(padded_batches(order, lambda i: lengths[i], 4))
+    batches = list(padded_batches(order, lambda i: lengths[i], BatchLimits(rows=4, tokens=4096)))
     # 5000 alone (over the budget), 3000 alone (4096 // 3000 = 1), 1500 with 1400 (4096 // 1500 = 2),
     # 1000 x 4 rows fits (4096 // 1000 = 4): 1000, 1000, 900, 100; then batch_size caps the short ones
     assert batches == [[0], [1], [2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13]]

@@ -1,0 +1,133 @@
+"""Where and how a local transformers model runs: its device and dtype, how much one forward pass may hold (`auto`:
+sized from the device's memory, halved and remembered when the device runs out), and the transformers versions whose
+forward signature the client relies on."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+from packaging.version import Version
+
+from holistic_dagster.clients.batching import BatchLimits
+from holistic_dagster.errors import LibraryVersionError
+
+# Our forward-with-cache calls pass the key/value cache as `cache=`, the name transformers 5.24 gives it; older
+# releases call it `past_key_values` and silently ignore an unknown keyword, so a cached prefix would be dropped and
+# every score computed without it (measured under 5.17: 0 of 639 answers equal). pyproject.toml pins the same floor.
+MIN_TRANSFORMERS = Version("5.24.0")
+
+# CPU defaults (measured on 2-core machines, bench/results/transformers_batching.md): more rows or tokens per pass
+# gain nothing there and long prompts would hold more memory
+CPU_LIMITS = BatchLimits(rows=16, tokens=4096)
+# a GPU's `auto` starts here; the token budget is lowered to what its free memory holds
+GPU_MAX_ROWS = 256
+GPU_MAX_TOKENS = 65536
+GPU_MEMORY_SHARE = 0.5  # of the free memory after loading the weights, for one forward pass's activations and cache
+
+T = TypeVar("T")
+
+
+def installed_transformers() -> str:
+    """The version of the transformers distribution installed."""
+    return importlib.metadata.version("transformers")
+
+
+def check_transformers_version(version: str | None = None) -> None:
+    """Refuse a transformers older than the one whose forward signature this client relies on (by default the
+    installed one)."""
+    version = version or installed_transformers()
+    if Version(version) < MIN_TRANSFORMERS:
+        raise LibraryVersionError(
+            f"transformers {version} is installed; the transformers backend needs >= {MIN_TRANSFORMERS} (older "
+            "releases name the key/value cache `past_key_values` and ignore `cache=` without an error, so cached "
+            f"prefixes would be dropped and scores silently wrong): pip install 'transformers>={MIN_TRANSFORMERS}'"
+        )
+
+
+def check_forward_signature(base_model: Any) -> None:
+    """Refuse a model whose forward does not take the key/value cache as `cache` (it would ignore ours)."""
+    params = inspect.signature(base_model.forward).parameters
+    if "cache" not in params:
+        named = "past_key_values" if "past_key_values" in params else "no key/value cache argument"
+        raise LibraryVersionError(
+            f"{type(base_model).__name__}.forward takes {named!r}, not 'cache' (transformers "
+            f"{installed_transformers()}): the transformers backend passes the key/value cache as `cache=` and "
+            f"would run silently wrong; install transformers >= {MIN_TRANSFORMERS}"
+        )
+
+
+def resolve_device(setting: str) -> torch.device:
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(setting)
+
+
+def resolve_dtype(setting: str, checkpoint_dtype: Any, device: torch.device) -> torch.dtype:
+    """The dtype the model runs in. auto: the checkpoint's own (float32 when it names none), except that a float32
+    checkpoint runs in bfloat16 on a GPU that supports it (half the memory, several times the speed)."""
+    if setting != "auto":
+        return getattr(torch, setting)
+    own = checkpoint_dtype if isinstance(checkpoint_dtype, torch.dtype) else None
+    if isinstance(checkpoint_dtype, str) and isinstance(getattr(torch, checkpoint_dtype, None), torch.dtype):
+        own = getattr(torch, checkpoint_dtype)
+    own = own or torch.float32
+    if device.type == "cuda" and own == torch.float32 and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return own
+
+
+def bytes_per_token(config: Any, dtype: torch.dtype) -> int:
+    """What one token costs in a forward pass, roughly: its keys and values in every layer, and the widest
+    activations of one layer (the MLP's intermediate, attention's projections)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    hidden = int(getattr(text, "hidden_size", 0) or getattr(text, "n_embd", 0) or 1024)
+    layers = int(getattr(text, "num_hidden_layers", 0) or getattr(text, "n_layer", 0) or 24)
+    heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 0) or 16)
+    kv_heads = int(getattr(text, "num_key_value_heads", 0) or heads)
+    head_dim = int(getattr(text, "head_dim", 0) or hidden // heads)
+    intermediate = int(getattr(text, "intermediate_size", 0) or getattr(text, "n_inner", 0) or 4 * hidden)
+    size = torch.finfo(dtype).bits // 8
+    return (2 * layers * kv_heads * head_dim + 4 * hidden + 3 * intermediate) * size
+
+
+def initial_limits(rows: int | str, tokens: int | str, device: torch.device, per_token: int) -> BatchLimits:
+    """The batch limits a client starts with: the settings where they are numbers; `auto` on a CPU is CPU_LIMITS,
+    on a GPU the most rows and the token budget that GPU_MEMORY_SHARE of its free memory holds."""
+    if device.type != "cuda":
+        auto = CPU_LIMITS
+    else:
+        free, _total = torch.cuda.mem_get_info(device)
+        fits = int(free * GPU_MEMORY_SHARE) // max(per_token, 1)
+        auto = BatchLimits(GPU_MAX_ROWS, max(1024, min(GPU_MAX_TOKENS, fits)))
+    return BatchLimits(
+        rows=auto.rows if rows == "auto" else int(rows), tokens=auto.tokens if tokens == "auto" else int(tokens)
+    )
+
+
+class AdaptiveLimits:
+    """A client's batch limits, halved when the device runs out of memory and remembered from then on (what
+    lm-evaluation-harness's `batch_size: auto` finds by trial, found here by the work itself)."""
+
+    def __init__(self, limits: BatchLimits, on_change: Callable[[BatchLimits, BatchLimits], None] | None = None):
+        self.current = limits
+        self.on_change = on_change
+
+    def run(self, attempt: Callable[[BatchLimits], T]) -> T:
+        """attempt(limits), again with halved limits each time it runs out of device memory; the last error
+        stands once a single row of a single token does not fit."""
+        while True:
+            try:
+                return attempt(self.current)
+            except torch.OutOfMemoryError:
+                smaller = self.current.halved()
+                if smaller is None:
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                if self.on_change:
+                    self.on_change(self.current, smaller)
+                self.current = smaller

@@ -1,0 +1,229 @@
+"""Continuation scoring and greedy generation in real batches on a local transformers model: many requests per
+forward pass, the same numbers as one request at a time (float32, within 1e-4), a bounded number of forward passes,
+smaller batches when the device runs out of memory, and a transformers release that would run silently wrong
+refused. Real (tiny, offline-built) GPT-2 and Llama models; rotary positions and grouped keys in the Llama."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+import torch
+
+from holistic_dagster.clients.batching import BatchLimits
+from holistic_dagster.clients.transformers_client import TransformersClient
+from holistic_dagster.config.models import ModelSpec
+from holistic_dagster.errors import LibraryVersionError
+from holistic_dagster.records import Request
+
+FEW_SHOT = "".join(f"Question: what follows {w}?\nAnswer: the next word\n\n" for w in ("cat", "dog", "sun", "moon"))
+
+
+@pytest.fixture(scope="module")
+def llama_dir(untrained_client, tmp_path_factory):
+    """A random Llama (rotary positions, 2 key/value heads for 4 query heads) with the demo tokenizer."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(untrained_client.path)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    path = tmp_path_factory.mktemp("llama")
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _client(path, **settings) -> TransformersClient:
+    return TransformersClient(ModelSpec(name="t", backend="transformers", path=str(path), **settings))
+
+
+@pytest.fixture(params=["gpt2", "llama"])
+def model_dir(request, untrained_client, llama_dir):
+    return untrained_client.path if request.param == "gpt2" else llama_dir
+
+
+def _requests(n_questions: int = 9, seed: int = 0) -> list[Request]:
+    """Questions with 2-5 choices of 1-9 words, half of them after a shared few-shot block (run once as a prefix),
+    and language-modelling requests (a context of their own, one continuation each)."""
+    rng = random.Random(seed)
+    words = "red green blue apple stone river quickly seven the of and moon over under".split()
+    requests = []
+    for q in range(n_questions):
+        question = " ".join(rng.choices(words, k=rng.randint(1, 12)))
+        prompt = ("" if q % 2 else FEW_SHOT) + f"Question: {question}?\nAnswer:"
+        for c in range(rng.randint(2, 5)):
+            choice = " " + " ".join(rng.choices(words, k=rng.randint(1, 9)))
+            requests.append(Request(f"q{q}c{c}", f"q{q}", "score", prompt, continuation=choice, choice_index=c))
+    for k in range(5):  # language modelling: each text alone, scored after its first word
+        text = " ".join(rng.choices(words, k=rng.randint(3, 20)))
+        first, rest = text.split(" ", 1)
+        requests.append(Request(f"lm{k}", f"lm{k}", "score", first, continuation=" " + rest))
+    return requests
+
+
+def _forward_passes(client) -> list[int]:
+    """Counts the model's forward passes (rows of each) without changing them."""
+    rows: list[int] = []
+    base = client._base
+
+    def counted(**kwargs):
+        rows.append(int(kwargs["input_ids"].shape[0]))
+        return base(**kwargs)
+
+    client._base = counted
+    return rows
+
+
+@pytest.mark.parametrize("limits", [(16, 4096), (3, 4096), (64, 40)])
+def test_batched_scoring_equals_scoring_one_request_at_a_time(model_dir, limits):
+    """Real batches (many questions' contexts per pass, their choices in continuation passes, lone requests with
+    their continuation in the row) give each continuation's log-probabilities within 1e-4 of scoring it alone."""
+    rows, tokens = limits
+    client = _client(model_dir, batch_size=rows, batch_tokens=tokens)
+    requests = _requests()
+    together = client.score(requests)
+    passes = _forward_passes(client)
+    alone = [client.score([r])[0] for r in requests]
+    assert len(passes) >= len(requests)  # one at a time: at least one pass each
+    for a, b in zip(together, alone):
+        assert a.request_id == b.request_id and a.tokens == b.tokens and len(a.logprobs) == len(a.tokens) > 0
+        assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-4) and a.finish_reason == "scored"
+
+
+def test_a_batch_holds_many_questions_and_each_context_runs_once(untrained_client):
+    """30 questions of 4 choices at batch 16, 6 of them after a shared few-shot block. The block runs once (a pass
+    of one row); contexts run 16 questions a pass (the block's 6 in a pass of their own, continuing its cache);
+    the choices of more than one token continue them, 16 a pass; one-token choices need no pass of their own."""
+    client = _client(untrained_client.path, batch_size=16, batch_tokens=100_000)
+    choices = (" yes", " no", " a longer answer", " perhaps, perhaps not")
+    # two one-token choices, two longer ones (as the demo tokenizer splits them)
+    assert [client._encode_pair(Request("r", "i", "score", "Q:", continuation=c))[1] for c in choices] == [1, 1, 5, 15]
+    prompts = [f"{FEW_SHOT if q >= 24 else ''}Question {q}: {'x ' * q}?\nAnswer:" for q in range(30)]
+    requests = [
+        Request(f"q{q}c{c}", f"q{q}", "score", prompt, continuation=choice)
+        for q, prompt in enumerate(prompts)
+        for c, choice in enumerate(choices)
+    ]
+    passes = _forward_passes(client)
+    client.score(requests)
+    # plain: contexts 16 + 8, their 48 longer choices 16 + 16 + 16; few-shot: the block, 6 contexts, 12 choices
+    assert sorted(passes, reverse=True) == [16, 16, 16, 16, 12, 8, 6, 1]
+    assert sum(passes) / len(requests) < 0.8  # rows per request: each context once, not once per choice
+
+
+def test_scores_do_not_depend_on_how_requests_are_batched_or_shared(untrained_client):
+    client = _client(untrained_client.path, batch_size=5, batch_tokens=4096)
+    requests = _requests(seed=1)
+    shared = client.score(requests, share_context=True)
+    independent = client.score(requests, share_context=False)
+    shuffled = requests[::-1]
+    reordered = {c.request_id: c for c in client.score(shuffled)}
+    for a, b in zip(shared, independent):
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+        assert a.logprob == pytest.approx(reordered[a.request_id].logprob, abs=1e-4)
+
+
+def test_greedy_generation_read_back_in_stretches_gives_the_same_completions(model_dir):
+    """On a GPU the host reads decoded tokens back every 16 steps; rows that ended meanwhile decode on unseen.
+    What is kept must be what step-by-step reading keeps: same texts, tokens, log-probabilities, finish reasons."""
+    client = _client(model_dir, batch_size=4)
+    prompts = [FEW_SHOT + f"Question: what follows {w}?\nAnswer:" for w in ("river", "apple", "seven")]
+    prompts += ["Answer:", "the", "Question: colour of the sky?\nAnswer:"]
+    requests = [
+        Request(f"g{i}{s}", "i", "generate", p, max_tokens=n, stop=stop)
+        for i, p in enumerate(prompts)
+        for s, (n, stop) in enumerate([(1, ()), (7, ()), (20, ("e",)), (40, ("the", "\n"))])
+    ]
+    client.sync_every = 1
+    stepwise = client.generate(requests)
+    client.sync_every = 16
+    stretched = client.generate(requests)
+    assert any(c.finish_reason == "stop" for c in stepwise) and any(c.finish_reason == "length" for c in stepwise)
+    for a, b in zip(stepwise, stretched):
+        assert (a.text, a.tokens, a.finish_reason, a.num_completion_tokens) == (
+            b.text, b.tokens, b.finish_reason, b.num_completion_tokens,
+        )  # fmt: skip
+        assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-5)
+
+
+def test_running_out_of_device_memory_halves_the_batch_and_remembers(untrained_client, caplog):
+    """A device that cannot hold more than 4 rows (simulated: the forward raises torch's out-of-memory error above
+    4 rows, as CUDA would): the batch that failed runs again at half the rows until it fits, the smaller limits
+    stay for the next batches, and the scores are those of an unbounded run."""
+    client = _client(untrained_client.path, batch_size=16, batch_tokens=4096)
+    requests = _requests(seed=2)
+    expected = client.score(requests)
+    base = client._base
+
+    def small_device(**kwargs):
+        if kwargs["input_ids"].shape[0] > 4:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return base(**kwargs)
+
+    client._base = small_device
+    with caplog.at_level(logging.WARNING):
+        got = client.score(requests)
+    assert client.limits.current == BatchLimits(rows=4, tokens=1024)
+    assert "ran out of device memory at 16 rows" in caplog.text and "8 rows" in caplog.text
+    assert [c.logprob for c in got] == pytest.approx([c.logprob for c in expected], abs=1e-4)
+    generated = client.generate([Request(f"g{i}", "i", "generate", f"Answer {i}:", max_tokens=3) for i in range(9)])
+    assert all(c.error == "" and c.num_completion_tokens == 3 for c in generated)
+
+
+def test_a_device_too_small_for_one_row_fails_with_the_devices_error(untrained_client):
+    client = _client(untrained_client.path, batch_size=2, batch_tokens=2)
+
+    def no_memory(**kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    client._base = no_memory
+    with pytest.raises(torch.OutOfMemoryError):
+        client.score(_requests()[:3])
+    assert client.limits.current == BatchLimits(rows=1, tokens=1)
+
+
+def test_an_unsupported_transformers_release_is_refused_at_load(untrained_client, monkeypatch):
+    """transformers 5.17 names the key/value cache `past_key_values` and ignores `cache=` without an error (every
+    cached prefix dropped, every score wrong): refused by version and, whatever the version says, by signature."""
+    from holistic_dagster.clients import transformers_device
+
+    with pytest.raises(LibraryVersionError, match=r"transformers 5\.17\.0 is installed; .* needs >= 5\.24\.0"):
+        transformers_device.check_transformers_version("5.17.0")
+    transformers_device.check_transformers_version("5.24.0")
+    monkeypatch.setattr(transformers_device, "installed_transformers", lambda: "5.17.0")
+    with pytest.raises(LibraryVersionError, match="past_key_values"):
+        TransformersClient(untrained_client.spec)
+    monkeypatch.undo()
+
+    class OldSignature(torch.nn.Module):  # a model's forward as transformers < 5.24 writes it
+        def forward(self, input_ids=None, past_key_values=None, attention_mask=None, use_cache=None):
+            return input_ids
+
+    with pytest.raises(LibraryVersionError, match=r"OldSignature.forward takes 'past_key_values', not 'cache'"):
+        transformers_device.check_forward_signature(OldSignature())
+    client = TransformersClient(untrained_client.spec, load_model=False)
+    monkeypatch.setattr(transformers_device, "check_forward_signature", _refuse)
+    with pytest.raises(LibraryVersionError, match="refused"):
+        client.load_model()
+    assert client._model is None  # a refused model is not kept
+
+
+def _refuse(base_model) -> None:
+    raise LibraryVersionError(f"{type(base_model).__name__}: refused")
+
+
+def test_dtype_setting_loads_the_weights_in_it_and_is_part_of_the_identity(untrained_client):
+    from holistic_dagster.clients.identity import answering_identity
+
+    half = _client(untrained_client.path, dtype="bfloat16")
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+    assert half.describe()["dtype"] == "bfloat16" and untrained_client.describe()["dtype"] == "float32"
+    assert answering_identity(half.describe()) != answering_identity(untrained_client.describe())
+    (scored,) = half.score([Request("s", "i", "score", "Answer:", continuation=" green")])
+    assert scored.logprob < 0 and scored.error == ""
