@@ -263,7 +263,7 @@ class TransformersClient(ContinuationScoring):
         limit = max(self.max_context - max_tokens, 1)
         encoded = [self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:] for r in group]
         encoded = [ids or [self._fallback_token()] for ids in encoded]
-        for members, prefix_len in prefix_groups(encoded, self.min_shared_prefix_members()):
+        for members, prefix_len in prefix_groups(encoded, self.min_shared_prefix_members(max_tokens)):
             members.sort(key=lambda i: -len(encoded[i]))  # similar lengths in a batch: little padding
             cache, prefix_s = None, 0.0
             if prefix_len:  # e.g. a subset's few-shot block: run once, every prompt continues from its cache
@@ -276,14 +276,19 @@ class TransformersClient(ContinuationScoring):
                 ),
             )
 
-    def min_shared_prefix_members(self) -> int:
-        """Prompts that must share a prefix for it to run once. On a CPU, which computes in step with the work, any
-        two: what is not computed is saved. On a GPU a cluster too small to fill half a batch costs a prefix pass
-        and a short batch, so its prompts run with the rest, in full length-sorted batches (0-shot prompts share
-        only an instruction line and a few words; an original and its edited copy share a long text)."""
+    def min_shared_prefix_members(self, steps: int = 1) -> int:
+        """Prompts that must share a prefix for it to run once, for work of `steps` forward passes per batch (1:
+        scoring, or a one-token answer). On a CPU, which computes in step with the work, any two: what is not
+        computed is saved. On a GPU a cluster too small to fill half a batch costs a prefix pass and a short batch,
+        so its prompts run with the rest, in full length-sorted batches (0-shot prompts share only an instruction
+        line and a few words; an original and its edited copy share a long text). Longer generation pays every
+        extra batch once per generated token: there the cluster must fill a whole batch."""
+        rows = self.limits.current.rows
+        if steps > 1:
+            return max(2, rows)
         if self.device.type == "cpu":
             return 2
-        return max(2, min(self.limits.current.rows, MAX_CLUSTER_BATCH) // 2)
+        return max(2, min(rows, MAX_CLUSTER_BATCH) // 2)
 
     def _in_batches(self, order: list, width: Callable[[Any], int], run: Callable[[list, BatchLimits], Any]):
         """run(chunk, limits) on consecutive chunks of `order` (longest first) within the batch limits; a chunk
