@@ -63,6 +63,9 @@ def _requests(n_questions: int = 9, seed: int = 0) -> list[Request]:
         text = " ".join(rng.choices(words, k=rng.randint(3, 20)))
         first, rest = text.split(" ", 1)
         requests.append(Request(f"lm{k}", f"lm{k}", "score", first, continuation=" " + rest))
+    for k in range(3):  # a document's first window: after nothing (the start token), which all of them share
+        text = " ".join(rng.choices(words, k=rng.randint(2, 30)))
+        requests.append(Request(f"doc{k}", f"doc{k}", "score", "", continuation=text))
     return requests
 
 
