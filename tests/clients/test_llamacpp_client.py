@@ -126,7 +126,8 @@ def test_an_external_server_with_faults_is_retried_and_failures_become_error_row
     """The same server reached by base_url, through a proxy that injects faults: 429 with Retry-After and 500s are
     retried, a malformed body is a permanent error, a server that keeps failing gives up; none stops the run."""
     with FaultInjectingProxy(llama._base_url) as proxy:
-        remote = LlamaCppClient(llama_spec(base_url=proxy.base_url, timeout_s=1.0, max_attempts=4))
+        # a timeout far above any answer time: a loaded machine must not turn a slow answer into a retry
+        remote = LlamaCppClient(llama_spec(base_url=proxy.base_url, timeout_s=120.0, max_attempts=4))
         assert remote.describe()["model_path"].startswith(proxy.base_url) and remote.server is None
         prompts = {m: f"{m} The capital of France is" for m in ("FAULT429", "FAULT500", "MALFORMED", "ALWAYS500")}
         requests = [Request(f"f{i}", f"i{i}", "generate", p, max_tokens=3) for i, p in enumerate(prompts.values())]
