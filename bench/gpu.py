@@ -64,13 +64,11 @@ def header(subject: str) -> str:
 
 def workload(mmlu: Path, questions: int, generations: int) -> dict[str, list]:
     """The three kinds of work: joint 5-shot prompts; (question, " choice") pairs; 0-shot generation prompts. The
-    questions are taken evenly from the five subjects, in file order."""
-    per_subject = -(-questions // len(SUBJECTS))
-    rows, shots = [], {}
-    for s in SUBJECTS:
-        shots[s] = read_csv(mmlu / "dev" / f"{s}_dev.csv")[:5]
-        rows += [(s, r) for r in read_csv(mmlu / "test" / f"{s}_test.csv")[:per_subject]]
-    rows = rows[:questions]
+    questions are taken from the five subjects in turn, each in file order (all 639 of them at most)."""
+    shots = {s: read_csv(mmlu / "dev" / f"{s}_dev.csv")[:5] for s in SUBJECTS}
+    tests = {s: read_csv(mmlu / "test" / f"{s}_test.csv") for s in SUBJECTS}
+    in_turn = [(s, tests[s][k]) for k in range(max(map(len, tests.values()))) for s in SUBJECTS if k < len(tests[s])]
+    rows = sorted(in_turn[:questions], key=lambda sr: SUBJECTS.index(sr[0]))  # a subject's questions together
     return {
         "a_joint": [header(s) + "".join(question(r, True) for r in shots[s]) + question(r, False) for s, r in rows],
         "b_separate": [(r[0], " " + r[1 + k]) for _, r in rows for k in range(4)],
@@ -394,6 +392,7 @@ def main() -> None:
     parser.add_argument("--floor-batch", type=int, default=None, help="the floor's rows per batch (as --batch-size)")
     parser.add_argument("--data", default=None, help="a folder written by --prepare (default: ../shared/data)")
     parser.add_argument("--out", default=None, help="where gpu.json and gpu.md go (default: bench/results)")
+    parser.add_argument("--name", default=None, help="the results' file name (default: gpu, or gpu-<device>)")
     parser.add_argument("--prepare", default=None, help="write the tokenizer and MMLU files into this folder; stop")
     parser.add_argument("--side", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--path", default=None, help=argparse.SUPPRESS)
@@ -446,7 +445,7 @@ def main() -> None:
     }
     out = Path(args.out) if args.out else HERE / "results"
     out.mkdir(parents=True, exist_ok=True)
-    stem = "gpu" if args.out else f"gpu-{args.device}"
+    stem = args.name or ("gpu" if args.out else f"gpu-{args.device}")
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
     (out / f"{stem}.md").write_text(markdown(report))
     print(markdown(report))
