@@ -13,16 +13,18 @@ MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it sa
 
 @dataclass(frozen=True)
 class BatchLimits:
-    """How much one forward pass may hold: `rows` sequences, and `tokens` padded tokens computed (rows x the widest
-    row's new tokens). Long prompts (a review, an article) then run in smaller batches, so a batch of short prompts is
-    not padded to one long one, and memory stays bounded."""
+    """How much one forward pass may hold: `rows` sequences, and `tokens` padded tokens held (rows x the widest row's
+    tokens, those of the key/value cache it continues included: what the pass keeps in memory). Long prompts (a
+    review, an article) then run in smaller batches, so a batch of short prompts is not padded to one long one, and
+    memory stays bounded."""
 
     rows: int
     tokens: int
 
     def halved(self) -> BatchLimits | None:
-        """Half of both (what a device that ran out of memory tries next); None below one row."""
-        if self.rows <= 1 and self.tokens <= 1:
+        """Half of both (what a device that ran out of memory tries next); None at one row, which runs whatever
+        the token budget says (a row that does not fit alone cannot be helped by smaller batches)."""
+        if self.rows <= 1:
             return None
         return BatchLimits(max(1, self.rows // 2), max(1, self.tokens // 2))
 

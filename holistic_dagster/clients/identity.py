@@ -44,9 +44,14 @@ def model_identities(models: Mapping[str, ModelSpec], cursor: dict | None) -> tu
     return identities, warnings
 
 
+# what changes a model's numbers besides its weights, where a client's description says it: the dtype a local model
+# runs in; whether llama.cpp scores a question's choices from one evaluation of its context
+NUMERICS = ("dtype", "reuse_context")
+
+
 def answering_identity(described: Mapping[str, Any]) -> str:
-    """Which weights answer a client's requests (its describe(): backend, model path, revision, and the dtype they
-    run in where the client says): completions are cached under it, so a model registered again under another name
-    reuses them and a new revision or dtype does not."""
-    keys = ("backend", "model_path", "model_revision") + (("dtype",) if described.get("dtype") else ())
+    """Which weights answer a client's requests, and how (its describe(): backend, model path, revision, and the
+    NUMERICS it states): completions are cached under it, so a model registered again under another name reuses them
+    and a new revision, dtype or way of scoring does not."""
+    keys = ("backend", "model_path", "model_revision") + tuple(k for k in NUMERICS if k in described)
     return sha256_json({k: described.get(k) for k in keys})[:16]

@@ -151,6 +151,7 @@ class LlamaCppClient(ForcedContinuationScoring, HttpClientBase):
             "gguf_sha256": self.sha256,
             "max_concurrency": self.spec.max_concurrency,
             "prompt_format": "chat_template" if self.spec.chat else "plain",
+            "reuse_context": self.spec.reuse_context,
             **(ladder.provenance(self.gguf) if own else {}),  # a ladder file: its part wheels and pinned sha256
         }
 

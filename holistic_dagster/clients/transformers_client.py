@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +36,7 @@ from holistic_dagster.records import Completion, Request, sha256_file
 # token counts of over-long prompts are expected (adaptation trims them); weight-loading bars are noise
 transformers.logging.set_verbosity_error()
 TOP_K = 5  # alternatives recorded per generated token
-MAX_CLUSTER_BATCH = 64  # rows: a shared prefix is run once for at least half this many prompts
+MAX_CLUSTER_BATCH = 64  # rows: on a GPU, a prefix scored once is shared by at least half this many prompts
 transformers.logging.disable_progress_bar()
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ class TransformersClient(ContinuationScoring):
                 model = AutoModelForCausalLM.from_pretrained(self.path, revision=self.spec.revision, dtype=self.dtype)
                 model = model.to(self.device).eval()
                 device_of.check_forward_signature(getattr(model, model.base_model_prefix))
+                self.copyable_cache, self.sliding_window = device_of.cache_layout(model.config)
+                self.logit_transform = device_of.logit_transform(model.config)
                 per_token = device_of.bytes_per_token(self.config, self.dtype)
                 limits = device_of.initial_limits(self.spec.batch_size, self.spec.batch_tokens, self.device, per_token)
                 self.limits = device_of.AdaptiveLimits(limits, self._on_smaller_batches)
@@ -167,7 +170,7 @@ class TransformersClient(ContinuationScoring):
                 order = sorted(group, key=lambda r: -r.num_prompt_tokens)
                 batches = self._in_batches(
                     order,
-                    lambda r: r.num_prompt_tokens,
+                    lambda r: r.num_prompt_tokens + max_tokens,
                     lambda chunk, _limits: self._generate_group(chunk, max_tokens, temperature, stop),
                 )
             for finished in batches:
@@ -270,7 +273,7 @@ class TransformersClient(ContinuationScoring):
                 cache, prefix_s = self._prefix_cache(encoded[members[0]][:prefix_len], len(members))
             yield from self._in_batches(
                 members,
-                lambda i, p=prefix_len: len(encoded[i]) - p,
+                lambda i: len(encoded[i]) + max_tokens,  # held at the end: the prefix, the prompt, the answer
                 lambda chunk, _limits, c=cache, p=prefix_len, s=prefix_s: self._greedy_batch(
                     chunk, group, encoded, max_tokens, stop, c, p, s
                 ),
@@ -284,6 +287,8 @@ class TransformersClient(ContinuationScoring):
         line and a few words; an original and its edited copy share a long text). Longer generation pays every
         extra batch once per generated token: there the cluster must fill a whole batch."""
         rows = self.limits.current.rows
+        if self.sliding_window or not self.copyable_cache:
+            return sys.maxsize  # see transformers_device.cache_layout
         if steps > 1:
             return max(2, rows)
         if self.device.type == "cpu":
@@ -387,8 +392,12 @@ class TransformersClient(ContinuationScoring):
         return out, mask, positions
 
     def _vocab_logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities over the vocabulary at the given positions (the head runs only there)."""
-        return torch.log_softmax(self.model.get_output_embeddings()(hidden).float(), dim=-1)
+        """Log-probabilities over the vocabulary at the given positions (the head runs only there, and does what
+        the model's own forward does to its output: transformers_device.logit_transform)."""
+        logits = self.model.get_output_embeddings()(hidden).float()
+        if self.logit_transform is not None:
+            logits = self.logit_transform(logits)
+        return torch.log_softmax(logits, dim=-1)
 
 
 def _read_back(steps: int, every: int) -> bool:

@@ -20,9 +20,9 @@ from holistic_dagster.errors import LibraryVersionError
 # every score computed without it (measured under 5.17: 0 of 639 answers equal). pyproject.toml pins the same floor.
 MIN_TRANSFORMERS = Version("5.24.0")
 
-# CPU defaults (measured on 2-core machines, bench/results/transformers_batching.md): more rows or tokens per pass
-# gain nothing there and long prompts would hold more memory
-CPU_LIMITS = BatchLimits(rows=16, tokens=4096)
+# CPU defaults (bench/results/gpu-cpu.md): more rows per pass gain nothing on 2 cores; the token budget bounds what a
+# pass holds (a 5-shot block of 500 tokens continued by 16 rows fits; 16 articles of 2,000 tokens do not)
+CPU_LIMITS = BatchLimits(rows=16, tokens=16384)
 # a GPU's `auto` starts here; the token budget is lowered to what its free memory holds
 GPU_MAX_ROWS = 256
 GPU_MAX_TOKENS = 65536
@@ -58,6 +58,48 @@ def check_forward_signature(base_model: Any) -> None:
             f"{installed_transformers()}): the transformers backend passes the key/value cache as `cache=` and "
             f"would run silently wrong; install transformers >= {MIN_TRANSFORMERS}"
         )
+
+
+def cache_layout(config: Any) -> tuple[bool, bool]:
+    """(whether the model's key/value cache can be copied row by row: every layer a plain or a sliding-window
+    attention layer, none a linear-attention or state-space one; whether any layer attends within a sliding
+    window). Sharing a prefix pads between it and each row, which a window counts as tokens, so sliding-window
+    models never share one; models whose cache holds other states never copy it."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    try:
+        layers = DynamicCache(config=config).layers
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return False, False
+    copyable = bool(layers) and all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) for layer in layers)
+    return copyable, any(isinstance(layer, DynamicSlidingWindowLayer) for layer in layers)
+
+
+def logit_transform(config: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """What a model's own forward does to its head's output before the softmax, where its config says so: Gemma 2
+    and 3 cap logits softly (final_logit_softcapping), Cohere scales them (logit_scale), Granite divides them
+    (logits_scaling). The client runs the head itself, so it applies the same."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    cap = getattr(text, "final_logit_softcapping", None)
+    scale = getattr(text, "logit_scale", None)
+    divide = getattr(text, "logits_scaling", None)
+    steps = []
+    if scale:
+        steps.append(lambda x: x * scale)
+    if divide:
+        steps.append(lambda x: x / divide)
+    if cap:
+        steps.append(lambda x: torch.tanh(x / cap) * cap)
+    if not steps:
+        return None
+
+    def transform(logits: torch.Tensor) -> torch.Tensor:
+        for step in steps:
+            logits = step(logits)
+        return logits
+
+    return transform
 
 
 def resolve_device(setting: str) -> torch.device:
@@ -117,17 +159,20 @@ class AdaptiveLimits:
         self.on_change = on_change
 
     def run(self, attempt: Callable[[BatchLimits], T]) -> T:
-        """attempt(limits), again with halved limits each time it runs out of device memory; the last error
-        stands once a single row of a single token does not fit."""
+        """attempt(limits), again with halved limits each time it runs out of device memory. When one row alone does
+        not fit, the error stands and the limits go back to what they were: the row was too long, not the batches
+        too large."""
+        before = self.current
         while True:
             try:
                 return attempt(self.current)
             except torch.OutOfMemoryError:
                 smaller = self.current.halved()
-                if smaller is None:
-                    raise
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
+                if smaller is None:
+                    self.current = before
+                    raise
                 if self.on_change:
                     self.on_change(self.current, smaller)
                 self.current = smaller

@@ -40,11 +40,12 @@ class ContinuationScoring:
     def score(
         self, requests: Sequence[Request], on_done: OnDone | None = None, share_context: bool = True
     ) -> list[Completion]:
-        """Continuation log-probabilities, in batches of many requests (share_context=False: every request its own
-        row, its context run with it; the numbers are the same)."""
+        """Continuation log-probabilities, in batches of many requests (share_context=False, or a model whose cache
+        cannot be copied row by row: every request its own row, its context run with it; the numbers are the same
+        to float32's rounding, 1e-5 or so)."""
         self.load_model()  # before any clock starts
         encoded = [self._encode_pair(r) for r in requests]
-        rows = _rows(encoded, share_context)
+        rows = _rows(encoded, share_context and self.copyable_cache)
         results: dict[int, Completion] = {}
         for cluster, prefix_len in prefix_groups([row.context for row in rows], self.min_shared_prefix_members()):
             prefix, prefix_s = None, 0.0
@@ -53,7 +54,7 @@ class ContinuationScoring:
             order = sorted(cluster, key=lambda k: -len(rows[k].tokens))  # similar lengths in a batch: little padding
             for finished in self._in_batches(
                 order,
-                lambda k: len(rows[k].tokens) - prefix_len,
+                lambda k: len(rows[k].tokens),  # held: the prefix and the row
                 lambda chunk, limits: self._score_rows(
                     [rows[k] for k in chunk], encoded, requests, prefix, prefix_len, prefix_s, limits
                 ),
@@ -85,7 +86,8 @@ class ContinuationScoring:
                     if len(cont) > 1:
                         later.append((i, r))
         later.sort(key=lambda o: -encoded[o[0]][1])
-        for chunk in padded_batches(later, lambda o: encoded[o[0]][1] - 1, limits):
+        held = mask.shape[1]  # each continuation continues a copy of its context's cache
+        for chunk in padded_batches(later, lambda o: held + encoded[o[0]][1] - 1, limits):
             conts = [encoded[i][0][len(encoded[i][0]) - encoded[i][1] :] for i, _ in chunk]
             width = max(len(c) for c in conts) - 1
             # every continuation token but the last is an input; right padding never reaches real tokens

@@ -27,8 +27,8 @@ class TransformersSettings(Strict):
     )
     batch_tokens: PositiveInt | Literal["auto"] = Field(
         "auto",
-        description="padded tokens per forward pass (rows x the widest row's new tokens); auto: 4096 on a CPU, "
-        "what half the GPU's free memory holds (at most 65536) on a GPU",
+        description="padded tokens one forward pass holds (rows x the widest row, the key/value cache it continues "
+        "included); auto: 16384 on a CPU, what half the GPU's free memory holds (at most 65536) on a GPU",
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: the checkpoint's own; a float32 checkpoint runs in bfloat16 on GPUs that support it"

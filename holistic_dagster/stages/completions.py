@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.adaptation.adapter import adapter_as_asked
-from holistic_dagster.clients.identity import answering_identity
+from holistic_dagster.clients.identity import NUMERICS, answering_identity
 from holistic_dagster.records import Completion, Request, sha256_json
 from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.budget import check_budget, estimate_cost
@@ -95,7 +95,9 @@ def answer_requests(
 
 
 def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], decoding: dict[str, Any]) -> str:
-    decoding = {**decoding, "prompt_format": info.get("prompt_format", "plain")}
+    # how the numbers were computed besides the weights (a local model's dtype, llama.cpp's context reuse)
+    numerics = {key: info[key] for key in NUMERICS if key in info}
+    decoding = {**decoding, "prompt_format": info.get("prompt_format", "plain"), **numerics}
     row = {
         "model": model,
         "backend": info["backend"],

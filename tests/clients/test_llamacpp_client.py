@@ -167,7 +167,11 @@ def test_reusing_the_context_stays_within_the_bound_of_evaluating_every_prompt(l
     per choice the two differ by what evaluating the context's last token alone does (bench/results/
     llamacpp_agreement.md: mean 0.06, max 1.07 nats over 400 MMLU choices), well within how far llama.cpp's Q4_1
     numbers are from transformers' float32 ones; both prefer the same choices where transformers' margin is clear."""
+    from holistic_dagster.clients.identity import answering_identity
+
     exact = LlamaCppClient(llama_spec(base_url=llama._base_url, reuse_context=False))
+    # the two ways give other numbers: their answers are cached apart
+    assert answering_identity(exact.describe()) != answering_identity(llama.describe())
     requests = [
         Request(f"q{q}c{c}", f"q{q}", "score", prompt, continuation=choice, choice_index=c)
         for q, (prompt, choices) in enumerate(LONGER)

@@ -179,16 +179,25 @@ def test_running_out_of_device_memory_halves_the_batch_and_remembers(untrained_c
     assert all(c.error == "" and c.num_completion_tokens == 3 for c in generated)
 
 
-def test_a_device_too_small_for_one_row_fails_with_the_devices_error(untrained_client):
-    client = _client(untrained_client.path, batch_size=2, batch_tokens=2)
+def test_a_row_too_long_for_the_device_fails_with_the_devices_error_and_the_limits_stay(untrained_client):
+    """One row that does not fit alone cannot be helped by smaller batches: the device's error stands after the
+    halvings down to one row, and the limits go back to what they were for the rows that do fit."""
+    client = _client(untrained_client.path, batch_size=8, batch_tokens=4096)
+    tried: list[int] = []
+    base = client._base
 
-    def no_memory(**kwargs):
-        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+    def no_room_for_long_rows(**kwargs):
+        tried.append(int(kwargs["input_ids"].shape[0]))
+        if kwargs["input_ids"].shape[1] > 150:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return base(**kwargs)
 
-    client._base = no_memory
+    client._base = no_room_for_long_rows
+    long = Request("long", "i", "score", "word " * 300, continuation=" end")
     with pytest.raises(torch.OutOfMemoryError):
-        client.score(_requests()[:3])
-    assert client.limits.current == BatchLimits(rows=1, tokens=1)
+        client.score([long] + _requests()[:6])
+    assert tried[-1] == 1 and client.limits.current == BatchLimits(rows=8, tokens=4096)
+    assert all(c.error == "" for c in client.score(_requests()[:6]))
 
 
 def test_an_unsupported_transformers_release_is_refused_at_load(untrained_client, monkeypatch):
@@ -230,3 +239,67 @@ def test_dtype_setting_loads_the_weights_in_it_and_is_part_of_the_identity(untra
     assert answering_identity(half.describe()) != answering_identity(untrained_client.describe())
     (scored,) = half.score([Request("s", "i", "score", "Answer:", continuation=" green")])
     assert scored.logprob < 0 and scored.error == ""
+
+
+def _tiny(config_class, tokenizer_dir, path, **shape):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(0)
+    config = config_class(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        **shape,
+    )  # fmt: skip
+    from transformers import AutoModelForCausalLM
+
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _naive(client, request: Request) -> float:
+    """The model's own forward over the whole text (its own head and logit processing), log-softmax, summed."""
+    tok = client.tokenizer
+    ctx = tok(request.prompt.rstrip(), add_special_tokens=False)["input_ids"] or [client._fallback_token()]
+    cont = tok(request.prompt[len(request.prompt.rstrip()) :] + request.continuation, add_special_tokens=False)[
+        "input_ids"
+    ]
+    with torch.no_grad():
+        logprobs = torch.log_softmax(client.model(torch.tensor([ctx + cont])).logits[0].float(), dim=-1)
+    return sum(float(logprobs[len(ctx) + k - 1, t]) for k, t in enumerate(cont))
+
+
+def test_sliding_window_and_soft_capped_models_score_as_their_own_forward(untrained_client, tmp_path):
+    """Gemma 2 (a sliding window of 8 tokens on every other layer, soft-capped logits) and Mistral (a window of 8
+    on every layer), with prompts well past the window and a shared few-shot block: padding between a shared prefix
+    and a row would count as tokens in the window, so these models share no prefix; every score equals the model's
+    own forward, soft capping included."""
+    from transformers import Gemma2Config, MistralConfig
+
+    models = {
+        "gemma2": _tiny(Gemma2Config, untrained_client.path, tmp_path / "g", sliding_window=8,
+                        final_logit_softcapping=2.0, query_pre_attn_scalar=16),
+        "mistral": _tiny(MistralConfig, untrained_client.path, tmp_path / "m", sliding_window=8),
+    }  # fmt: skip
+    for name, path in models.items():
+        client = _client(path, batch_size=16)
+        requests = _requests(seed=4)
+        passes = _forward_passes(client)
+        scored = client.score(requests)
+        assert client.sliding_window and 1 not in passes, name  # no prefix pass (a pass of one row)
+        for request, completion in zip(requests, scored):
+            assert completion.logprob == pytest.approx(_naive(client, request), abs=1e-4), (name, request)
+    assert _client(models["gemma2"], batch_size=4).logit_transform is not None
+
+
+def test_a_model_whose_cache_holds_more_than_keys_and_values_is_never_copied():
+    """Linear-attention and state-space layers keep states a row-by-row copy would share between rows: such models
+    score every request in its own row and share no prefix."""
+    from transformers import GPT2Config, Qwen3NextConfig
+
+    from holistic_dagster.clients.transformers_device import cache_layout
+
+    assert cache_layout(GPT2Config()) == (True, False)
+    assert cache_layout(Qwen3NextConfig())[0] is False

@@ -126,6 +126,7 @@ def test_scores_record_how_they_were_produced(suite_run):
     assert rows["model_revision"].str.startswith("sha256:").all() and (rows["batch_size"] == 16).all()
     assert rows["library_versions"].str.contains('"transformers"').all()
     assert rows["decoding"].str.contains('"method"').all()
+    assert rows["decoding"].str.contains('"dtype": "float32"').all()  # what the numbers were computed in
 
 
 def test_every_asset_check_passed(suite_run, catalog):
