@@ -194,7 +194,7 @@ def side(args) -> None:
 
         batch = "auto" if args.side == "ours-auto" else args.batch_size
         client = TransformersClient(ModelSpec(name="bench", backend="transformers", path=args.path, batch_size=batch))
-        passes = count_passes(client)
+        passes = client.pass_rows  # the client's own count of its forward passes, by rows
         joint = [Request(f"j{i}", f"q{i}", "generate", p, max_tokens=1) for i, p in enumerate(data["a_joint"])]
         separate = [
             Request(f"s{i}", f"q{i // 4}", "score", p, continuation=c, choice_index=i % 4)
@@ -229,9 +229,10 @@ def side(args) -> None:
                 entry["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
                 entry["gpu_utilization_pct"] = util.mean(started, ended)
             if passes is not None:
-                entry["forward_passes"] = len(passes)
-                entry["rows_per_pass"] = round(sum(passes) / max(len(passes), 1), 1)
-                entry["passes_per_request"] = round(len(passes) / entry["requests"], 3)
+                count = sum(passes.values())
+                entry["forward_passes"] = count
+                entry["rows_per_pass"] = round(sum(rows * n for rows, n in passes.items()) / max(count, 1), 1)
+                entry["passes_per_request"] = round(count / entry["requests"], 3)
             result["passes"].setdefault(label, {})[kind] = entry
             result["outputs"][kind] = out
             print(f"[{args.side}] {label} {kind}: {entry}", file=sys.stderr, flush=True)
@@ -244,19 +245,6 @@ def side(args) -> None:
 
 def _first(values):
     return values[0] if values else None
-
-
-def count_passes(client) -> list[int]:
-    """Rows of each of the client's forward passes (observation only)."""
-    rows: list[int] = []
-    base = client._base
-
-    def counted(**kwargs):
-        rows.append(int(kwargs["input_ids"].shape[0]))
-        return base(**kwargs)
-
-    client._base = counted
-    return rows
 
 
 # --- the floor: plain transformers + torch -------------------------------------------------------------------------

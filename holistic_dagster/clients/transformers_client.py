@@ -14,6 +14,7 @@ import platform
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ class TransformersClient(ContinuationScoring):
         # on a GPU the host queues steps ahead and reads them back now and then (finished rows decode on unseen)
         self.sync_every = 1 if self.device.type == "cpu" else 16
         self.limits: device_of.AdaptiveLimits | None = None  # set when the weights are loaded
+        # forward passes run, by rows: what batching achieved (passes per request, rows per pass)
+        self.pass_rows: Counter[int] = Counter()
         self.revision = spec.revision or (
             (gguf_models.gguf_revision(Path(path)) or _revision(Path(path))) if local else "unpinned"
         )
@@ -365,7 +368,8 @@ class TransformersClient(ContinuationScoring):
     # --- scoring --------------------------------------------------------------------------------------
     @torch.inference_mode()
     def _base(self, **kwargs):
-        """The transformer without its language-model head."""
+        """The transformer without its language-model head (every forward pass of the client's goes through here)."""
+        self.pass_rows[int(kwargs["input_ids"].shape[0])] += 1
         return getattr(self.model, self.model.base_model_prefix)(**kwargs)
 
     def _prefix_cache(self, prefix: list[int], shared_by: int):

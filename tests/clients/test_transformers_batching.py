@@ -69,17 +69,9 @@ def _requests(n_questions: int = 9, seed: int = 0) -> list[Request]:
     return requests
 
 
-def _forward_passes(client) -> list[int]:
-    """Counts the model's forward passes (rows of each) without changing them."""
-    rows: list[int] = []
-    base = client._base
-
-    def counted(**kwargs):
-        rows.append(int(kwargs["input_ids"].shape[0]))
-        return base(**kwargs)
-
-    client._base = counted
-    return rows
+def _passes(client) -> list[int]:
+    """The rows of each forward pass the client ran since its count was cleared, most first."""
+    return sorted(client.pass_rows.elements(), reverse=True)
 
 
 @pytest.mark.parametrize("limits", [(16, 4096), (3, 4096), (64, 40)])
@@ -90,9 +82,9 @@ def test_batched_scoring_equals_scoring_one_request_at_a_time(model_dir, limits)
     client = _client(model_dir, batch_size=rows, batch_tokens=tokens)
     requests = _requests()
     together = client.score(requests)
-    passes = _forward_passes(client)
+    client.pass_rows.clear()
     alone = [client.score([r])[0] for r in requests]
-    assert len(passes) >= len(requests)  # one at a time: at least one pass each
+    assert len(_passes(client)) >= len(requests)  # one at a time: at least one pass each
     for a, b in zip(together, alone):
         assert a.request_id == b.request_id and a.tokens == b.tokens and len(a.logprobs) == len(a.tokens) > 0
         assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
@@ -113,11 +105,10 @@ def test_a_batch_holds_many_questions_and_each_context_runs_once(untrained_clien
         for q, prompt in enumerate(prompts)
         for c, choice in enumerate(choices)
     ]
-    passes = _forward_passes(client)
     client.score(requests)
     # plain: contexts 16 + 8, their 48 longer choices 16 + 16 + 16; few-shot: the block, 6 contexts, 12 choices
-    assert sorted(passes, reverse=True) == [16, 16, 16, 16, 12, 8, 6, 1]
-    assert sum(passes) / len(requests) < 0.8  # rows per request: each context once, not once per choice
+    assert _passes(client) == [16, 16, 16, 16, 12, 8, 6, 1]
+    assert sum(_passes(client)) / len(requests) < 0.8  # rows per request: each context once, not once per choice
 
 
 def test_scores_do_not_depend_on_how_requests_are_batched_or_shared(untrained_client):
@@ -286,9 +277,8 @@ def test_sliding_window_and_soft_capped_models_score_as_their_own_forward(untrai
     for name, path in models.items():
         client = _client(path, batch_size=16)
         requests = _requests(seed=4)
-        passes = _forward_passes(client)
         scored = client.score(requests)
-        assert client.sliding_window and 1 not in passes, name  # no prefix pass (a pass of one row)
+        assert client.sliding_window and 1 not in _passes(client), name  # no prefix pass (a pass of one row)
         for request, completion in zip(requests, scored):
             assert completion.logprob == pytest.approx(_naive(client, request), abs=1e-4), (name, request)
     assert _client(models["gemma2"], batch_size=4).logit_transform is not None
