@@ -105,10 +105,11 @@ class RedisServer:
         import redis
 
         wait_until(
-            lambda: redis.Redis(port=self.port, socket_timeout=1).ping(),
+            # a ping that times out on a busy machine is "not yet", as a refused connection is
+            lambda: redis.Redis(port=self.port, socket_timeout=5).ping(),
             timeout_s=30,
             what=f"redis-server on port {self.port}",
-            ignoring=(redis.ConnectionError,),
+            ignoring=(redis.ConnectionError, redis.TimeoutError),
             alive=lambda: self.proc.poll() is None,
         )
         return self

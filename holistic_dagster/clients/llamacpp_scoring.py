@@ -30,7 +30,7 @@ from holistic_dagster.clients.http import (
     failed_completion,
     with_retries,
 )
-from holistic_dagster.clients.protocol import OnDone
+from holistic_dagster.clients.protocol import OnDone, scored_completion
 from holistic_dagster.records import Completion, Request
 
 
@@ -158,16 +158,12 @@ class ForcedContinuationScoring:
         followed = [t.get("id") for t in steps]
         if followed != ids:
             raise PermanentError(f"the server did not follow the forced tokens {ids} (it gave {followed})")
-        return Completion(
-            request_id=request.request_id,
-            text=request.continuation,
-            tokens=tuple(t["token"] for t in steps),
-            logprobs=tuple(float(t["logprob"]) for t in steps),
-            logprob=sum(float(t["logprob"]) for t in steps),
-            num_prompt_tokens=prompt_tokens,
-            num_completion_tokens=0,
-            latency_s=time.perf_counter() - started,
-            finish_reason="scored",
+        return scored_completion(
+            request,
+            [t["token"] for t in steps],
+            [t["logprob"] for t in steps],
+            prompt_tokens,
+            time.perf_counter() - started,
         )
 
     async def _forced_one_by_one(

@@ -18,7 +18,7 @@ import openai
 import requests
 
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, tls_context
-from holistic_dagster.clients.protocol import OnDone, generated_completion
+from holistic_dagster.clients.protocol import OnDone, generated_completion, scored_completion
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import read_secret
 from holistic_dagster.errors import CatalogError
@@ -143,14 +143,10 @@ class OpenAICompatibleClient(HttpClientBase):
             for t, off, x in zip(lp["tokens"], lp["text_offset"], lp["token_logprobs"])
             if off >= start and x is not None
         ]
-        return Completion(
-            request_id=request.request_id,
-            text=request.continuation,
-            tokens=tuple(t for t, _ in picked),
-            logprobs=tuple(x for _, x in picked),
-            logprob=sum(x for _, x in picked),
-            num_prompt_tokens=len(lp["tokens"]) - len(picked),
-            num_completion_tokens=0,
-            latency_s=time.perf_counter() - started,
-            finish_reason="scored",
+        return scored_completion(
+            request,
+            [t for t, _ in picked],
+            [x for _, x in picked],
+            len(lp["tokens"]) - len(picked),
+            time.perf_counter() - started,
         )

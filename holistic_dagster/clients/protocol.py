@@ -51,6 +51,24 @@ def keep_tokens_within(text: str, tokens: Sequence[str], *per_token: Sequence) -
     return (list(tokens[:kept]), *(list(values[:kept]) for values in per_token))
 
 
+def scored_completion(
+    request: Request, tokens: Sequence[str], logprobs: Sequence[float], num_prompt_tokens: int, latency_s: float
+) -> Completion:
+    """A continuation's log-probability as stored: its tokens and theirs, their sum, nothing generated."""
+    logprobs = tuple(float(x) for x in logprobs)
+    return Completion(
+        request_id=request.request_id,
+        text=request.continuation,
+        tokens=tuple(tokens),
+        logprobs=logprobs,
+        logprob=float(sum(logprobs)),
+        num_prompt_tokens=num_prompt_tokens,
+        num_completion_tokens=0,
+        latency_s=latency_s,
+        finish_reason="scored",
+    )
+
+
 def generated_completion(
     request: Request,
     text: str,

@@ -18,7 +18,7 @@ import huggingface_hub
 from huggingface_hub.utils import build_hf_headers
 
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, server_json
-from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within
+from holistic_dagster.clients.protocol import OnDone, cut_at_stop, keep_tokens_within, scored_completion
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Request
@@ -71,16 +71,8 @@ def continuation_from_prefill(output: dict[str, Any], request: Request, latency_
         spelled = token["text"] + spelled
     if not spelled.endswith(request.continuation.strip()) or any(t["logprob"] is None for t in taken):
         raise PermanentError(f"prefill tokens do not spell the continuation {request.continuation!r}")
-    return Completion(
-        request_id=request.request_id,
-        text=request.continuation,
-        tokens=tuple(t["text"] for t in taken),
-        logprobs=tuple(float(t["logprob"]) for t in taken),
-        logprob=float(sum(t["logprob"] for t in taken)),
-        num_prompt_tokens=len(prefill) - len(taken),
-        num_completion_tokens=0,
-        latency_s=latency_s,
-        finish_reason="scored",
+    return scored_completion(
+        request, [t["text"] for t in taken], [t["logprob"] for t in taken], len(prefill) - len(taken), latency_s
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from holistic_dagster.clients.batching import BatchLimits, gathered, padded_batches, prefix_groups
-from holistic_dagster.clients.protocol import OnDone
+from holistic_dagster.clients.protocol import OnDone, scored_completion
 from holistic_dagster.records import Completion, Request
 
 VOCAB_ROWS = 2048  # scored positions projected onto the vocabulary at once (bounds the logits' memory)
@@ -114,7 +114,8 @@ class ContinuationScoring:
         return {i: self._scored(requests[i], encoded[i], lps, latency) for i, lps in per_request.items()}
 
     def _picked_logprobs(self, passes: list[torch.Tensor], picks) -> list[float]:
-        """The log-probability of each pick's target token at its position, read back in one transfer."""
+        """The log-probability of each pick's target token at its position, read back in one transfer. The picks
+        come pass by pass (the context pass's, then each continuation pass's), as the passes' states are joined."""
         selected = torch.cat(
             [
                 state[torch.tensor([r for q, r, *_ in picks if q == p], device=self.device, dtype=torch.long),
@@ -122,31 +123,17 @@ class ContinuationScoring:
                 for p, state in enumerate(passes)
             ]
         )  # fmt: skip
-        order = sorted(range(len(picks)), key=lambda n: picks[n][0])  # the picks as `selected` holds them
-        target = torch.tensor([picks[n][3] for n in order], device=self.device)
-        lps = torch.empty(len(order), dtype=torch.float32, device=self.device)
-        for start in range(0, len(order), VOCAB_ROWS):
+        target = torch.tensor([pick[3] for pick in picks], device=self.device)
+        lps = torch.empty(len(picks), dtype=torch.float32, device=self.device)
+        for start in range(0, len(picks), VOCAB_ROWS):
             stop = start + VOCAB_ROWS
             lps[start:stop] = self._vocab_logprobs(selected[start:stop]).gather(1, target[start:stop, None])[:, 0]
-        found = lps.tolist()
-        result = [0.0] * len(picks)
-        for position, n in enumerate(order):
-            result[n] = found[position]
-        return result
+        return lps.tolist()
 
     def _scored(self, request: Request, pair: tuple[list[int], int], lps: list[float], latency: float) -> Completion:
         ids, n_cont = pair
-        return Completion(
-            request_id=request.request_id,
-            text=request.continuation,
-            tokens=tuple(self.tokenizer.decode([t]) for t in ids[len(ids) - n_cont :]),
-            logprobs=tuple(lps),
-            logprob=float(sum(lps)),
-            num_prompt_tokens=len(ids) - n_cont,
-            num_completion_tokens=0,
-            latency_s=latency,
-            finish_reason="scored",
-        )
+        tokens = [self.tokenizer.decode([t]) for t in ids[len(ids) - n_cont :]]
+        return scored_completion(request, tokens, lps, len(ids) - n_cont, latency)
 
     def _encode_pair(self, request: Request) -> tuple[list[int], int]:
         """Token ids of prompt + continuation (cut from the left to fit), and how many belong to the
