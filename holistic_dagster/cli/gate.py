@@ -13,13 +13,23 @@ from holistic_dagster.cli.common import DbOption, console, default_version, depl
 from holistic_dagster.errors import HolisticError
 
 
+def _alpha(value: float | None) -> float | None:
+    # click's FloatRange lets NaN through (every comparison with it is false), and NaN, 0 or 1 decide nothing;
+    # click exits 2 on a bad parameter, the gate's "could not decide"
+    if value is not None and not 0 < value < 1:
+        raise typer.BadParameter(f"a significance level is a number between 0 and 1, exclusive; got {value}")
+    return value
+
+
 def gate(
     candidate: Annotated[str, typer.Argument(help="the model under test (e.g. a pull request's)")],
     baseline: Annotated[
         Optional[str], typer.Option(help="the model to beat (default: as resources/alerts.yaml's `baseline` says)")
     ] = None,
     version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
-    alpha: Annotated[Optional[float], typer.Option(help="significance level (default: the suite's)")] = None,
+    alpha: Annotated[
+        Optional[float], typer.Option(callback=_alpha, help="significance level in (0, 1) (default: the suite's)")
+    ] = None,
     min_instances: Annotated[
         int, typer.Option(min=1, help="fewer shared instances on a scenario: it cannot be decided")
     ] = 10,
@@ -33,16 +43,16 @@ def gate(
 ) -> None:
     """Gate a candidate on its baseline (paired, per scenario, Holm-corrected; resources/alerts.yaml's metric
     rules). Exit status: 0 no significant regression, 1 regression, 2 could not decide (missing runs, too few
-    shared instances)."""
-    from holistic_dagster.alerts.gate import UNDECIDED, gate_rules
+    shared instances, or any error: an unreadable --db, an unwritable --markdown, a bad option)."""
+    from holistic_dagster.alerts.gate import UNDECIDED, gate_rules  # every error of this verb exits with it
     from holistic_dagster.alerts.gate import gate as run_gate
     from holistic_dagster.alerts.grading import baselines
     from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, PREDICTIONS_SEED
     from holistic_dagster.report.gate import gate_markdown
     from holistic_dagster.results.leaderboard import main_metrics, regression_alpha, report_path
 
-    chosen = deployment(db)
     try:
+        chosen = deployment(db)
         version = version or default_version(chosen)
         catalog, warehouse, alerts = chosen.catalog(), chosen.warehouse(), chosen.alerts()
         if baseline is None:
@@ -50,6 +60,12 @@ def gate(
             if baseline is None:
                 err.print(f"{candidate!r} has no baseline in {chosen.alerts_path}: give --baseline")
                 raise typer.Exit(UNDECIDED)
+        if baseline == candidate:
+            err.print(
+                f"[bold red]error:[/] {escape(candidate)} is its own baseline: a model compared with itself "
+                "cannot regress, so the gate would pass whatever it scored"
+            )
+            raise typer.Exit(UNDECIDED)
         level = alpha if alpha is not None else regression_alpha(catalog, version)
         result = run_gate(
             warehouse, version, candidate, baseline, gate_rules(alerts), level,
@@ -59,11 +75,16 @@ def gate(
             warehouse, result, report_url or str(report_path(warehouse, version).parent),
             PREDICTIONS_PER_SCENARIO, PREDICTIONS_SEED,
         )  # fmt: skip
+        if markdown is not None:
+            markdown.write_text(text, encoding="utf-8")
+    except typer.Exit:
+        raise
     except HolisticError as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}")
         raise typer.Exit(UNDECIDED) from None
-    if markdown is not None:
-        markdown.write_text(text, encoding="utf-8")
+    except Exception as e:  # a garbage --db, an unwritable --markdown: not a regression, so never exit status 1
+        err.print(f"[bold red]error:[/] {escape(type(e).__name__)}: {escape(str(e).strip())}")
+        raise typer.Exit(UNDECIDED) from None
     colour = {"pass": "green", "regression": "red", "undecided": "yellow"}[result.verdict]
     console.print(f"[bold {colour}]{result.verdict.upper()}[/]: {escape(text.splitlines()[2])}")
     for why in result.undecided:

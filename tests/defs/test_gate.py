@@ -73,6 +73,7 @@ def world(tmp_path_factory, dagster_home, smollm2_client, shared_data):
         "HOLISTIC_RESOURCES": str(root / "resources"),
         "HOLISTIC_WAREHOUSE": str(root / "wh.duckdb"),
         "HOLISTIC_DATA_DIR": f"{root / 'data'}:{shared_data}",
+        "COLUMNS": "200",  # an option error is boxed by rich: wide enough to hold its line
     }
     return {"root": root, "env": env, "warehouse": Warehouse(root / "wh.duckdb")}
 
@@ -143,3 +144,30 @@ def test_too_few_shared_instances_or_a_model_not_evaluated_cannot_be_decided(wor
 
     status, printed, markdown = gate(world, "never-run")
     assert status == 2 and "never-run has no scores in suite version gate1: evaluate it first" in markdown
+
+
+@pytest.mark.parametrize("alpha", ["nan", "-1", "0", "1", "5", "inf"])
+def test_a_significance_level_outside_0_1_cannot_turn_a_regression_into_a_pass(world, alpha):
+    status, printed, markdown = gate(world, "smol-r2-broken", "--alpha", alpha)
+    assert status == 2, printed
+    assert "a significance level is a number between 0 and 1, exclusive" in printed and markdown == ""
+
+
+def test_every_error_exits_2_not_the_regression_status(world, tmp_path):
+    # the regression is real (exit 1 above): an error on the way must not pass for it, nor for a pass
+    garbage, empty = tmp_path / "garbage.duckdb", tmp_path / "empty.duckdb"
+    garbage.write_bytes(b"not a database" * 100)
+    empty.write_bytes(b"")
+    for db in (garbage, empty):
+        status, printed, _ = gate(world, "smol-r2-broken", "--db", str(db))
+        assert status == 2 and str(db) in printed, printed
+    unwritable = tmp_path / "a-file"  # a path under a file: unwritable whoever runs the tests
+    unwritable.write_text("")
+    done = subprocess.run(
+        [HOLISTIC, "gate", "smol-r2-broken", "--version", "gate1", "--markdown", str(unwritable / "s.md")],
+        env=world["env"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "s.md" in done.stderr, done.stdout + done.stderr
+
+    status, printed, _ = gate(world, "smol", "--baseline", "smol")
+    assert status == 2 and "smol is its own baseline" in printed
