@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -80,19 +81,23 @@ def export(
     models: Annotated[
         Optional[list[str]], typer.Option("--model", help="only this model (repeatable; default: every model)")
     ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="replace the runs an earlier export wrote there (nothing else)")
+    ] = False,
     db: DbOption = None,
 ) -> None:
-    """Write a suite version's results as HELM run folders, which HELM's helm-summarize and helm-server read."""
-    from holistic_dagster.helm.exporting import export_runs
+    """Write a suite version's results as HELM run folders, which HELM's helm-summarize and helm-server read.
+    A non-empty runs/<suite>/ is refused unless --replace, which replaces only what an earlier export wrote."""
+    from holistic_dagster.helm.exporting import MANIFEST, export_runs
 
     if format != "helm":
         fail(f"unknown export format {format!r} (known: helm)")
     chosen = deployment(db)
     try:
         version = version or default_version(chosen)
-        folder = export_runs(chosen.warehouse(), version, out, suite, models)
+        folder = export_runs(chosen.warehouse(), version, out, suite, models, replace)
     except HolisticError as e:
         fail(str(e))
-    runs = sorted(p.name for p in folder.iterdir())
+    runs = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["runs"]
     console.print(f"{len(runs)} HELM runs of suite version {version} written to [cyan]{folder}[/]")
     console.print(f"  HELM reads them: helm-summarize --suite {folder.name} -o {folder.parent.parent}")

@@ -33,9 +33,17 @@ from holistic_dagster.warehouse.rows import json_list, json_object, metadata_of,
 _METHOD_TO_HELM = {"ranking_binary": "ranking_binary", "language_modeling": "language_modeling"}
 
 
-def export_runs(warehouse, version: str, out: Path, suite: str | None = None, models: list[str] | None = None) -> Path:
+MANIFEST = ".holistic-export.json"  # what an export wrote into runs/<suite>/ (helm-summarize reads folders only)
+
+
+def export_runs(
+    warehouse, version: str, out: Path, suite: str | None = None, models: list[str] | None = None,
+    replace: bool = False,
+) -> Path:  # fmt: skip
     """Writes the version's runs under out/runs/<suite>/ (default suite: the version) and returns that folder.
-    The folder is written beside and renamed into place: an export that fails leaves no half-written suite."""
+    The folder is written beside and renamed into place: an export that fails leaves no half-written suite.
+    An existing non-empty folder is refused unless `replace`, and then only what an earlier export wrote there
+    (its manifest's run folders) is replaced: a user's notes, a HELM run of their own, are never deleted."""
     suite = suite or version
     scored = warehouse.df(
         "SELECT DISTINCT model, scenario FROM instance_scores WHERE version = ? ORDER BY model, scenario", [version]
@@ -48,22 +56,89 @@ def export_runs(warehouse, version: str, out: Path, suite: str | None = None, mo
     if scored.empty:
         raise HolisticError(f"no scores for suite version {version!r} in {warehouse.path}: evaluate it first")
     target = Path(out) / "runs" / suite
+    ours = _replaceable(target, replace)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{suite}.", dir=target.parent))
     try:
+        written: dict[str, list[str]] = {}
         for model, scenario in scored.itertuples(index=False):
             for name, files in _runs(warehouse, version, model, scenario):
                 folder = staging / name
                 folder.mkdir()
                 for file, content in files.items():
                     (folder / file).write_text(json.dumps(content, indent=2, ensure_ascii=False), encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    except BaseException:
+                written[name] = sorted(files)
+        (staging / MANIFEST).write_text(json.dumps({"version": version, "runs": written}, indent=2), encoding="utf-8")
+        if ours is None:
+            if target.exists():
+                target.rmdir()  # empty (_replaceable said so)
+            os.replace(staging, target)
+        else:
+            _swap_in(staging, target, ours, written)
+    finally:
         shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target
+
+
+def _replaceable(target: Path, replace: bool) -> dict[str, list[str]] | None:
+    """None when `target` is absent or empty; else the run folders an earlier export wrote there (its manifest),
+    which `replace` may replace. Raises, before anything is written, where replacing could lose a user's file."""
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise HolisticError(f"{target} is not a folder the export can write runs into")
+    if not target.exists() or not any(target.iterdir()):
+        return None
+    if not replace:
+        raise HolisticError(
+            f"{target} exists and is not empty: nothing was written. Export under another --suite or --out, or "
+            "give --replace to replace the runs an earlier export wrote there (nothing else is touched)"
+        )
+    try:
+        manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+        ours = {str(run): [str(f) for f in files] for run, files in manifest["runs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise HolisticError(
+            f"{target} was not written by `holistic export` (no readable {MANIFEST}): nothing was written or "
+            "deleted. Export under another --suite or --out"
+        ) from None
+    for run, files in ours.items():
+        folder = target / run
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise HolisticError(f"{folder} is not a run folder the export wrote: nothing was written or deleted")
+        foreign = sorted(p.name for p in folder.iterdir() if p.name not in files) if folder.exists() else []
+        if foreign:
+            raise HolisticError(
+                f"{folder} holds files the export did not write ({', '.join(foreign)}): nothing was written or "
+                "deleted. Move them away, or export under another --suite or --out"
+            )
+    return ours
+
+
+def _swap_in(staging: Path, target: Path, ours: dict[str, list[str]], written: dict[str, list[str]]) -> None:
+    """Moves the new runs into `target` in place of the earlier export's, leaving everything else there alone."""
+    taken = sorted(n for n in written if n not in ours and (target / n).exists())
+    if taken:
+        raise HolisticError(
+            f"{target} holds folders of the same name the export did not write ({', '.join(taken)}): nothing was "
+            "written or deleted. Export under another --suite or --out"
+        )
+    aside = staging / ".replaced"
+    aside.mkdir()
+    moved_aside, moved_in = [], []
+    try:
+        for run in ours:
+            if (target / run).exists():
+                os.replace(target / run, aside / run)
+                moved_aside.append(run)
+        for run in written:
+            os.replace(staging / run, target / run)
+            moved_in.append(run)
+        os.replace(staging / MANIFEST, target / MANIFEST)
+    except BaseException:  # put the earlier export back as it was
+        for run in moved_in:
+            os.replace(target / run, staging / run)
+        for run in moved_aside:
+            os.replace(aside / run, target / run)
+        raise
 
 
 def _runs(warehouse, version: str, model: str, scenario: str):

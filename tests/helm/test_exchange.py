@@ -211,7 +211,7 @@ def test_export_then_import_keeps_every_per_instance_value(imported, tmp_path):
     wh, _ = imported
     folder = export_runs(wh, VERSION, tmp_path / "out", suite="again")
     assert folder == tmp_path / "out" / "runs" / "again"
-    assert sorted(p.name for p in folder.iterdir()) == [r.name for r in RUNS]
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == [r.name for r in RUNS]
     for run in RUNS:
         exported = read_run(folder / run.name)
         original = read_run(run)
@@ -238,7 +238,7 @@ def test_export_of_our_own_run_is_read_as_helm_runs(small_run, tmp_path):
     per-instance score under HELM's name, the means HELM's Stat computes."""
     wh = small_run["wh"]
     folder = export_runs(wh, "s1", tmp_path / "out")
-    (run,) = [read_run(p) for p in folder.iterdir()]
+    (run,) = [read_run(p) for p in folder.iterdir() if p.is_dir()]
     assert run.spec.name == "boolq:model=demo-gpt2-untrained" and run.group == "boolq"
     prompts = wh.df(
         "SELECT prompt || continuation AS p FROM prompts WHERE version = 's1' AND instance_id NOT LIKE '%~%'"
@@ -264,6 +264,33 @@ def test_export_of_our_own_run_is_read_as_helm_runs(small_run, tmp_path):
     ).iat[0, 0]
     robustness = next(s for s in run.stats if s.name.name == "exact_match" and s.name.perturbation)
     assert robustness.name.perturbation["name"] == "robustness" and robustness.mean == pytest.approx(worst)
+
+
+def test_export_never_deletes_what_it_did_not_write(small_run, tmp_path):
+    """A runs/<suite>/ folder that holds a user's files is refused (it was deleted whole before); --replace
+    replaces only the runs an earlier export wrote, and refuses when one of them holds a file of the user's."""
+    wh, out = small_run["wh"], tmp_path / "out"
+    theirs = out / "runs" / "s1"
+    write(theirs / "notes.md", "my notes")
+    write(theirs / "their_helm_run" / "run_spec.json", "{}")
+    with pytest.raises(HolisticError, match="exists and is not empty: nothing was written"):
+        export_runs(wh, "s1", out)
+    with pytest.raises(HolisticError, match="was not written by `holistic export`"):
+        export_runs(wh, "s1", out, replace=True)
+    assert sorted(p.name for p in theirs.rglob("*")) == ["notes.md", "run_spec.json", "their_helm_run"]
+
+    ours = export_runs(wh, "s1", out, suite="mine")
+    (run,) = [p.name for p in ours.iterdir() if p.is_dir()]
+    with pytest.raises(HolisticError, match="exists and is not empty"):
+        export_runs(wh, "s1", out, suite="mine")
+    write(ours / "README.md", "kept")  # beside the runs: kept, and the runs are replaced
+    (ours / run / "stats.json").write_text("[]")
+    export_runs(wh, "s1", out, suite="mine", replace=True)
+    assert (ours / "README.md").read_text() == "kept" and json.loads((ours / run / "stats.json").read_text())
+    write(ours / run / "my_analysis.txt", "mine")  # inside a run the export wrote: refused, nothing touched
+    with pytest.raises(HolisticError, match=r"holds files the export did not write \(my_analysis.txt\)"):
+        export_runs(wh, "s1", out, suite="mine", replace=True)
+    assert (ours / run / "my_analysis.txt").read_text() == "mine" and (ours / run / "stats.json").exists()
 
 
 def test_cli_import_and_export(tmp_path, monkeypatch):
