@@ -4,7 +4,10 @@ A run folder holds `run_spec.json` (what was asked: scenario, adapter, model), `
 request with its instance and the model's result), `per_instance_stats.json` (every metric per instance) and
 `stats.json` (the aggregates), plus `scenario.json` (a description). The models below are the fields of those
 files that an import uses, as HELM 0.5's dataclasses name them; fields they do not name are ignored. A file that
-lacks one, or has it of another type, fails naming the file and the field (`request_states[3].result`).
+lacks one, or has it of another type, fails naming the file and the field (`request_states[3].result`). Types
+are HELM's JSON types, strictly: a number written as a string ("1") is refused, not read as 1.0. A run's files
+must be its own: a file that is a symbolic link is refused (it could be another run's), and the scenario
+state's adapter spec must be the run spec's.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ OPTIONAL_FILES = ("scenario.json",)
 
 
 class _Fields(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)  # strict: "1" is no number
 
 
 class Text(_Fields):
@@ -126,7 +129,7 @@ class ScenarioSpec(_Fields):
 
 
 class AdapterSpec(_Fields):
-    model_config = ConfigDict(extra="allow", frozen=True)  # kept whole: an export writes it back
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)  # kept whole: an export writes it back
     method: str
     model: str
     model_deployment: str | None = None
@@ -223,6 +226,11 @@ def read_run(folder: Path) -> HelmRun:
     missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
         raise DataFormatError(folder, None, f"not a complete HELM run folder, missing {', '.join(missing)}")
+    for name in (*REQUIRED_FILES, *OPTIONAL_FILES):
+        if (folder / name).is_symlink():
+            raise DataFormatError(
+                folder / name, None, f"a symbolic link (to {(folder / name).resolve()}): a run's files must be its own"
+            )
     files = {
         name: SourceFile(str(folder / name), sha256_file(folder / name), "helm run", (folder / name).stat().st_size)
         for name in (*REQUIRED_FILES, *OPTIONAL_FILES)
@@ -231,11 +239,16 @@ def read_run(folder: Path) -> HelmRun:
     spec = _parse(folder / "run_spec.json", RunSpec)
     state = _parse(folder / "scenario_state.json", ScenarioState)
     per_instance = _parse(folder / "per_instance_stats.json", list[InstanceStats])
+    raw_spec = json.loads((folder / "run_spec.json").read_text(encoding="utf-8"))
+    if state.adapter_spec != raw_spec.get("adapter_spec"):  # HELM writes the run's adapter spec into both
+        raise DataFormatError(
+            folder / "scenario_state.json", "adapter_spec", "differs from run_spec.json's: the files are not one run's"
+        )
     run = HelmRun(
         folder=folder,
         files=files,
         spec=spec,
-        raw_spec=json.loads((folder / "run_spec.json").read_text(encoding="utf-8")),
+        raw_spec=raw_spec,
         states=state.request_states,
         instance_stats=per_instance,
         stats=_parse(folder / "stats.json", list[Stat]),

@@ -142,6 +142,16 @@ BROKEN = [
      r"record \[0\]: instance_id 'id99999' is not an instance of"),
     ("stats.json", lambda t: t[:-20], "not readable JSON"),
     ("run_spec.json", lambda t: t.replace('"adapter_spec"', '"adapter"', 1), r"record adapter_spec: Field required"),
+    # HELM's schema's types: a number written as a string is no number
+    ("stats.json", lambda t: _edited(t, lambda d: d[0].update(mean="1")),
+     r"record \[0\]\.mean: Input should be a valid number"),
+    ("per_instance_stats.json", lambda t: _edited(t, lambda d: d[0]["stats"][0].update(sum="1")),
+     r"record \[0\]\.stats\[0\]\.sum: Input should be a valid number"),
+    ("per_instance_stats.json", lambda t: _edited(t, lambda d: d[0]["stats"][0].update(count="1")),
+     r"record \[0\]\.stats\[0\]\.count: Input should be a valid integer"),
+    # the files of one run belong together: HELM writes the run's adapter spec into both
+    ("scenario_state.json", lambda t: _edited(t, lambda d: d["adapter_spec"].update(model="other/model")),
+     r"record adapter_spec: differs from run_spec.json's: the files are not one run's"),
 ]  # fmt: skip
 
 
@@ -156,6 +166,28 @@ def test_a_broken_run_fails_naming_file_and_field_and_imports_nothing(tmp_path, 
     assert str(suite / RUNS[3].name / file) in str(failure.value)
     after = wh.df("SELECT * FROM instance_scores ORDER BY ALL")
     assert after.equals(before)
+    assert wh.df("SELECT count(*) FROM imported_runs").iat[0, 0] == 1
+
+
+@pytest.mark.parametrize("file", ["scenario_state.json", "stats.json", "per_instance_stats.json"])
+def test_a_run_file_that_is_another_run_s_is_refused(tmp_path, catalog, file):
+    """A run folder whose file is a symbolic link (to another run's) or a copy of another run's scenario state
+    is not one run: refused, nothing imported."""
+    suite = tmp_path / "runs" / "exchange"
+    shutil.copytree(SUITE, suite)
+    wh = Warehouse(tmp_path / "w.duckdb")
+    import_runs(wh, catalog, [RUNS[0]], version=VERSION)  # an earlier import, which must stay as it was
+    mixed = suite / RUNS[3].name / file
+    mixed.unlink()
+    mixed.symlink_to(suite / RUNS[2].name / file)
+    with pytest.raises(DataFormatError, match=f"{file}: a symbolic link .*: a run's files must be its own"):
+        import_runs(wh, catalog, [suite])
+    mixed.unlink()
+    # another model's scenario state, copied in: its adapter spec is not this run's
+    shutil.copy(suite / RUNS[0].name / "scenario_state.json", suite / RUNS[3].name / "scenario_state.json")
+    shutil.copy(SUITE / RUNS[3].name / file, mixed) if file != "scenario_state.json" else None
+    with pytest.raises(DataFormatError, match="adapter_spec: differs from run_spec.json's"):
+        import_runs(wh, catalog, [suite])
     assert wh.df("SELECT count(*) FROM imported_runs").iat[0, 0] == 1
 
 
