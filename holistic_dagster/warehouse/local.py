@@ -71,8 +71,19 @@ class WarehouseWriteError(HolisticError):
 
 
 # a query connection reaches nothing but its own file: no other files (COPY TO, read_csv, glob, EXPORT), no
-# other databases (ATTACH), no extensions (INSTALL, LOAD), no persistent secrets; and it cannot undo that (SET)
-SANDBOX = {"enable_external_access": False, "lock_configuration": True}
+# other databases (ATTACH), no extensions (INSTALL, LOAD), no persistent secrets; and it cannot undo that (SET).
+# No temporary folder either: DuckDB lets even a sandboxed connection write into its spill folder (<file>.tmp/),
+# COPY TO included. Order matters: the configuration is locked last
+SANDBOX = {"temp_directory": "", "enable_external_access": False, "lock_configuration": True}
+
+
+def lock_down(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Applies SANDBOX to an open connection, in its order (DuckDB's connect-time config applies it in its own)."""
+    for setting, value in SANDBOX.items():
+        con.execute(f"SET {setting} = {_literal(value) if isinstance(value, str) else str(value).lower()}")
+    return con
+
+
 OUT_OF_REACH = "out of holistic query's reach"
 _OTHER_FILES = (
     "holistic query reads the warehouse only: other files and databases (read_csv, ATTACH, COPY TO, EXPORT), "
@@ -104,7 +115,7 @@ class Warehouse:
                 raise WarehouseWriteError(f"cannot write the warehouse {self.path}: {e}") from e
         with self._locked(read_only):
             if sandboxed:  # a user's query: an instance of its own, whose settings the user cannot change
-                with duckdb.connect(str(self.path), read_only=True, config=SANDBOX) as con:
+                with lock_down(duckdb.connect(str(self.path), read_only=True)) as con:
                     yield con
                 return
             with _attached(self.path, read_only) as con:

@@ -51,11 +51,11 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import sha256_json
 from holistic_dagster.warehouse.local import (
     OUT_OF_REACH,
-    SANDBOX,
     SCHEMA_VERSION,
     TABLES,
     WarehouseWriteError,
     _literal,
+    lock_down,
     run_user_query,
 )
 
@@ -305,6 +305,7 @@ class SharedStore:
         if not self.path.is_dir():
             raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
         self._ready_for_reading()
+        _refuse_links(self.path)
         if sandboxed:
             with self._sandboxed() as con:
                 yield con
@@ -354,8 +355,7 @@ class SharedStore:
             try:
                 con.register_filesystem(_ReadOnlyStoreFiles(str(self.path)))
                 con.execute(f"SET allowed_directories = [{_literal(prefix + str(self.path) + '/')}]")
-                for setting, value in SANDBOX.items():  # enable_external_access, then lock_configuration
-                    con.execute(f"SET {setting} = {str(value).lower()}")
+                lock_down(con)
                 yield con
             finally:
                 con.close()
@@ -412,6 +412,20 @@ def _views(root: Path, prefix: str = "") -> list[str]:
     return statements + list(_schema().views)
 
 
+def _refuse_links(root: Path) -> None:
+    """Every reader's rule (the leaderboard's, the report's, the gate's, `holistic query`'s): the store's files are
+    its own. A symbolic link anywhere in it (planted by whoever can write the folder) could lead a reader to a
+    file outside, or pass another file off as a partition's, so the store is not read until it is removed."""
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        for name in (*dirs, *names):
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                raise HolisticError(
+                    f"the results store {root} holds a symbolic link, {path} -> {os.readlink(path)}: a store's "
+                    "files must be its own, so it is not read until the link is removed"
+                )
+
+
 class _ReadOnlyStoreFiles(LocalFileSystem):
     """Local files under their own protocol, for reading only, and only those whose real location (symbolic
     links followed) is inside the store: the sandboxed connection's only way to files."""
@@ -426,10 +440,21 @@ class _ReadOnlyStoreFiles(LocalFileSystem):
     def _open(self, path, mode="rb", **kwargs):
         if mode != "rb":
             _refuse(path)
+        self._inside(path)
+        return super()._open(path, mode=mode, **kwargs)
+
+    def ls(self, path, detail=False, **kwargs):  # what glob() lists: never a folder a link leads to
+        self._inside(path)
+        return super().ls(path, detail=detail, **kwargs)
+
+    def info(self, path, **kwargs):
+        self._inside(path)
+        return super().info(path, **kwargs)
+
+    def _inside(self, path) -> None:
         real = os.path.realpath(self._strip_protocol(path))
         if os.path.commonpath([real, self.store_root]) != self.store_root:
             _refuse(path)  # a link planted in the store's folder, pointing out of it
-        return super()._open(path, mode=mode, **kwargs)
 
     def mkdir(self, path, *args, **kwargs):
         _refuse(path)

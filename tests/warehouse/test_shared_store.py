@@ -386,23 +386,44 @@ def test_holistic_views_writes_the_views_file_and_says_so_for_a_duckdb_file(tmp_
     assert result.exit_code != 0 and "is a DuckDB file already" in result.output
 
 
-def test_a_symbolic_link_in_the_store_does_not_lead_query_out_of_it(tmp_path):
-    """Whoever can write into the store's folder can plant a link to a file or folder outside it: the sandbox
-    follows no path whose real location leaves the store."""
+def test_a_symbolic_link_in_the_store_leads_no_reader_out_of_it(tmp_path):
+    """Whoever can write into the store's folder can plant a link to a file or folder outside it. One rule for every
+    reader (the leaderboard's, the report's and the gate's df, and holistic query): a store holding a link is
+    not read, and says where the link is; the sandbox's filesystem follows no path that leaves the store even so
+    (a link planted after the check), nor lists one through glob."""
+    from holistic_dagster.warehouse.shared import _ReadOnlyStoreFiles
+
     store = SharedStore(tmp_path / "store")
     store.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "secret.csv").write_text("secret\n42\n")
-    (store.path / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
+    stolen = SharedStore(tmp_path / "other")  # another store's partition passed off as this one's
+    stolen.replace({"version": "v2", "scenario": "s"}, {"source_files": _files("v2", 3)})
+    (planted,) = (stolen.path / "source_files").glob("[0-9a-f]*.parquet")
+    links = [
+        (store.path / "linked", tmp_path / "outside"),
+        (store.path / "source_files" / "zz-link.csv", tmp_path / "outside" / "secret.csv"),
+        (store.path / "source_files" / ("f" * 64 + ".parquet"), planted),  # matched by the table's glob
+    ]
+    for link, target in links:
+        link.symlink_to(target, target_is_directory=target.is_dir())
+        for read in (lambda: store.df("SELECT count(*) AS n FROM source_files"),
+                     lambda: store.query("SELECT count(*) FROM source_files")):  # fmt: skip
+            with pytest.raises(HolisticError, match=f"holds a symbolic link, {link} -> {target}"):
+                read()
+        link.unlink()
+    assert store.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 2  # read again once removed
+
+    files = _ReadOnlyStoreFiles(str(store.path))  # a link planted after the check: the filesystem refuses it
+    (store.path / "linked").symlink_to("/usr/bin", target_is_directory=True)
     (store.path / "source_files" / "zz-link.csv").symlink_to(tmp_path / "outside" / "secret.csv")
-    inside = f"holistic-store://{store.path}"
-    for statement in (
-        f"SELECT * FROM read_csv('{inside}/linked/secret.csv')",
-        f"SELECT * FROM read_text('{inside}/source_files/zz-link.csv')",
-    ):
-        with pytest.raises(ReadOnlyError, match="other files and databases"):
-            store.query(statement)
-    assert store.query("SELECT count(*) FROM source_files")[1] == [(2,)]  # the store itself still reads
+    for touch in (lambda: files.glob(f"{store.path}/linked/*"), lambda: files.ls(f"{store.path}/linked"),
+                  lambda: files.open(f"{store.path}/source_files/zz-link.csv").read()):  # fmt: skip
+        with pytest.raises(PermissionError, match="out of holistic query's reach"):
+            touch()
+    assert files.glob(f"{store.path}/source_files/*.parquet") == []  # a folder holding a link lists nothing
+    (store.path / "source_files" / "zz-link.csv").unlink()
+    assert len(files.glob(f"{store.path}/source_files/[0-9a-f]*.parquet")) == 1  # the store's own files list
 
 
 def test_a_killed_writer_s_temporary_file_is_removed_once_no_live_writer_can_own_it(tmp_path):

@@ -7,6 +7,8 @@ import sys
 
 import duckdb
 import pandas as pd
+from pathlib import Path
+
 import pytest
 
 from holistic_dagster.errors import HolisticError
@@ -82,6 +84,19 @@ def test_query_reaches_nothing_but_the_warehouse(tmp_path, statement):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
     assert other.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 1
     assert wh.query("SELECT count(*) FROM source_files")[1] == [(2,)]  # reading the warehouse still works
+
+
+def test_query_cannot_write_into_the_warehouse_s_spill_folder(tmp_path):
+    """DuckDB lets a connection with external access off still write into its own spill folder (<file>.tmp/),
+    COPY TO included, when that folder exists: the sandbox has none."""
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    spill = tmp_path / "w.duckdb.tmp"
+    spill.mkdir()
+    for target in (spill / "copied.csv", Path("w.duckdb.tmp") / "copied.csv"):
+        with pytest.raises(ReadOnlyError, match="holistic query reads the warehouse only"):
+            wh.query(f"COPY (SELECT * FROM source_files) TO '{target}'")
+    assert list(spill.iterdir()) == []
 
 
 def _open_from_another_process(path) -> str:
