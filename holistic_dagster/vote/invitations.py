@@ -53,4 +53,5 @@ def voter_of(key: bytes, version: str, token: str | None) -> str | None:
     voter, _, signature = (token or "").rpartition(".")
     if not VOTER.match(voter) or not signature:
         return None
-    return voter if hmac.compare_digest(signature, _signature(key, version, voter)) else None
+    # as bytes: compare_digest refuses a str holding a non-ASCII character (a 500 on a forged link)
+    return voter if hmac.compare_digest(signature.encode(), _signature(key, version, voter).encode()) else None

@@ -45,6 +45,9 @@ def test_only_an_invitation_makes_a_voter(page):
     assert requests.get(f"{base}/", params={"t": other_version}).status_code == 403
     other_key = invitations.invitation(b"another key", "a1", "alice")
     assert requests.get(f"{base}/", params={"t": other_key}).status_code == 403
+    non_ascii = invitations.invitation(KEY, "a1", "alice")[:-1] + "é"  # compare_digest on str raised: a 500
+    assert requests.get(f"{base}/", params={"t": non_ascii}).status_code == 403
+    assert requests.post(f"{base}/vote", data={"t": "alice.ü", "battle_id": "x", "choice": "first"}).status_code == 403
     alice = invitations.invitation(KEY, "a1", "alice")
     shown = requests.get(f"{base}/", params={"t": alice})
     assert shown.status_code == 200 and ">alice<" in shown.text
