@@ -44,14 +44,14 @@ def receiver():
         yield server
 
 
-def _failing_check(name: str):
+def _failing_check(name: str, text: str = "planted"):
     @asset(name=name)
     def thing():
         return 1
 
     @asset_check(asset=thing, name=f"{name}_is_fine")
     def is_fine():
-        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, description=f"{name} planted")
+        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, description=f"{name} {text}")
 
     return [thing, is_fine]
 
@@ -180,9 +180,13 @@ def test_undeliverable_alerts_are_recorded_in_the_warehouse(tmp_path, receiver, 
     with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
         start = build_sensor_context(instance=instance, resources={"holistic": resource})
         alert_webhook(start)
-        materialize(_failing_check("refused"), instance=instance)
+        # one check failing twice with different texts, given up in one tick: two rows (the second was lost)
+        materialize(_failing_check("refused", "first text"), instance=instance)
+        materialize(_failing_check("refused", "second text"), instance=instance)
         tick = build_sensor_context(instance=instance, resources={"holistic": resource}, cursor=start.cursor)
         assert "undeliverable (refused)" in str(alert_webhook(tick).skip_message)
-    (row,) = Warehouse(path).df("SELECT * FROM undelivered_alerts").itertuples()
-    assert row.title == "refused_is_fine failed on refused" and "HTTP 403" in row.error and TOKEN not in row.error
-    assert time.time() - row.recorded_at.timestamp() < 24 * 3600  # the tick's own time (UTC)
+    rows = list(Warehouse(path).df("SELECT * FROM undelivered_alerts ORDER BY text").itertuples())
+    assert [r.text for r in rows] == ["refused first text", "refused second text"]
+    for row in rows:
+        assert row.title == "refused_is_fine failed on refused" and "HTTP 403" in row.error and TOKEN not in row.error
+        assert time.time() - row.recorded_at.timestamp() < 24 * 3600  # the tick's own time (UTC)

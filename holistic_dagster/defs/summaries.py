@@ -273,5 +273,5 @@ def _record_undelivered(holistic: HolisticResource, alerts: list[Alert], error: 
 
     at = datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None)
     rows = [{"recorded_at": at, "level": a.level, "title": a.title, "text": a.text, "error": error} for a in alerts]
-    frame = pd.DataFrame(rows).drop_duplicates(["title"])
+    frame = pd.DataFrame(rows).drop_duplicates(["level", "title", "text"])  # the table's key: every give-up kept
     holistic.deployment().warehouse().upsert("undelivered_alerts", frame)

@@ -21,7 +21,7 @@ from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 TABLES = (
     "completion_cache",
     "source_files",
@@ -55,8 +55,9 @@ TABLES = (
     "safety_ratings",
     "safety_agreement",
 )
-# version 2 widened these tables' primary keys (family, perturbation): their rows are copied across
-_REKEYED_IN_V2 = ("instance_scores", "scenario_metrics")
+# tables whose primary key a version widened (2: family, perturbation; 3: every give-up of an alert with its
+# text): a file of an older version has their rows copied across into the new table
+_REKEYED = {"2": ("instance_scores", "scenario_metrics"), "3": ("undelivered_alerts",)}
 
 
 _SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema
@@ -171,16 +172,19 @@ class Warehouse:
     @staticmethod
     def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         old = _schema_version(con)
-        if old == "1":
+        existing = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        rekeyed = [t for version, tables in _REKEYED.items() if old and int(old) < int(version) for t in tables
+                   if t in existing]  # fmt: skip
+        if rekeyed:
             con.execute("BEGIN TRANSACTION")
-            for table in _REKEYED_IN_V2:
-                con.execute(f"ALTER TABLE {table} RENAME TO {table}_v1")
+            for table in rekeyed:
+                con.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
         con.execute(files("holistic_dagster.warehouse").joinpath("schema.sql").read_text())
-        if old == "1":
-            for table in _REKEYED_IN_V2:
-                columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {table}_v1").fetchall())
-                con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_v1")
-                con.execute(f"DROP TABLE {table}_v1")
+        if rekeyed:
+            for table in rekeyed:
+                columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {table}_old").fetchall())
+                con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_old")
+                con.execute(f"DROP TABLE {table}_old")
             con.execute("COMMIT")
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?)", [SCHEMA_VERSION])
 

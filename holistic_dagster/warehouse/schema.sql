@@ -155,11 +155,12 @@ CREATE TABLE IF NOT EXISTS step_inputs (
 );
 
 -- Alerts the alert_webhook sensor gave up posting (the receiver refused them, or failed every retry): kept here
--- so that someone can still read them; error: why (never the webhook URL).
+-- so that someone can still read them, every one (two give-ups of one check with different texts are two rows);
+-- error: why (never the webhook URL).
 CREATE TABLE IF NOT EXISTS undelivered_alerts (
     recorded_at TIMESTAMP NOT NULL, level VARCHAR NOT NULL, title VARCHAR NOT NULL, text VARCHAR NOT NULL,
     error VARCHAR NOT NULL,
-    PRIMARY KEY (recorded_at, title)
+    PRIMARY KEY (recorded_at, level, title, text)
 );
 
 -- Runs imported from HELM (`holistic import-helm`): the run folder each imported (version, scenario, model)

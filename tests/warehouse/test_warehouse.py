@@ -173,9 +173,26 @@ def test_a_version_1_warehouse_is_migrated_in_place(tmp_path):
     assert rows.values.tolist() == [["accuracy", "", 1.0], ["robustness", "worst", 0.0]]
     metric = wh.df("SELECT metric, value, count, perturbation, note FROM scenario_metrics")
     assert metric.values.tolist() == [["exact_match", 0.5, 2, "", ""]]
-    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == "2"
+    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == "3"
     tables = set(wh.df("SELECT table_name FROM information_schema.tables")["table_name"])
-    assert not {t for t in tables if t.endswith("_v1")}  # the old copies are gone
+    assert not {t for t in tables if t.endswith("_old")}  # the old copies are gone
+
+
+def test_a_version_2_warehouse_keeps_its_undelivered_alerts_and_then_every_give_up(tmp_path):
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE schema_info (key VARCHAR PRIMARY KEY, value VARCHAR);"
+            "INSERT INTO schema_info VALUES ('schema_version', '2');"
+            "CREATE TABLE undelivered_alerts (recorded_at TIMESTAMP NOT NULL, level VARCHAR NOT NULL, "
+            "title VARCHAR NOT NULL, text VARCHAR NOT NULL, error VARCHAR NOT NULL, PRIMARY KEY (recorded_at, title));"
+            "INSERT INTO undelivered_alerts VALUES ('2026-01-01 00:00:00', 'critical', 't', 'old text', 'HTTP 403')"
+        )
+    wh = Warehouse(path)
+    again = {"recorded_at": pd.Timestamp("2026-01-01"), "level": "critical", "title": "t", "text": "new text",
+             "error": "HTTP 403"}  # fmt: skip
+    wh.upsert("undelivered_alerts", pd.DataFrame([again]))
+    assert wh.df("SELECT text FROM undelivered_alerts ORDER BY text")["text"].tolist() == ["new text", "old text"]
 
 
 def test_query_in_a_process_that_never_wrote_the_warehouse(tmp_path, monkeypatch):
