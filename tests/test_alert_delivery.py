@@ -22,6 +22,7 @@ from dagster import (
 from holistic_dagster.alerts.delivery import (
     MAX_ATTEMPTS,
     RETRY_BASE_S,
+    RETRY_MAX_S,
     Alert,
     AlertDeliveryError,
     Outbox,
@@ -143,6 +144,28 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up_and_later_aler
     later = [Alert("warning", "later", "a later alert")]
     sent = deliver(done.outbox, later, lambda items: notify(items, receiver.url(), timeout_s=5), now + 1)
     assert sent.message == "posted 1 of 1 alert(s)" and "later" in receiver.bodies[-1]["text"]
+
+
+def test_a_new_alert_does_not_wait_out_an_old_backoff_nor_share_its_count(receiver):
+    """Seven failed posts put an old alert an hour off; a new critical alert is posted at the next tick, and
+    while the receiver stays down it keeps a count of its own (the old one is given up, the new one waits)."""
+    broken = lambda items: notify(items, receiver.url("broken"), timeout_s=5)  # noqa: E731
+    outbox, now = Outbox(), 1000.0
+    for attempt in range(MAX_ATTEMPTS - 1):
+        outbox, failed_at = deliver(outbox, ALERT if attempt == 0 else [], broken, now).outbox, now
+        now = outbox.next_try
+    assert outbox.tries == [MAX_ATTEMPTS - 1] and outbox.next_try - failed_at >= RETRY_MAX_S / 2  # a long wait
+    critical = [Alert("critical", "new", "a new critical alert")]
+    soon = failed_at + RETRY_BASE_S  # the next tick, long before the old backoff ends
+    stuck = deliver(outbox, critical, broken, soon)
+    assert "waiting" not in stuck.message  # tried at once
+    assert stuck.undeliverable == ALERT and stuck.outbox.pending == critical and stuck.outbox.tries == [1]
+    assert stuck.outbox.next_try == soon + RETRY_BASE_S  # the new alert's own backoff
+    receiver.bodies.clear()
+    sent = deliver(stuck.outbox, [], lambda items: notify(items, receiver.url(), timeout_s=5), stuck.outbox.next_try)
+    assert sent.message == "posted 1 of 1 alert(s)" and "a new critical alert" in receiver.bodies[-1]["text"]
+    restored = Outbox.from_json({"pending": [vars(a) for a in ALERT], "attempts": 3, "next_try": 5.0})  # older cursor
+    assert restored.tries == [3] * len(ALERT) and restored.next_try == 5.0
 
 
 def test_a_refused_post_is_given_up_at_once_and_its_echo_of_the_url_is_hidden(receiver):

@@ -6,8 +6,9 @@
 - The URL is a secret: no error raised here holds it, its path segments or its query values, even when the
   receiver echoes them in its answer.
 - An Outbox holds the alerts not yet delivered (in the alerts sensor's cursor): a failed post is tried again
-  after a backoff that doubles up to RETRY_MAX_S; after MAX_ATTEMPTS, or at once when the receiver refuses them
-  (permanent), they are handed back as undeliverable (the sensor records them) and later alerts still go out.
+  after a backoff that doubles up to RETRY_MAX_S, or at once when a new alert comes; each alert counts its own
+  failures, and after MAX_ATTEMPTS, or at once when the receiver refuses them (permanent), alerts are handed back
+  as undeliverable (the sensor records them) and later alerts still go out.
 """
 
 from __future__ import annotations
@@ -165,20 +166,29 @@ def send_alerts(items: Sequence[Alert | Notifiable], spec: AlertsSpec, header: s
 
 @dataclass
 class Outbox:
-    """Alerts waiting to be posted, with how often posting them failed and when to try again (epoch seconds)."""
+    """Alerts waiting to be posted, each with how often posting it failed (`tries`, one per pending alert), and
+    when to try again (epoch seconds). Each alert keeps its own count: a new alert is not given up with old ones,
+    nor does it wait out their backoff (a new critical alert behind an hour's backoff was an hour late)."""
 
     pending: list[Alert] = field(default_factory=list)
-    attempts: int = 0
+    tries: list[int] = field(default_factory=list)
     next_try: float = 0.0
 
+    @property
+    def attempts(self) -> int:
+        """The most failed posts of any alert waiting."""
+        return max(self.tries, default=0)
+
     def to_json(self) -> dict:
-        return {"pending": [asdict(a) for a in self.pending], "attempts": self.attempts, "next_try": self.next_try}
+        return {"pending": [asdict(a) for a in self.pending], "tries": self.tries, "next_try": self.next_try}
 
     @classmethod
     def from_json(cls, data: dict | None) -> Outbox:
         data = data or {}
         pending = [Alert(**a) for a in data.get("pending", [])]
-        return cls(pending, int(data.get("attempts", 0)), float(data.get("next_try", 0.0)))
+        # an earlier release's cursor kept one count for the whole outbox
+        tries = [int(t) for t in data.get("tries", [int(data.get("attempts", 0))] * len(pending))]
+        return cls(pending, tries, float(data.get("next_try", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -193,30 +203,39 @@ class Delivery:
 
 
 def deliver(outbox: Outbox, new: Sequence[Alert], post: Callable[[list[Alert]], int], now: float) -> Delivery:
-    """Adds `new` to the outbox and posts everything waiting when its time has come. `post` returns how many it
-    posted (0: nothing to post, e.g. no webhook configured) or raises AlertDeliveryError."""
-    pending = [*outbox.pending, *new]
-    dropped = pending[:-MAX_PENDING] if len(pending) > MAX_PENDING else []
-    pending = pending[len(dropped) :]
+    """Adds `new` to the outbox and posts everything waiting when its time has come, or at once when there is a
+    new alert (the backoff is for alerts tried before). `post` returns how many it posted (0: nothing to post,
+    e.g. no webhook configured) or raises AlertDeliveryError."""
+    pending, tries = [*outbox.pending, *new], [*outbox.tries, *([0] * len(new))]
+    cut = max(len(pending) - MAX_PENDING, 0)
+    dropped, pending, tries = pending[:cut], pending[cut:], tries[cut:]
+    too_many = "more alerts waiting than kept" if dropped else ""
     if not pending:
-        return Delivery(Outbox(), "nothing to post", dropped, "more alerts waiting than kept" if dropped else "")
-    if now < outbox.next_try:
-        waiting = Outbox(pending, outbox.attempts, outbox.next_try)
+        return Delivery(Outbox(), "nothing to post", dropped, too_many)
+    if now < outbox.next_try and not new:
+        waiting = Outbox(pending, tries, outbox.next_try)
         return Delivery(waiting, f"{len(pending)} alert(s) waiting to be posted again in {outbox.next_try - now:.0f} s",
-                        dropped, "more alerts waiting than kept" if dropped else "")  # fmt: skip
+                        dropped, too_many)  # fmt: skip
     try:
         sent = post(pending)
     except AlertDeliveryError as e:
-        attempts = outbox.attempts + 1
-        if e.permanent or attempts >= MAX_ATTEMPTS:
-            why = "refused" if e.permanent else f"failed {attempts} times"
-            return Delivery(Outbox(), f"{len(pending)} alert(s) undeliverable ({why}): {e}", dropped + pending, str(e))
-        delay = min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S)
-        return Delivery(Outbox(pending, attempts, now + delay),
-                        f"{len(pending)} alert(s) not posted (attempt {attempts}, next in {delay:.0f} s): {e}",
-                        dropped, "")  # fmt: skip
+        tries = [t + 1 for t in tries]
+        if e.permanent:
+            refused = f"{len(pending)} alert(s) undeliverable (refused): {e}"
+            return Delivery(Outbox(), refused, dropped + pending, str(e))
+        spent = [a for a, t in zip(pending, tries) if t >= MAX_ATTEMPTS]
+        left = [(a, t) for a, t in zip(pending, tries) if t < MAX_ATTEMPTS]
+        if not left:
+            return Delivery(Outbox(), f"{len(pending)} alert(s) undeliverable (failed {MAX_ATTEMPTS} times): {e}",
+                            dropped + pending, str(e))  # fmt: skip
+        fewest = min(t for _, t in left)  # the newest alert's backoff sets the next try
+        delay = min(RETRY_BASE_S * 2 ** (fewest - 1), RETRY_MAX_S)
+        outbox = Outbox([a for a, _ in left], [t for _, t in left], now + delay)
+        given_up = f"; {len(spent)} undeliverable (failed {MAX_ATTEMPTS} times)" if spent else ""
+        return Delivery(outbox, f"{len(left)} alert(s) not posted (attempt {fewest}, next in {delay:.0f} s){given_up}: "
+                        f"{e}", dropped + spent, str(e) if spent else too_many)  # fmt: skip
     message = f"posted {sent} of {len(pending)} alert(s)" if sent else f"{len(pending)} alert(s), none posted"
-    return Delivery(Outbox(), message, dropped, "more alerts waiting than kept" if dropped else "")
+    return Delivery(Outbox(), message, dropped, too_many)
 
 
 def _scrub(text: str, url: str) -> str:
