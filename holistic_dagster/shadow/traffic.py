@@ -179,6 +179,9 @@ def read_traffic(path: Path, spec: ShadowSpec) -> tuple[list[TrafficRecord], lis
         except json.JSONDecodeError as e:
             quarantined.append(Quarantined(number, f"not JSON ({e.msg} at column {e.colno})"))
             continue
+        except RecursionError:  # JSON nested thousands deep: this record alone, not the whole log
+            quarantined.append(Quarantined(number, "nested too deeply to read"))
+            continue
         except (ValueError, TypeError, AttributeError) as e:
             # our own messages name fields only; anything else is reduced to its type, and redacted regardless
             reason = str(e) if isinstance(e, ValueError) else f"malformed ({type(e).__name__})"

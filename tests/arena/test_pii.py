@@ -162,14 +162,16 @@ def test_a_malformed_record_is_quarantined_without_its_text_and_the_rest_is_read
         '{"id": "x", "request": {"prompt": "' + secret + '"',  # cut off
         json.dumps(_record(2, request={"messages": [{"role": "assistant", "content": secret}]})),
         json.dumps(_record(0)),  # the same id again
+        '{"id": "deep", "request": ' + "[" * 100_000 + "]" * 100_000 + "}",  # too deep for the JSON reader
     ]
     path = tmp_path / "log.jsonl"
     path.write_bytes(("\n".join(lines) + "\n").encode() + b'{"id": "\xff\xfe ' + secret.encode() + b'"}\n')
     records, quarantined = read_traffic(path, ShadowSpec(candidates=("a",), judge="j"))
     assert [r.record_id for r in records] == ["req-0"]
-    assert [q.line for q in quarantined] == [2, 3, 4, 5, 6]
+    assert [q.line for q in quarantined] == [2, 3, 4, 5, 6, 7]
     assert quarantined[0].reason == "response.usage.completion_tokens is not a count of tokens"
-    assert quarantined[1].reason.startswith("not JSON") and quarantined[4].reason == "not UTF-8"
+    assert quarantined[1].reason.startswith("not JSON") and quarantined[5].reason == "not UTF-8"
+    assert quarantined[4].reason == "nested too deeply to read"  # one record, not the whole log
     assert all("bob" not in q.reason and "7946" not in q.reason for q in quarantined)
 
 
