@@ -57,7 +57,10 @@ class LlamaCppServer:
         params.verbosity = -1  # llama.cpp logs every request otherwise
         self.build = xllamacpp.BUILD_INFO
         self.version = getattr(xllamacpp, "__version__", "")
-        self._server = xllamacpp.Server(params)
+        try:
+            self._server = xllamacpp.Server(params)
+        except RuntimeError as e:  # "Failed to init server, please check the input params": which file, at least
+            raise CatalogError(f"{gguf}: llama.cpp could not load it ({e})") from e
         self.base_url = self._server.listening_address
 
     def close(self) -> None:
@@ -73,7 +76,13 @@ def gguf_facts(gguf: Path) -> tuple[int | None, bool]:
     file holds a chat template (without one llama.cpp falls back to ChatML, which is not the model's))."""
     import gguf as gguf_lib
 
-    fields = gguf_lib.GGUFReader(str(gguf)).fields
+    try:
+        fields = gguf_lib.GGUFReader(str(gguf)).fields
+    except Exception as e:  # the reader's own error (a truncated file: a reshape, an index) names no file
+        raise CatalogError(
+            f"{gguf}: not a GGUF file llama.cpp can read ({type(e).__name__}: {e}); a truncated download or copy? "
+            f"{gguf.stat().st_size:,} bytes"
+        ) from e
     chat = "tokenizer.chat_template" in fields
     arch = fields.get("general.architecture")
     if arch is None:

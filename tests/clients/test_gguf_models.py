@@ -34,3 +34,17 @@ def test_a_path_that_is_no_package_file_is_looked_for_on_disk_and_named(path):
         resolve_gguf(path)
     message = redact(str(e.value))
     assert message.startswith(f"model path {path!r}: no file ") and str(Path(path[5:]).name) in message
+
+
+@pytest.mark.parametrize("size", [1_000, 3_000_000])
+def test_a_truncated_gguf_file_on_llama_cpp_is_named_with_its_size(tmp_path, size):
+    """llama.cpp's backend read it with the GGUF reader's bare error (an IndexError, a reshape) naming no file."""
+    from holistic_dagster.clients.llamacpp_client import LlamaCppClient
+    from holistic_dagster.config.models import ModelSpec
+
+    truncated = tmp_path / "SmolLM2-cut.gguf"
+    with resolve_gguf(SMOLLM2).open("rb") as whole:
+        truncated.write_bytes(whole.read(size))
+    with pytest.raises(CatalogError, match=r"SmolLM2-cut\.gguf: not a GGUF file llama.cpp can read") as e:
+        LlamaCppClient(ModelSpec(name="cut", backend="llamacpp", path=f"gguf:{truncated}"))
+    assert f"{size:,} bytes" in str(e.value) and "truncated" in str(e.value)
