@@ -149,3 +149,56 @@ def test_the_suites_budget_holds_a_completions_step_the_daemon_would_run(tmp_pat
         )
         assert not result.success and sum(server.hits.values()) == 0
         assert "suite b2's max_cost, for mini_qa alone" in str(RunFailed("evaluate", result))
+
+
+def test_spending_is_metered_as_answers_arrive_and_stops_at_the_budget(tmp_path, untrained_client):
+    """A provider whose tokenizer counts 4x what the estimate counted (~4 characters a token: no `tokenizer:`):
+    the estimate passes the budget, and the usage the server reports reaches it. No request is sent after that
+    (one in flight at most here: the overshoot is bounded by it), the step fails as stopped for budget saying
+    what was spent and what was not sent, the run is tagged so, nothing half-written enters the completions, and
+    a run with a larger budget finishes without paying again for what was answered."""
+    import shutil
+
+    from holistic_dagster.defs.jobs import BUDGET_STOP_TAG
+    from holistic_dagster.defs.runner import RunFailed
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write_qa_scenario(tmp_path / "assets", tmp_path / "data", QUESTIONS, "Six sums.")
+    write(tmp_path / "assets" / "suites" / "b1.yaml", SUITE)
+    catalog = Catalog(tmp_path / "assets")
+    db = tmp_path / "w.duckdb"
+    instance = DagsterInstance.ephemeral()
+    with OpenAIProtocolTestServer(untrained_client, usage_scale=4) as server:
+        models = write(
+            tmp_path / "models.yaml",
+            f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
+            "max_concurrency: 1, price: {input_per_million: 150, output_per_million: 600}}\n",
+        )
+        resource = HolisticResource(
+            warehouse_path=str(db), catalog_dir=str(catalog.root), models_file=str(models),
+            data_dirs=[str(tmp_path / "data")],
+        )  # fmt: skip
+        defs = build_definitions(catalog, resource)
+        deployment = Deployment.of(warehouse=db, catalog=catalog.root, models=models)
+        with pytest.raises(BudgetExceeded):  # the prompts are built, nothing is sent: the estimate can be read
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.0)
+        warehouse = Warehouse(db)
+        budget = estimate_cost(StageContext(warehouse, catalog, deployment), "b1", "priced", ["mini_qa"]).cost
+        with pytest.raises(RunFailed) as stopped:  # the estimate is within the budget: the guard lets it through
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=budget)
+        message = str(stopped.value)
+        sent = sum(server.hits.values())
+        assert 1 <= sent < 6 and server.max_in_flight == 1
+        assert "stopped for budget: priced on mini_qa reached the budget of $" in message
+        assert f"{6 - sent} request(s) not sent" in message and "by the usage the server reported" in message
+        cached = warehouse.df("SELECT num_prompt_tokens, num_completion_tokens FROM completion_cache")
+        costs = [PRICE.cost(r.num_prompt_tokens, r.num_completion_tokens) for r in cached.itertuples()]
+        assert len(costs) == sent and sum(costs) >= budget  # reached ...
+        assert sum(costs) - max(costs) < budget  # ... by the last answer: nothing was sent after the budget
+        assert warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 0  # no partial rows
+        (failed,) = [r for r in instance.get_runs() if r.tags.get(BUDGET_STOP_TAG)]
+        assert failed.tags[BUDGET_STOP_TAG].startswith(f"spent ${sum(costs):.4f} of ${budget:g}")
+
+        evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=100 * budget)
+        assert sum(server.hits.values()) == 6  # the answered ones were not paid for again
+        assert warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 6

@@ -18,7 +18,7 @@ import requests
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
-from holistic_dagster.clients.protocol import OnDone
+from holistic_dagster.clients.protocol import OnDone, StopSending, not_sent
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.errors import HolisticError
@@ -90,18 +90,26 @@ async def send_concurrently(
     on_done: OnDone | None = None,
     seed: int = 0,
 ) -> list[Completion]:
-    """Sends every request with at most `max_concurrency` in flight; returns completions in request order."""
+    """Sends every request with at most `max_concurrency` in flight; returns completions in request order. When
+    `on_done` raises StopSending, no request is sent after it: those in flight finish (and are handed over)."""
     rng = random.Random(seed)
     gate = asyncio.Semaphore(max_concurrency)
+    stopped = False
 
     async def one(request: Request) -> Completion:
+        nonlocal stopped
         async with gate:
+            if stopped:
+                return not_sent(request)
             try:
                 completion = await with_retries(lambda: send(request), policy, rng)
             except (TransientError, PermanentError) as e:
                 completion = failed_completion(request, e)
         if on_done:
-            on_done([completion])
+            try:
+                on_done([completion])
+            except StopSending:
+                stopped = True
         return completion
 
     return list(await asyncio.gather(*(one(r) for r in requests)))

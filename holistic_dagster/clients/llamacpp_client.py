@@ -231,6 +231,7 @@ class LlamaCppClient(ForcedContinuationScoring, HttpClientBase):
             started, self.count_tokens,
         )  # fmt: skip
 
+
 def _token_logprobs(logprobs: dict[str, Any]) -> tuple[list[str], list[float], list[dict[str, float]]]:
     """Tokens, their log-probabilities and top alternatives, from llama.cpp's chat shape (`content[]`) or the
     legacy completions shape (`tokens`, `token_logprobs`, `top_logprobs`)."""

@@ -30,7 +30,7 @@ from holistic_dagster.clients.http import (
     failed_completion,
     with_retries,
 )
-from holistic_dagster.clients.protocol import OnDone, scored_completion
+from holistic_dagster.clients.protocol import OnDone, StopSending, not_sent, scored_completion
 from holistic_dagster.records import Completion, Request
 
 
@@ -48,6 +48,7 @@ class ForcedContinuationScoring:
             groups.setdefault(r.prompt.rstrip(), []).append(i)
         queue = list(groups.items())
         results: dict[int, Completion] = {}
+        stopped: list[bool] = []
 
         async def main() -> None:
             workers = max(1, min(self.spec.max_concurrency, int(self.props.get("total_slots") or 1)))
@@ -55,12 +56,15 @@ class ForcedContinuationScoring:
             rng = random.Random(0)
 
             async def worker(slot: int) -> None:
-                while queue:
+                while queue and not stopped:
                     context, members = queue.pop(0)
                     finished = await self._score_context(session, slot, context, [requests[i] for i in members], rng)
                     results.update(zip(members, finished))
                     if on_done:
-                        on_done(finished)
+                        try:
+                            on_done(finished)
+                        except StopSending:  # no more contexts; the other slots finish the one they hold
+                            stopped.append(True)
 
             try:
                 await asyncio.gather(*(worker(slot) for slot in range(workers)))
@@ -69,7 +73,7 @@ class ForcedContinuationScoring:
 
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(main())
-        return [results[i] for i in range(len(requests))]
+        return [results[i] if i in results else not_sent(requests[i]) for i in range(len(requests))]
 
     async def _score_context(
         self, session: JsonSession, slot: int, context: str, members: list[Request], rng: random.Random
@@ -229,5 +233,3 @@ def _failed(request: Request, error: Exception) -> Completion:
     if isinstance(error, MALFORMED):
         error = PermanentError(f"malformed response: {type(error).__name__}: {error}")
     return failed_completion(request, error)
-
-

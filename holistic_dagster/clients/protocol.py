@@ -15,6 +15,15 @@ from holistic_dagster.records import Completion, Request
 OnDone = Callable[[list[Completion]], None]
 
 
+class StopSending(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised by an OnDone callback (a budget reached): send no more requests. Those in flight finish and are
+    handed over; those never sent come back as not_sent completions, which are not handed over."""
+
+
+def not_sent(request: Request) -> Completion:
+    return Completion(request_id=request.request_id, text="", error="NotSent: sending was stopped (a budget reached)")
+
+
 class ModelClient(Protocol):
     spec: ModelSpec
     max_context: int

@@ -14,8 +14,9 @@ import dagster as dg
 
 from holistic_dagster import quality
 from holistic_dagster.config.redaction import errors_redacted
-from holistic_dagster.defs.jobs import BUDGET_TAG
+from holistic_dagster.defs.jobs import BUDGET_STOP_TAG, BUDGET_TAG
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
+from holistic_dagster.stages.budget import BudgetReached
 
 with warnings.catch_warnings():  # beta, but the documented way to map model x version onto version
     warnings.simplefilter("ignore")
@@ -75,7 +76,11 @@ def model_stage(
         stage.max_cost = float(budget)
     started = time.perf_counter()
     with errors_redacted():  # Dagster stores a failed step's error, causes included, in its event log
-        metadata = compute(stage, version, scenario, model)
+        try:
+            metadata = compute(stage, version, scenario, model)
+        except BudgetReached as e:  # the run says so where the UI lists runs, not only in the step's error
+            context.instance.add_run_tags(context.run.run_id, {BUDGET_STOP_TAG: e.summary})
+            raise
     if holistic.show_progress and stage_name == "completions" and not sys.stdout.isatty():
         # a log (CI, a pipe) gets a line per scenario where a terminal gets progress bars: never minutes of silence
         failed = f", {metadata['num_failed']} failed" if metadata.get("num_failed") else ""

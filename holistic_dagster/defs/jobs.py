@@ -22,6 +22,7 @@ SHADOW_JOB = "shadow_job"
 # Celery executor sends these steps to the model's queue)
 MODEL_REQUESTS_POOL = "model_requests"
 
+BUDGET_STOP_TAG = "holistic/stopped_for_budget"  # on a run whose spending reached its budget: what, and where
 BUDGET_TAG = "holistic/max_cost"  # a run's budget in USD (`holistic evaluate --max-cost`), over the suite's
 
 SUMMARY_ASSETS = (["leaderboard"], ["regressions"], ["alerts"], ["report"])  # a version's summaries, in order

@@ -11,9 +11,10 @@ import pandas as pd
 
 from holistic_dagster.adaptation.adapter import adapter_as_asked
 from holistic_dagster.clients.identity import NUMERICS, answering_identity
+from holistic_dagster.clients.protocol import StopSending
 from holistic_dagster.records import Completion, Request, sha256_json
 from holistic_dagster.results.scores import prompted_method
-from holistic_dagster.stages.budget import check_budget, estimate_cost
+from holistic_dagster.stages.budget import Spend, check_budget, estimate_cost, spent_in_run
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.warehouse import BackgroundWriter
@@ -29,8 +30,12 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
     budget, source = stage.max_cost, "the run's max_cost"
     if budget is None:
         budget, source = stage.catalog.suite(version).max_cost, f"suite {version}'s max_cost"
-    if budget is not None:
-        check_budget(estimate_cost(stage, version, model, [scenario]), budget, f"{source}, for {scenario} alone")
+    spend = None
+    if budget is not None and (price := stage.model(model).price) is not None:
+        spend = Spend(price, budget, source, earlier=spent_in_run(stage, model))
+        left = f"{source}, less ${spend.earlier:.4f} spent earlier in this run" if spend.earlier else source
+        estimate = estimate_cost(stage, version, model, [scenario])
+        check_budget(estimate, budget - spend.earlier, f"{left}, for {scenario} alone")
     adapter = adapter_as_asked(
         spec.adapter, prompted_method(stage.warehouse, version, scenario, model), pin.conventions
     )
@@ -43,7 +48,7 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
     }
     if (price := stage.model(model).price) is not None:  # what the answers cost (view request_costs)
         decoding["price"] = price.model_dump()
-    done, info, num_sent = answer_requests(stage, model, requests, decoding, f"{model} on {scenario}")
+    done, info, num_sent = answer_requests(stage, model, requests, decoding, f"{model} on {scenario}", spend)
     distinct = list(dict.fromkeys(r.request_id for r in requests))
     frame = pd.DataFrame(
         [
@@ -65,12 +70,18 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
 
 
 def answer_requests(
-    stage: StageContext, model: str, requests: list[Request], decoding: dict[str, Any], label: str
+    stage: StageContext,
+    model: str,
+    requests: list[Request],
+    decoding: dict[str, Any],
+    label: str,
+    spend: Spend | None = None,
 ) -> tuple[dict[str, tuple[Completion, str]], dict[str, Any], int]:
     """Each distinct request's completion and provenance id, the client's description and how many requests
     were sent: only requests this model (same backend, path and revision) has never answered are sent, and
     every finished batch or response is committed to the completion cache at once, so a killed run resumes
-    where it stopped and repeats no finished request. decoding: recorded in the provenance."""
+    where it stopped and repeats no finished request. decoding: recorded in the provenance. spend: meters what
+    the answers cost; when it reaches its budget no more requests are sent and BudgetReached is raised."""
     client = stage.client(model)
     info = client.describe()
     model_key = answering_identity(info)
@@ -88,9 +99,15 @@ def answer_requests(
             done.update({c.request_id: (c, provenance_id) for c in finished})  # failed ones: stored, never cached
             if advance:
                 advance(len(finished))
+            if spend is not None and spend.add(finished):
+                raise StopSending
 
         client.generate([r for r in todo if r.kind == "generate"], save)
-        client.score([r for r in todo if r.kind == "score"], save)
+        if not (spend and spend.reached):
+            client.score([r for r in todo if r.kind == "score"], save)
+    unsent = [r for r in todo if r.request_id not in done]
+    if spend is not None and unsent:
+        raise spend.stopped(label, len(unsent))
     return done, info, len(todo)
 
 

@@ -37,9 +37,11 @@ SCRIPTS = {
 
 
 class OpenAIProtocolTestServer(LoopbackServer):
-    def __init__(self, client, api_key: str | None = None):
+    def __init__(self, client, api_key: str | None = None, usage_scale: int = 1):
         self.client = client  # a TransformersClient: the real model behind the answers
         self.api_key = api_key
+        # the usage it reports: the model's token counts times this, as a provider whose tokenizer counts more
+        self.usage_scale = usage_scale
         self.hits: Counter[str] = Counter()
         self.hits_by_key: Counter[tuple[str, str]] = Counter()  # (Authorization header, prompt): who sent what
         self.in_flight = 0
@@ -142,9 +144,9 @@ class OpenAIProtocolTestServer(LoopbackServer):
                 }
             ],
             "usage": {
-                "prompt_tokens": c.num_prompt_tokens,
-                "completion_tokens": c.num_completion_tokens,
-                "total_tokens": c.num_prompt_tokens + c.num_completion_tokens,
+                "prompt_tokens": c.num_prompt_tokens * self.usage_scale,
+                "completion_tokens": c.num_completion_tokens * self.usage_scale,
+                "total_tokens": (c.num_prompt_tokens + c.num_completion_tokens) * self.usage_scale,
             },
         }
 
