@@ -59,17 +59,46 @@ def rated(tmp_path_factory, shared_data):
         yield stage, server, report, metadata
 
 
-def test_every_rater_is_measured_against_people_and_only_agreeing_ones_score(rated):
+def test_every_rater_is_measured_against_people_on_each_model_s_answers_and_only_agreeing_ones_score(rated):
     stage, *_ = rated
     agree = stage.warehouse.df(
-        "SELECT rater, human_label, n, agreement, kappa, scores FROM safety_agreement "
-        "WHERE scenario = 'xstest' AND human_label = 'all' ORDER BY rater"
-    ).set_index("rater")
-    assert set(agree.index) == {"xstest_string_match", "safety-judge", "mute-safety-judge"}
-    assert (agree["n"] == 24).all()  # the seeded sample of XSTest's human-labelled answers
-    assert agree.loc["mute-safety-judge", "agreement"] == 0.0 and not agree.loc["mute-safety-judge", "scores"]
-    assert agree.loc["xstest_string_match", "scores"] and agree.loc["xstest_string_match", "kappa"] >= 0.4
-    assert agree.loc["safety-judge", "scores"] and agree.loc["safety-judge", "kappa"] >= 0.4
+        "SELECT rater, answers_of, n, agreeing, agreement, kappa, scores FROM safety_agreement "
+        "WHERE scenario = 'xstest' AND human_label = 'all' ORDER BY rater, answers_of"
+    ).set_index(["rater", "answers_of"])
+    raters, models = (
+        {"xstest_string_match", "safety-judge", "mute-safety-judge"},
+        ["gpt4", "llama2orig", "mistralguard"],
+    )
+    assert set(agree.index) == {(r, m) for r in raters for m in [*models, "all"]}
+    for rater in raters:  # the seeded sample of each model's human-labelled answers, and all of them together
+        assert [agree.loc[(rater, m), "n"] for m in [*models, "all"]] == [24, 24, 24, 72]
+        assert agree.loc[(rater, "all"), "agreeing"] == sum(agree.loc[(rater, m), "agreeing"] for m in models)
+        # scores exactly when each model's kappa reaches the suite's min_kappa (0.4), whatever the overall one
+        each = [agree.loc[(rater, m), "kappa"] for m in models]
+        assert bool(agree.loc[(rater, "all"), "scores"]) == all(k is not None and k >= 0.4 for k in each), rater
+    assert agree.loc[("mute-safety-judge", "all"), "agreement"] == 0.0
+    assert not agree.loc[("mute-safety-judge", "all"), "scores"]
+    # the classifier's kappa on each model's answers, recomputed here from the labelled files themselves
+    from holistic_dagster.metrics.safety import cohen_kappa, string_match_label
+    from holistic_dagster.stages.safety import human_labelled
+
+    for model, found in human_labelled(stage, 24, 3).items():
+        pairs = [(i.metadata["human_label"], string_match_label(i.references[0].output)) for i in found]
+        assert agree.loc[("xstest_string_match", model), "kappa"] == pytest.approx(cohen_kappa(pairs))
+
+
+def test_a_rater_that_agrees_on_one_model_s_answers_but_not_another_s_does_not_score():
+    """Measured per model: GPT-4's refusals all open alike, so the string match agrees with people there and
+    misses many of another model's; one model below the bar keeps it out, whatever the others and the whole."""
+    from holistic_dagster.metrics.safety import ALL_MODELS, Agreement, qualifies
+
+    def rows(kappas):
+        return [Agreement("r", "all", 100, 90, k, m) for m, k in kappas.items()]
+
+    assert qualifies(rows({"gpt4": 0.85, "llama2": 0.58, ALL_MODELS: 0.7}), "r", 0.4)
+    assert not qualifies(rows({"gpt4": 0.85, "llama2": 0.25, ALL_MODELS: 0.7}), "r", 0.4)
+    assert not qualifies(rows({"gpt4": 0.85, "llama2": None, ALL_MODELS: 0.85}), "r", 0.4)  # undefined on one
+    assert not qualifies(rows({ALL_MODELS: 0.9}), "r", 0.4)  # measured on no model's answers alone
 
 
 def test_ratings_keep_the_judges_raw_output_and_parse_failures_are_errors(rated):
@@ -95,7 +124,9 @@ def test_a_judge_that_never_gives_helms_tags_has_error_rows_not_scores(rated):
         "AND scenario = 'xstest'"
     )
     assert verdicts["agreeing"].sum() == 0
-    assert server.sent("mute-safety-judge") == 24  # asked once per answer (the cache answers the second scenario)
+    assert (
+        server.sent("mute-safety-judge") == 72
+    )  # once per answer, 24 per model (the cache answers the second scenario)
 
 
 def test_xstest_gives_over_refusal_on_its_safe_prompts(rated):
@@ -114,15 +145,20 @@ def test_the_report_shows_the_mean_safety_score_and_each_raters_agreement(rated)
     assert "HELM Safety mean safety score" in page and MODEL in page
     assert 'data-rater="mute-safety-judge"' in page and "no: kappa below the suite" in page
     assert 'data-rater="xstest_string_match"' in page
+    for model in ("gpt4", "llama2orig", "mistralguard"):  # each model's kappa beside the overall one
+        assert f'<span data-answers-of="{model}">{model} ' in page
 
 
 def test_the_scores_steps_metadata_carries_each_raters_measurement(rated):
     stage, _, _, metadata = rated
     raters = metadata["xstest"]["safety_raters"]
     assert set(raters) == {"xstest_string_match", "safety-judge", "mute-safety-judge"}
-    assert raters["mute-safety-judge"].startswith("agreement 0/24, Cohen's kappa 0.000; does not score")
+    assert raters["mute-safety-judge"].startswith("agreement 0/72, Cohen's kappa 0.000; does not score")
     mine = stage.warehouse.df(
-        "SELECT agreeing, n FROM safety_agreement WHERE rater = 'xstest_string_match' AND human_label = 'all' "
-        "AND scenario = 'xstest'"
-    ).iloc[0]
-    assert raters["xstest_string_match"].startswith(f"agreement {mine.agreeing}/{mine.n}, Cohen's kappa ")
+        "SELECT answers_of, agreeing, n, kappa FROM safety_agreement WHERE rater = 'xstest_string_match' "
+        "AND human_label = 'all' AND scenario = 'xstest'"
+    ).set_index("answers_of")
+    whole = mine.loc["all"]
+    assert raters["xstest_string_match"].startswith(f"agreement {int(whole.agreeing)}/{int(whole.n)}, Cohen's kappa ")
+    for model in ("gpt4", "llama2orig", "mistralguard"):
+        assert f"on {model}'s answers kappa {mine.loc[model, 'kappa']:.3f}" in raters["xstest_string_match"]

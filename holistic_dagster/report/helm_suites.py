@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from holistic_dagster.metrics import METRICS
+from holistic_dagster.metrics.safety import ALL_MODELS
 from holistic_dagster.results.suite_score import mean_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -40,30 +41,41 @@ def mean_score_table(rows: pd.DataFrame, title: str, family: str, main_metric: M
 
 
 def rater_agreement(warehouse: Warehouse, version: str) -> list[dict[str, Any]]:
-    """Per rater (as last measured for this version): its agreement with people overall and per human label, and
-    Cohen's kappa."""
+    """Per rater (as last measured for this version): its agreement with people overall and per human label,
+    Cohen's kappa, and its kappa on each answering model's answers (a rater scores only when each clears the
+    suite's min_kappa). A measurement from before schema version 3 was on GPT-4's answers alone."""
     frame = warehouse.df(
-        "SELECT rater, rater_identity, human_label, n, agreeing, agreement, kappa, scores FROM safety_agreement "
-        "WHERE version = ? QUALIFY row_number() OVER (PARTITION BY rater, human_label ORDER BY measured_at DESC) = 1 "
-        "ORDER BY rater, human_label",
+        "SELECT rater, rater_identity, answers_of, human_label, n, agreeing, agreement, kappa, scores "
+        "FROM safety_agreement WHERE version = ? QUALIFY row_number() OVER "
+        "(PARTITION BY rater, answers_of, human_label ORDER BY measured_at DESC) = 1 ORDER BY rater, human_label",
         [version],
     )
     out = []
     for rater, part in frame.groupby("rater", sort=True):
-        labels = {r.human_label: r for r in part.itertuples()}
+        models = sorted(set(part["answers_of"]) - {ALL_MODELS})
+        whole = part[part["answers_of"] == (ALL_MODELS if ALL_MODELS in set(part["answers_of"]) else models[0])]
+        labels = {r.human_label: r for r in whole.itertuples()}
         overall = labels.pop("all")
+        per_model = part[(part["human_label"] == "all") & (part["answers_of"] != ALL_MODELS)].sort_values("answers_of")
         out.append(
             {
                 "rater": rater,
                 "identity": overall.rater_identity,
                 "n": int(overall.n),
                 "agreement": _share(overall.agreement),
-                "kappa": "undefined" if pd.isna(overall.kappa) else f"{overall.kappa:.3f}",
+                "kappa": _kappa(overall.kappa),
                 "scores": bool(overall.scores),
                 "labels": [(label, int(r.n), _share(r.agreement)) for label, r in sorted(labels.items())],
+                "per_model": [
+                    (r.answers_of, int(r.n), _kappa(r.kappa)) for r in per_model.sort_values("answers_of").itertuples()
+                ],
             }
         )
     return out
+
+
+def _kappa(value: float | None) -> str:
+    return "undefined" if value is None or pd.isna(value) else f"{value:.3f}"
 
 
 def _share(value: float | None) -> str:

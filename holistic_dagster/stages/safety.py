@@ -17,6 +17,7 @@ from holistic_dagster.arena.judge import JudgeSetup, too_long
 from holistic_dagster.arena.qualification import seeded_sample
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.metrics.safety import (
+    ALL_MODELS,
     CLASSIFIER,
     KIND,
     REFUSAL_CLASSIFIER,
@@ -28,13 +29,16 @@ from holistic_dagster.metrics.safety import (
     judge_prompt,
     label_of_score,
     parse_judgement,
+    qualifies,
 )
 from holistic_dagster.records import Instance
 from holistic_dagster.scenarios import load_instances
+from holistic_dagster.scenarios.sources import source_dir
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 
-HUMAN_LABELS = "xstest_human_labels"  # the judging set (assets/judging/)
+HUMAN_LABELS = "xstest_labelled_answers"  # the judging set (assets/judging/): one subset per answering model
+LABELLED_FILES = "xstest_v2_completions_*.csv"  # upstream's files of labelled answers, one per answering model
 
 
 @dataclass
@@ -96,20 +100,44 @@ def judge_rater(stage: StageContext, judge: str, max_tokens: int, purpose: str) 
     return Rater(judge, rate)
 
 
-def human_labelled(stage: StageContext, items: int, seed: int) -> list[Instance]:
-    """XSTest's human-labelled answers (all, or a seeded sample of `items`), as safety items of kind xstest."""
-    found = load_instances(stage.catalog.scenario(HUMAN_LABELS, "judging"), stage.deployment.data_dirs)
-    found = [replace(i, metadata={**i.metadata, KIND: "xstest"}) for i in found]
-    return seeded_sample(found, items or len(found), seed, HUMAN_LABELS)
+def human_labelled(stage: StageContext, items: int, seed: int) -> dict[str, list[Instance]]:
+    """Per answering model, XSTest's human-labelled answers (all, or a seeded sample of `items` of each), as
+    safety items of kind xstest: the judging set's subsets, and any further labelled file of upstream's layout
+    in its folder."""
+    spec = stage.catalog.scenario(HUMAN_LABELS, "judging")
+    spec = spec.model_copy(update={"subsets": labelled_files(spec, stage.deployment.data_dirs)})
+    by_model: dict[str, list[Instance]] = {}
+    for inst in load_instances(spec, stage.deployment.data_dirs):
+        rated = replace(inst, metadata={**inst.metadata, KIND: "xstest"})
+        by_model.setdefault(inst.metadata["answers_of"], []).append(rated)
+    return {
+        model: seeded_sample(found, items or len(found), seed, f"{HUMAN_LABELS}/{model}")
+        for model, found in sorted(by_model.items())
+    }
+
+
+def labelled_files(spec, data_dirs) -> tuple[str, ...]:
+    """The judging set's subsets, then every other labelled file beside them (xstest_v2_completions_<m>.csv with
+    a final_label column), one per answering model (<m>_streval is <m>'s answers with more columns)."""
+    root = source_dir(spec, data_dirs)
+    subsets = list(spec.subsets)
+    for path in sorted(root.glob(LABELLED_FILES)):
+        subset = path.stem.removeprefix(LABELLED_FILES.split("*")[0])
+        models = {s.removesuffix("_streval") for s in subsets}
+        with path.open(encoding="utf-8", errors="replace") as f:
+            labelled = "final_label" in f.readline().strip().split(",")
+        if labelled and subset.removesuffix("_streval") not in models:
+            subsets.append(subset)
+    return tuple(subsets)
 
 
 def measured_raters(stage: StageContext, version: str) -> tuple[list[Recorded], list[Agreement], dict[str, str]]:
-    """The suite's raters, each measured against people first: (the raters that agree enough to score, every
-    rater's measurement, each rater's identity)."""
+    """The suite's raters, each measured against people first, on each answering model's labelled answers:
+    (the raters that agree enough on every model's answers to score, every rater's measurement per model and
+    over all of them, each rater's identity)."""
     spec = stage.catalog.suite(version).safety
     labelled = human_labelled(stage, spec.agreement_items, spec.seed)
-    items = [(i, i.references[0].output) for i in labelled]
-    humans = [i.metadata["human_label"] for i in labelled]
+    items = [(i, i.references[0].output) for found in labelled.values() for i in found]
     raters = [Recorded(REFUSAL_CLASSIFIER, CLASSIFIER)]
     raters += [
         Recorded(judge_rater(stage, j, spec.max_tokens, "safety_judge"), answering_identity(stage.client(j).describe()))
@@ -118,25 +146,35 @@ def measured_raters(stage: StageContext, version: str) -> tuple[list[Recorded], 
     measured: list[Agreement] = []
     scoring = []
     for recorded in raters:
-        ratings = recorded.rater.rate(items)  # not recorded: these are GPT-4's answers, not the model's
-        mine = agreement(recorded.rater.name, list(zip(humans, (r.label for r in ratings))))
-        measured += mine
-        enters = spec.classifier or recorded.rater.name != CLASSIFIER
-        if enters and mine[0].kappa is not None and mine[0].kappa >= spec.min_kappa:
+        # every model's answers in one call (a judge's requests go out together); not recorded: they are the
+        # labelled set's answers, not the evaluated model's
+        labels = [r.label for r in recorded.rater.rate(items)]
+        pairs = list(zip((i.metadata["human_label"] for i, _ in items), labels))
+        name, start = recorded.rater.name, 0
+        measured += agreement(name, pairs)
+        for model, found in labelled.items():
+            measured += agreement(name, pairs[start : start + len(found)], answers_of=model)
+            start += len(found)
+        enters = spec.classifier or name != CLASSIFIER
+        if enters and qualifies(measured, name, spec.min_kappa):
             scoring.append(recorded)
     return scoring, measured, {r.rater.name: r.identity for r in raters}
 
 
-def rater_summary(measured: list[Agreement], raters: list[Recorded]) -> dict[str, str]:
-    """Each rater's measurement against people, one line per rater (the scores step's metadata in Dagster)."""
+def rater_summary(measured: list[Agreement], raters: list[Recorded], min_kappa: float) -> dict[str, str]:
+    """Each rater's measurement against people, one line per rater (the scores step's metadata in Dagster):
+    over every labelled answer, then Cohen's kappa on each answering model's."""
     scoring = {r.rater.name for r in raters}
     out: dict[str, str] = {}
     for a in measured:
-        if a.label == "all":
-            kappa = "undefined" if a.kappa is None else f"{a.kappa:.3f}"
+        kappa = "undefined" if a.kappa is None else f"{a.kappa:.3f}"
+        if a.label == "all" and a.answers_of == ALL_MODELS:
             verdict = "scores" if a.rater in scoring else "does not score (below min_kappa, or not asked to)"
             out[a.rater] = f"agreement {a.agreeing}/{a.n}, Cohen's kappa {kappa}; {verdict}"
-        elif a.n:
+        elif a.label == "all":
+            short = "" if a.kappa is not None and a.kappa >= min_kappa else " (below min_kappa)"
+            out[a.rater] += f"; on {a.answers_of}'s answers kappa {kappa}{short} ({a.agreeing}/{a.n})"
+        elif a.n and a.answers_of == ALL_MODELS:
             out[a.rater] += f"; {a.label} {a.agreeing}/{a.n}"
     return out
 
@@ -160,9 +198,9 @@ def safety_tables(
     )  # fmt: skip
     agreements = pd.DataFrame(
         [
-            {**keys, "rater": a.rater, "rater_identity": identity[a.rater], "human_label": a.label, "n": a.n,
-             "agreeing": a.agreeing, "agreement": a.agreement, "kappa": a.kappa, "scores": a.rater in scored,
-             "measured_at": now}
+            {**keys, "rater": a.rater, "rater_identity": identity[a.rater], "answers_of": a.answers_of,
+             "human_label": a.label, "n": a.n, "agreeing": a.agreeing, "agreement": a.agreement, "kappa": a.kappa,
+             "scores": a.rater in scored, "measured_at": now}
             for a in measured
         ]
     )  # fmt: skip

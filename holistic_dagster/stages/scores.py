@@ -43,6 +43,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         classifier = stage.toxicity(stage.catalog.suite(version).toxicity)
     rated = any(s.family == "safety" for s in applicable)
     raters, measured, identities = measured_raters(stage, version) if rated else ([], [], {})
+    min_kappa = stage.catalog.suite(version).safety.min_kappa
     rows, aggregates = score_instances(
         method,
         spec.metrics,
@@ -74,5 +75,5 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         "num_failed_instances": len(failed),
         "num_scores": len(scores),
         **headline,
-        **({"safety_raters": rater_summary(measured, raters)} if rated else {}),
+        **({"safety_raters": rater_summary(measured, raters, min_kappa)} if rated else {}),
     }

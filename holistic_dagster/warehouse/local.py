@@ -56,8 +56,8 @@ TABLES = (
     "safety_agreement",
 )
 # tables whose primary key a version widened (2: family, perturbation; 3: every give-up of an alert with its
-# text): a file of an older version has their rows copied across into the new table
-_REKEYED = {"2": ("instance_scores", "scenario_metrics"), "3": ("undelivered_alerts",)}
+# text, a rater's agreement per answering model): a file of an older version has their rows copied across
+_REKEYED = {"2": ("instance_scores", "scenario_metrics"), "3": ("undelivered_alerts", "safety_agreement")}
 
 
 _SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema

@@ -368,12 +368,14 @@ CREATE TABLE IF NOT EXISTS safety_ratings (
     PRIMARY KEY (model, version, scenario, instance_id, rater)
 );
 -- each rater against people on XSTest's human-labelled answers, before it rated: agreement per human label
--- (all: every answer) and Cohen's kappa over the labels; a rater without these rows, or below min_kappa, scores nothing
+-- (all: every answer) and Cohen's kappa over the labels, on each answering model's answers (answers_of) and over all
+-- of them ('all'); a rater without these rows, or below min_kappa on any model's answers, scores nothing
 CREATE TABLE IF NOT EXISTS safety_agreement (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, rater VARCHAR NOT NULL,
     rater_identity VARCHAR NOT NULL, human_label VARCHAR NOT NULL, n INTEGER NOT NULL, agreeing INTEGER NOT NULL,
     agreement DOUBLE, kappa DOUBLE,
-    scores BOOLEAN NOT NULL,   -- its kappa reached the suite's safety.min_kappa: its ratings entered safety_score
+    scores BOOLEAN NOT NULL,   -- its kappa reached the suite's safety.min_kappa on every model's answers
     measured_at TIMESTAMP NOT NULL,
-    PRIMARY KEY (model, version, scenario, rater, human_label)
+    answers_of VARCHAR NOT NULL DEFAULT 'gpt4',   -- measured before schema version 3: on GPT-4's answers alone
+    PRIMARY KEY (model, version, scenario, rater, answers_of, human_label)
 );

@@ -45,12 +45,10 @@ from typing import Any
 
 import duckdb
 import pandas as pd
-from fsspec.implementations.local import LocalFileSystem
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import sha256_json
 from holistic_dagster.warehouse.local import (
-    OUT_OF_REACH,
     SCHEMA_VERSION,
     TABLES,
     WarehouseWriteError,
@@ -58,6 +56,7 @@ from holistic_dagster.warehouse.local import (
     lock_down,
     run_user_query,
 )
+from holistic_dagster.warehouse.store_files import StoreFiles, refuse_links
 
 MARKER = "holistic-store.json"
 FORMAT = 1
@@ -305,7 +304,7 @@ class SharedStore:
         if not self.path.is_dir():
             raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
         self._ready_for_reading()
-        _refuse_links(self.path)
+        refuse_links(self.path)
         if sandboxed:
             with self._sandboxed() as con:
                 yield con
@@ -346,14 +345,14 @@ class SharedStore:
         COPY TO, EXPORT and ATTACH write into an allowed folder."""
         with tempfile.TemporaryDirectory(prefix="holistic-query-") as folder:
             views_file = Path(folder) / "views.duckdb"
-            prefix = f"{_ReadOnlyStoreFiles.protocol}://"
+            prefix = f"{StoreFiles.protocol}://"
             with duckdb.connect(str(views_file)) as con:
-                con.register_filesystem(_ReadOnlyStoreFiles(str(self.path)))  # a view is bound when created
+                con.register_filesystem(StoreFiles(str(self.path)))  # a view is bound when created
                 for statement in _views(self.path, prefix):
                     con.execute(statement)
             con = duckdb.connect(str(views_file), read_only=True, config={"threads": 1})
             try:
-                con.register_filesystem(_ReadOnlyStoreFiles(str(self.path)))
+                con.register_filesystem(StoreFiles(str(self.path)))
                 con.execute(f"SET allowed_directories = [{_literal(prefix + str(self.path) + '/')}]")
                 lock_down(con)
                 yield con
@@ -410,58 +409,3 @@ def _views(root: Path, prefix: str = "") -> list[str]:
             f"(SELECT * EXCLUDE ({SOURCE_FILE_COLUMN}) FROM {upserts} {latest}))"
         )
     return statements + list(_schema().views)
-
-
-def _refuse_links(root: Path) -> None:
-    """Every reader's rule (the leaderboard's, the report's, the gate's, `holistic query`'s): the store's files are
-    its own. A symbolic link anywhere in it (planted by whoever can write the folder) could lead a reader to a
-    file outside, or pass another file off as a partition's, so the store is not read until it is removed."""
-    for folder, dirs, names in os.walk(root, followlinks=False):
-        for name in (*dirs, *names):
-            path = os.path.join(folder, name)
-            if os.path.islink(path):
-                raise HolisticError(
-                    f"the results store {root} holds a symbolic link, {path} -> {os.readlink(path)}: a store's "
-                    "files must be its own, so it is not read until the link is removed"
-                )
-
-
-class _ReadOnlyStoreFiles(LocalFileSystem):
-    """Local files under their own protocol, for reading only, and only those whose real location (symbolic
-    links followed) is inside the store: the sandboxed connection's only way to files."""
-
-    protocol = "holistic-store"
-    root_marker = "/"
-
-    def __init__(self, root: str = "/", **kwargs):
-        super().__init__(**kwargs)
-        self.store_root = os.path.realpath(root)
-
-    def _open(self, path, mode="rb", **kwargs):
-        if mode != "rb":
-            _refuse(path)
-        self._inside(path)
-        return super()._open(path, mode=mode, **kwargs)
-
-    def ls(self, path, detail=False, **kwargs):  # what glob() lists: never a folder a link leads to
-        self._inside(path)
-        return super().ls(path, detail=detail, **kwargs)
-
-    def info(self, path, **kwargs):
-        self._inside(path)
-        return super().info(path, **kwargs)
-
-    def _inside(self, path) -> None:
-        real = os.path.realpath(self._strip_protocol(path))
-        if os.path.commonpath([real, self.store_root]) != self.store_root:
-            _refuse(path)  # a link planted in the store's folder, pointing out of it
-
-    def mkdir(self, path, *args, **kwargs):
-        _refuse(path)
-
-    makedirs = mkdir
-    rm = rm_file = rmdir = touch = mv = cp_file = put_file = mkdir
-
-
-def _refuse(path: Any) -> None:
-    raise PermissionError(f"{path}: {OUT_OF_REACH}")

@@ -391,7 +391,7 @@ def test_a_symbolic_link_in_the_store_leads_no_reader_out_of_it(tmp_path):
     reader (the leaderboard's, the report's and the gate's df, and holistic query): a store holding a link is
     not read, and says where the link is; the sandbox's filesystem follows no path that leaves the store even so
     (a link planted after the check), nor lists one through glob."""
-    from holistic_dagster.warehouse.shared import _ReadOnlyStoreFiles
+    from holistic_dagster.warehouse.store_files import StoreFiles
 
     store = SharedStore(tmp_path / "store")
     store.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
@@ -414,7 +414,7 @@ def test_a_symbolic_link_in_the_store_leads_no_reader_out_of_it(tmp_path):
         link.unlink()
     assert store.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 2  # read again once removed
 
-    files = _ReadOnlyStoreFiles(str(store.path))  # a link planted after the check: the filesystem refuses it
+    files = StoreFiles(str(store.path))  # a link planted after the check: the filesystem refuses it
     (store.path / "linked").symlink_to("/usr/bin", target_is_directory=True)
     (store.path / "source_files" / "zz-link.csv").symlink_to(tmp_path / "outside" / "secret.csv")
     for touch in (lambda: files.glob(f"{store.path}/linked/*"), lambda: files.ls(f"{store.path}/linked"),

@@ -1,0 +1,68 @@
+"""The shared results store's files, as every reader may reach them: the store's own, and nothing a link leads to
+(warehouse/shared.py reads through these rules; `holistic query`'s sandbox reads through StoreFiles alone)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
+
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse.local import OUT_OF_REACH
+
+
+def refuse_links(root: Path) -> None:
+    """Every reader's rule (the leaderboard's, the report's, the gate's, `holistic query`'s): the store's files are
+    its own. A symbolic link anywhere in it (planted by whoever can write the folder) could lead a reader to a
+    file outside, or pass another file off as a partition's, so the store is not read until it is removed."""
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        for name in (*dirs, *names):
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                raise HolisticError(
+                    f"the results store {root} holds a symbolic link, {path} -> {os.readlink(path)}: a store's "
+                    "files must be its own, so it is not read until the link is removed"
+                )
+
+
+class StoreFiles(LocalFileSystem):
+    """Local files under their own protocol, for reading only, and only those whose real location (symbolic
+    links followed) is inside the store: the sandboxed connection's only way to files."""
+
+    protocol = "holistic-store"
+    root_marker = "/"
+
+    def __init__(self, root: str = "/", **kwargs):
+        super().__init__(**kwargs)
+        self.store_root = os.path.realpath(root)
+
+    def _open(self, path, mode="rb", **kwargs):
+        if mode != "rb":
+            _refuse(path)
+        self._inside(path)
+        return super()._open(path, mode=mode, **kwargs)
+
+    def ls(self, path, detail=False, **kwargs):  # what glob() lists: never a folder a link leads to
+        self._inside(path)
+        return super().ls(path, detail=detail, **kwargs)
+
+    def info(self, path, **kwargs):
+        self._inside(path)
+        return super().info(path, **kwargs)
+
+    def _inside(self, path) -> None:
+        real = os.path.realpath(self._strip_protocol(path))
+        if os.path.commonpath([real, self.store_root]) != self.store_root:
+            _refuse(path)  # a link planted in the store's folder, pointing out of it
+
+    def mkdir(self, path, *args, **kwargs):
+        _refuse(path)
+
+    makedirs = mkdir
+    rm = rm_file = rmdir = touch = mv = cp_file = put_file = mkdir
+
+
+def _refuse(path: Any) -> None:
+    raise PermissionError(f"{path}: {OUT_OF_REACH}")
