@@ -13,9 +13,47 @@ from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.records import Strict
 
 # the kinds of personal data shadow.pii removes, each value replaced by [category]
-CATEGORIES = ("secret", "email", "iban", "credit_card", "national_id", "ip", "phone", "person", "address")
+CATEGORIES = (
+    "secret",
+    "email",
+    "iban",
+    "credit_card",
+    "national_id",
+    "ip",
+    "date_of_birth",
+    "phone",
+    "person",
+    "address",
+)
 # regions whose national phone formats are recognized (international +... numbers are recognized whatever these)
-PHONE_REGIONS = ("US", "GB", "DE", "FR", "IN", "ES", "IT", "NL", "BR", "AU", "JP", "CN", "MX", "CH", "AT")
+PHONE_REGIONS = (
+    "US",
+    "GB",
+    "DE",
+    "FR",
+    "IN",
+    "ES",
+    "IT",
+    "NL",
+    "BR",
+    "AU",
+    "JP",
+    "CN",
+    "MX",
+    "CH",
+    "AT",
+    "RU",
+    "UA",
+    "PL",
+    "GR",
+    "TR",
+    "KR",
+    "SA",
+    "AE",
+    "PT",
+    "SE",
+    "BE",
+)
 
 
 def known_categories(categories: tuple[str, ...]) -> tuple[str, ...]:

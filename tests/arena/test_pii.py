@@ -63,6 +63,29 @@ PLANTED = [
     ("address", "NW1 6XE", "postcode {}"),
     ("address", "DC 20500", "Washington, {}"),
     ("address", "P.O. Box 4711", "Mail to {}"),
+    # beyond English: names in other scripts, other countries' addresses, dates of birth, keys in config lines
+    ("person", "Ольга Смирнова", "Здравствуйте, меня зовут {}."),
+    ("person", "Дмитрий", "Спасибо, {} Иванович будет рад."),
+    ("person", "李娜", "您好，我叫{}，想查询订单。"),
+    ("person", "山本健", "私は{}です。"),
+    ("person", "فاطمة الزهراء", "مرحبا، اسمي {} وأحتاج مساعدة"),
+    ("person", "Νίκος Κωνσταντίνου", "Ο {} θα σας καλέσει."),
+    ("person", "박지훈", "제 이름은 {}입니다."),
+    ("person", "Jürgen Weiß", "Mein Name ist {}, Kundennummer folgt."),
+    ("address", "ul. Długa 44/50, 80-827 Gdańsk", "Proszę wysłać na adres {}."),
+    ("address", "〒530-0001 大阪府大阪市北区梅田3-1-3", "住所は{}です。"),
+    ("address", "8 boulevard Haussmann, 75009 Paris", "Adresse : {}"),
+    ("address", "ул. Тверская, д. 7, кв. 15", "Доставка: {}"),
+    ("date_of_birth", "1987-11-23", "DOB {}"),
+    ("date_of_birth", "23.11.1987", "Geburtsdatum: {}"),
+    ("date_of_birth", "November 23, 1987", "I was born on {} in Ohio."),
+    ("date_of_birth", "23 novembre 1987", "Je suis née le {}."),
+    ("date_of_birth", "1987年11月23日", "生年月日：{}"),
+    ("national_id", "C01X00T47", "Meine Reisepassnummer ist {}."),
+    ("national_id", "5678 1234 9012", "my Aadhaar number is {}"),  # no valid checksum: the cue says what it is
+    ("secret", "Pr0d-Db!2026", "DB_PASSWORD={}"),
+    ("secret", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "the secret key is {} (do not share)"),
+    ("secret", "q8Zt2LmN4vR7xK1pW9sD3fG6hJ0cB5aE", "use {} in the header"),
 ]
 CLEAN = [
     "Order 12345 shipped on 2026-12-01 for $19.99.",
@@ -71,6 +94,12 @@ CLEAN = [
     "ISBN 978-3-16-148410-0, chapter 7, page 212, 3.14159 and 2.71828.",
     "What is the capital of France? The Eiffel Tower is 330 m tall.",
     "Use python 3.11, numpy 2.4.6 and port 8080; the sha256 is e3b0c44298fc1c149afbf4c8996fb924.",
+    # numbers that look like phones or identifiers but say what they are, and words an English NER model tags
+    "Your order number is 482913765.",
+    "Your order number is 4829137650, ticket 739201846 and invoice 2210394857.",
+    "We upgraded the cluster to 3.10.1.2 last night; the event time was 1733356800.",
+    "The Boeing 737 config is in config.yaml. Email: see the attached form.",
+    "Tracking number 9400110200881234567890 shows it left Memphis.",
 ]
 
 
