@@ -35,6 +35,12 @@ _RANDOM_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])(?=[\w-]*[A-Z]
 _PLACEHOLDER = re.compile(r"\[[a-z_]+\]")  # the remover's replacements, e.g. [person]
 
 
+# the stored texts of a traffic record, each with whether to look for key-shaped tokens in it (free text: yes;
+# ids are random tokens by design)
+TRAFFIC_TEXTS = {"record_id": False, "slice": False, "messages": True, "prompt": True, "production_text": True,
+                 "logged_at": False}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Finding:
     entity: str

@@ -15,11 +15,13 @@ import pandas as pd
 
 from holistic_dagster.adaptation.adapter import greedy_request
 from holistic_dagster.arena.battles import Answer, Battle, draw
+from holistic_dagster.config.redaction import redact
 from holistic_dagster.config.shadow import ShadowSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
-from holistic_dagster.shadow import read_traffic
+from holistic_dagster.shadow import Quarantined, read_traffic
+from holistic_dagster.shadow.pii_check import TRAFFIC_TEXTS, found_per_row
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge
@@ -29,7 +31,10 @@ TRAFFIC = "traffic"  # the scenario name shadow battles carry
 
 def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) -> dict[str, Any]:
     """The log file's records, PII removed, replacing the log's partition at once; malformed records are
-    quarantined (table traffic_quarantine: line and reason, none of their text)."""
+    quarantined (table traffic_quarantine: line and reason, none of their text), and so is every record in which
+    the independent detector (shadow.pii_check) still finds personal data: it runs before anything is stored,
+    so a record the remover failed on is never stored, sent or judged. A detector that cannot run stores
+    nothing (fails closed)."""
     records, quarantined = read_traffic(path, spec)
     if not records:
         lines = ", ".join(str(q.line) for q in quarantined[:10]) or "none"
@@ -55,10 +60,28 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
             for r in records
         ]
     )
+    try:
+        found = found_per_row(frame, TRAFFIC_TEXTS)
+    except Exception as e:  # fail closed: unchecked text is never stored
+        raise HolisticError(
+            f"{path}: the independent PII detector could not run, nothing was stored: {redact(str(e))}"
+        ) from e
+    leaked = [i for i, kinds in enumerate(found) if kinds]
+    quarantined += [
+        Quarantined(int(frame["line"].iat[i]), f"personal data the remover missed ({found[i]}): not stored")
+        for i in leaked
+    ]
+    frame = frame.drop(index=frame.index[leaked]).reset_index(drop=True)
     quarantine = pd.DataFrame(
-        [{"log": log, "line": q.line, "reason": q.reason} for q in quarantined], columns=["log", "line", "reason"]
+        [{"log": log, "line": q.line, "reason": q.reason} for q in sorted(quarantined, key=lambda q: q.line)],
+        columns=["log", "line", "reason"],
     )
     stage.warehouse.replace({"log": log}, {"traffic": frame, "traffic_quarantine": quarantine})
+    if frame.empty:
+        raise HolisticError(
+            f"{path}: every record was quarantined ({len(leaked)} with personal data the remover missed); only the "
+            "quarantine records were stored"
+        )
     slices = frame["slice"].value_counts().to_dict()
     return {
         "num_records": len(frame),

@@ -230,3 +230,59 @@ def test_the_check_finds_what_was_stored_and_fails_closed(tmp_path, monkeypatch)
     monkeypatch.setattr(pii_check, "find_pii", broken)
     (unchecked,) = quality.check_traffic(wh, "l")
     assert not unchecked.passed and "could not run: model missing" in unchecked.description
+
+
+def test_a_record_the_remover_missed_is_quarantined_before_anything_is_stored(tmp_path, monkeypatch):
+    """The independent detector runs before the write: a record in which it still finds personal data (here the
+    remover is told to remove e-mail addresses only) is quarantined with the kinds it found, never stored; a log
+    whose every record is so is stored as its quarantine records alone; a detector that cannot run stores nothing."""
+    from holistic_dagster.config.catalog import Catalog
+    from holistic_dagster.config.shadow import PiiSpec
+    from holistic_dagster.errors import HolisticError
+    from holistic_dagster.stages.context import StageContext
+    from holistic_dagster.stages.shadow import load_traffic
+
+    def log(*contents: str):
+        records = [_record(k, request={"messages": [{"role": "user", "content": c}]}) for k, c in enumerate(contents)]
+        return write(tmp_path / "log.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+
+    spec = ShadowSpec(candidates=("a",), judge="j", pii=PiiSpec(redact=("email",)))
+    stage = StageContext(Warehouse(tmp_path / "w.duckdb"), Catalog())
+    leaky = "I am Maria Schneider, call me on +44 20 7946 0958"
+    metadata = load_traffic(stage, spec, "l", log("What is my balance?", leaky, "Mail me at bob@corp.example"))
+    stored = stage.warehouse.df("SELECT line, messages::VARCHAR AS m, prompt FROM traffic ORDER BY line")
+    assert stored["line"].tolist() == [1, 3] and metadata["quarantined_lines"] == [2]
+    everything = (
+        stage.warehouse.df("SELECT * FROM traffic").to_json()
+        + stage.warehouse.df("SELECT * FROM traffic_quarantine").to_json()
+    )
+    assert "Maria" not in everything and "7946" not in everything and "bob@" not in everything
+    (reason,) = stage.warehouse.df("SELECT reason FROM traffic_quarantine")["reason"]
+    assert reason.startswith("personal data the remover missed (") and "PHONE_NUMBER" in reason
+
+    with pytest.raises(HolisticError, match="every record was quarantined"):
+        load_traffic(stage, spec, "l", log(leaky, "Dr. Priya Natarajan signed it"))
+    assert stage.warehouse.df("SELECT count(*) AS n FROM traffic")["n"].iat[0] == 0
+    assert stage.warehouse.df("SELECT line FROM traffic_quarantine ORDER BY line")["line"].tolist() == [1, 2]
+
+    def broken(text, free_text=True):
+        raise RuntimeError("model missing")
+
+    monkeypatch.setattr(pii_check, "find_pii", broken)
+    with pytest.raises(HolisticError, match="could not run, nothing was stored: model missing"):
+        load_traffic(stage, spec, "other", log("What is my balance?"))
+    assert stage.warehouse.df("SELECT count(*) AS n FROM traffic WHERE log = 'other'")["n"].iat[0] == 0
+
+
+def test_a_name_found_anywhere_in_a_log_is_removed_from_every_text_of_it(tmp_path):
+    """The NER model tags a name in the user's message and may miss it in production's answer: found once, it
+    is removed from every field of every record."""
+    records = [
+        _record(0, request={"messages": [{"role": "user", "content": "Hi, I am Maria Schneider from accounting."}]},
+                response={"choices": [{"message": {"content": "Sure Maria, Schneider's invoice is attached."}}]}),
+        _record(1, response={"choices": [{"message": {"content": "Thanks Maria"}}]}),
+    ]  # fmt: skip
+    path = write(tmp_path / "log.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    first, second = read_traffic(path, ShadowSpec(candidates=("a",), judge="j"))[0]
+    assert "Maria" not in first.response and "Schneider" not in first.response and "Maria" not in second.response
+    assert first.response.startswith("Sure [person]")
