@@ -127,13 +127,16 @@ _NOT_A_NAME = {
 def _plausible_name(ent, text: str) -> bool:
     """The small English model also tags single words that name nobody: a lower-case word ("config"), an
     identifier or acronym ("API", "getUser"), a field's label ("Email: ..."). A name of one word is kept when it
-    reads as one: capitalized, letters only, and not a label followed by a colon."""
+    reads as one: capitalized, letters only, and not a field's label ("Email:", "Tel."); no name holds a determiner
+    ("Ihre Bestellnummer": German nouns are capitalized)."""
+    if any(w.lower() in context.FUNCTION_WORDS for w in ent.text.split()):
+        return False
     if len(ent) > 1:
         return True
     word = ent.text
     if not (word[:1].isupper() and word[1:].islower() and word.isalpha()):
         return False
-    return not text[ent.end_char : ent.end_char + 2].lstrip().startswith(":")
+    return not regex.match(r"\s*:|\.\s*[+\d(]", text[ent.end_char :])  # "Email: ...", "Tel. +44 ..."
 
 
 def _valid(validator: Callable[[str], bool], text: str) -> bool:
@@ -200,7 +203,11 @@ class PiiRemover:
         if "credit_card" in on:
             for m in _DIGIT_RUN.finditer(text):
                 digits = re.sub(r"\D", "", m.group())
-                if 13 <= len(digits) <= 19 and _valid(luhn.is_valid, digits):
+                if (
+                    13 <= len(digits) <= 19
+                    and _valid(luhn.is_valid, digits)
+                    and not context.other_number(text, m.start())
+                ):
                     yield Span(m.start(), m.end(), "credit_card")
         if "national_id" in on:
             yield from self._national_ids(text)

@@ -13,13 +13,13 @@ check fails and says why.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import pandas as pd
 
 from holistic_dagster.shadow.pii import SPACY_MODEL
-from holistic_dagster.shadow.pii_context import is_ip, other_number
+from holistic_dagster.shadow.pii_context import FUNCTION_WORDS, a_quantity, is_ip, other_number
 
 # what Presidio finds that is personal data; left out: dates, cities and countries (LOCATION: questions name
 # them), organisations, URLs, nationalities (NRP), and its low-confidence US bank/driver-licence shapes
@@ -30,8 +30,17 @@ ENTITIES = (
 )  # fmt: skip
 MIN_SCORE = 0.4  # Presidio's phone numbers score 0.4 without context words; its weakest shapes score 0.01-0.05
 _ANY_EMAIL = re.compile(r"[^\s@\[\]<>()\"',;:]+@[^\s@\[\]<>()\"',;:]+")
-# a key's shape: upper and lower case mixed with digits (hashes and UUIDs are one case)
-_RANDOM_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[a-z])(?=[\w-]*[A-Z])[\w-]{20,}(?![\w-])")
+# a key's shape: upper and lower case mixed with digits (hashes and UUIDs are one case), base64's / and + included
+_RANDOM_TOKEN = re.compile(r"(?<![\w/+=-])(?=[\w/+=-]*\d)(?=[\w/+=-]*[a-z])(?=[\w/+=-]*[A-Z])[\w/+=-]{20,}(?![\w/+=-])")
+# the detector's own rules, written apart from the remover's: a value assigned to a key that names a secret,
+# a date Presidio finds soon after a word about birth, and any long number left (9 digits or more) that no
+# cue names as an order, ticket or invoice number
+_SECRET_ASSIGNED = re.compile(r"(?i)\w*(?:pass|secret|token|key|pwd|credential)\w*\s*[=:]\s*(\S{4,})")
+_BIRTH = re.compile(r"(?i)birth|born|\bdob\b|geb(?:oren|urt)|naissance|\bnée?\b|nacimiento|nacid|nascita|urodz|рожд"
+                    r"|γενν|生年|出生|誕生|생년|ميلاد|جنم")  # fmt: skip
+_LABEL = re.compile(r"\s*:|\.\s*[+\d(]")  # a field's label: "Email: ...", "Tel. +44 ..."
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_LONG_NUMBER = re.compile(r"(?<![\w.])\d(?:[ .\-/]?\d){8,}(?![\w]|[.,]\d)")
 _PLACEHOLDER = re.compile(r"\[[a-z_]+\]")  # the remover's replacements, e.g. [person]
 
 
@@ -62,6 +71,12 @@ def _analyzer():
     return AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
 
 
+def _a_name(text: str, start: int, end: int) -> bool:
+    """Not a field's label ("Email: ..."), and no determiner in it ("Ihre Bestellnummer")."""
+    words = text[start:end].lower().split()
+    return not _LABEL.match(text, end) and not any(w in FUNCTION_WORDS for w in words)
+
+
 def _another_kind_of_number(entity: str, text: str, start: int, end: int) -> bool:
     """A number Presidio calls a phone, an identifier or an IP address that its context names as something
     else: an order, ticket or invoice number, an epoch time (the remover keeps those: flagging them would
@@ -72,9 +87,9 @@ def _another_kind_of_number(entity: str, text: str, start: int, end: int) -> boo
         return not is_ip(text, start, value)
     # a phone, or an identifier whose checksum a number passes by chance (NHS: 1 in 11)
     digits = sum(c.isdigit() for c in value)
-    return (
-        digits >= 0.8 * len(value.replace(" ", "")) and not value.lstrip().startswith("+") and other_number(text, start)
-    )
+    if digits < 0.8 * len(value.replace(" ", "")) or value.lstrip().startswith("+"):
+        return False
+    return other_number(text, start) or a_quantity(text, start, end)
 
 
 def find_pii(text: str, free_text: bool = True) -> list[Finding]:
@@ -85,14 +100,23 @@ def find_pii(text: str, free_text: bool = True) -> list[Finding]:
         return []
     found = [
         Finding(r.entity_type, r.start, r.end, round(float(r.score), 2))
-        for r in _analyzer().analyze(text, language="en", entities=list(ENTITIES), score_threshold=MIN_SCORE)
+        for r in _analyzer().analyze(text, language="en", entities=[*ENTITIES, "DATE_TIME"], score_threshold=MIN_SCORE)
         if not _PLACEHOLDER.fullmatch(text[r.start : r.end].strip())
         and not (r.entity_type == "PERSON" and re.search(r"\d", text[r.start : r.end]))  # "1,234.56 EUR"
         and not _another_kind_of_number(r.entity_type, text, r.start, r.end)
+        and not (r.entity_type == "PERSON" and not _a_name(text, r.start, r.end))
+        and (r.entity_type != "DATE_TIME" or _BIRTH.search(text[max(0, r.start - 40) : r.start]))
     ]
+    found = [replace(f, entity="DATE_OF_BIRTH") if f.entity == "DATE_TIME" else f for f in found]
+    found += [Finding("SECRET_ASSIGNED", m.start(1), m.end(1), 1.0) for m in _SECRET_ASSIGNED.finditer(text)
+              if not _PLACEHOLDER.fullmatch(m.group(1).strip("\"',;."))]  # fmt: skip
+    found += [Finding("LONG_NUMBER", m.start(), m.end(), 1.0) for m in _LONG_NUMBER.finditer(text)
+              if not other_number(text, m.start())]  # fmt: skip
     found += [Finding("EMAIL_SHAPE", m.start(), m.end(), 1.0) for m in _ANY_EMAIL.finditer(text)]
     if free_text:
-        found += [Finding("RANDOM_TOKEN", m.start(), m.end(), 1.0) for m in _RANDOM_TOKEN.finditer(text)]
+        urls = [m.span() for m in _URL.finditer(text)]  # a URL's path is no key
+        found += [Finding("RANDOM_TOKEN", m.start(), m.end(), 1.0) for m in _RANDOM_TOKEN.finditer(text)
+                  if not any(a <= m.start() < b for a, b in urls)]  # fmt: skip
     return sorted(found, key=lambda f: f.start)
 
 

@@ -41,7 +41,7 @@ _NAME_CUES = (
     # ru, uk, el, ar
     r"|меня зовут|мене звати|моё имя|мое имя|моє ім'я|я|зовут|имя\s*:|господин|госпожа|уважаем(?:ый|ая)|шановн(?:ий|а)"
     r"|με λένε|ονομάζομαι|το όνομά μου είναι|είμαι|κύριος|κυρία|κ\.|αγαπητ(?:έ|ή)"
-    r"|اسمي|أنا|انا|السيد|السيدة|الاسم\s*:"
+    r"|اسمي|أنا|انا|السيد|السيدة|الاسم\s*:|إلى|الى"
     # zh, ja, ko, hi
     r"|我叫|我的名字是|我的名字叫|我是|名字[:：]|姓名[:：]|联系人[:：]?"
     r"|私の名前は|私は|わたしは|名前は|氏名[:：]|担当[:：]?"
@@ -59,8 +59,14 @@ _NAME_AFTER_CUE = regex.compile(
     r"|\p{Arabic}{2,}(?:[ \t]+\p{Arabic}{2,})?"
     r"|\p{Devanagari}{2,}(?:[ \t]+\p{Devanagari}{2,})?)"
 )
+# the commonest Chinese surnames: where a name starts in unspaced Chinese text (王小明先生, 请转给陈敏女士)
+_SURNAMES = (
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖"
+    "贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
+)
 _HONORIFIC = regex.compile(
-    r"(?P<name>(?<![\p{Han}])\p{Han}{2,4})(?=先生|女士|小姐|老师|醫生|医生|さん|様|さま|くん|ちゃん|氏|殿)"
+    rf"(?P<name>[{_SURNAMES}]\p{{Han}}{{1,2}}?)(?=先生|女士|小姐|老师|醫生|医生|经理|總|总)"
+    r"|(?P<name>(?<![\p{Han}])\p{Han}{2,4})(?=さん|様|さま|くん|ちゃん|氏|殿|先生)"
     r"|(?P<name>(?<!\p{Hangul})\p{Hangul}{2,4})(?=씨|님)"
 )
 # two or three title-case words of a cased script other than Latin (an English NER model reads none of them)
@@ -70,6 +76,14 @@ _CASED_NON_LATIN = regex.compile(
     r"(?![\p{L}])",
     regex.V1,
 )
+# determiners and possessives of the languages an English NER model misreads (German nouns are capitalized:
+# "Ihre Bestellnummer" is tagged as a person): a name holds none of them
+FUNCTION_WORDS = {
+    "ihre", "ihr", "mein", "meine", "dein", "deine", "unser", "unsere", "der", "die", "das", "den", "dem", "des",
+    "ein", "eine", "einen", "les", "un", "une", "votre", "notre", "mon", "ma", "mes", "el", "los", "las", "su",
+    "sus", "il", "lo", "gli", "uno", "una", "het", "een", "uw", "onze", "os", "seu", "sua", "the", "your", "our",
+    "my", "this", "that", "sie", "wir", "ich", "du", "er", "es", "vous", "nous", "usted", "ustedes", "bitte",
+}  # fmt: skip
 # what follows a salutation or "I am" but names nobody
 _NOT_NAMES = {
     "team", "all", "everyone", "everybody", "sir", "madam", "there", "world", "friend", "friends", "colleagues",
@@ -152,15 +166,27 @@ def named_as_identifier(text: str, start: int) -> bool:
     return _last_cue(_ID_CUE, text[max(0, start - 40) : start]) >= 0
 
 
+_PASSPORT = regex.compile(
+    r"(?i:(?<![\p{L}])(?:passport|reisepass|pass-?nr|passnummer|passeport|pasaporte|passaporto|passaporte|paszport"
+    r"|pasaport|паспорт|διαβατήριο|护照|護照|パスポート|여권|جواز))[\p{L}\s:：#.,-]{0,20}?"
+    r"(?P<id>(?=[A-Z]*\d)[A-Z0-9]{6,12}|[CFGHJKLMNPRTVWXYZ]{9})"  # a German one may hold no digit (no vowel)
+    r"(?![\w])"
+)
+
+
 def identifiers(text: str) -> Iterator[tuple[int, int]]:
+    """An identifier after a cue that names it: at least 4 digits (an id of any country), or for a passport
+    any code of 6-12 capitals and digits (German passports hold letters: C01X00T47)."""
     for m in _ID_AFTER_CUE.finditer(text):
         if sum(c.isdigit() for c in m.group("id")) >= 4:
             yield m.start("id"), m.end("id")
+    for m in _PASSPORT.finditer(text):
+        yield m.start("id"), m.end("id")
 
 
 # --- secrets ------------------------------------------------------------------------------------------------
 _KEY_VALUE = regex.compile(
-    r"(?i)(?<![A-Za-z0-9])[A-Za-z0-9_.-]*(?:password|passwd|passwort|pwd|secret|token|api[_-]?key|access[_-]?key"
+    r"(?i)(?<![A-Za-z0-9])[A-Za-z0-9_.-]*(?:password|passwd|passwort|pass|pwd|secret|token|api[_-]?key|access[_-]?key"
     r"|private[_-]?key|credentials?|auth[_-]?key|session[_-]?key)[A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?P<value>[^\s\"',;]+)"
 )
@@ -224,19 +250,24 @@ def addresses(text: str) -> Iterator[tuple[int, int]]:
 
 
 # --- numbers: a phone, or not -------------------------------------------------------------------------------
-_PHONE_CUES = regex.compile(
-    r"(?i)(?<![\p{L}])(?:phone|tel\.?|telephone|call|calling|text|sms|mobile|cell|whatsapp|signal|fax|ring|dial"
-    r"|reach me|my number|number to call|telefon|handy|rufnummer|anrufen|téléphone|portable|appeler|teléfono"
-    r"|móvil|llamar|telefono|cellulare|chiamare|telemóvel|telefone|telefoon|bellen|komórka|телефон|тел\.|звоните"
-    r"|позвоните|τηλέφωνο|τηλ\.|電話|电话|手机|手機|携帯|전화|핸드폰|هاتف|جوال|फ़ोन|फोन)(?![\p{L}])"
+# cue words before a number; a long cue also matches as the head of a compound (Telefonnummer, Bestellnummer,
+# 订单号), a short one only as a word of its own ("no", "id", "po")
+def _cues(long: str, short: str) -> regex.Pattern:
+    return regex.compile(rf"(?i)(?<![\p{{L}}])(?:(?:{long})|(?:{short})(?![\p{{L}}]))")
+
+
+_PHONE_CUES = _cues(
+    r"phone|tele|call|calling|sms|mobil|cell|whatsapp|signal|fax|dial|reach me|my number|handy|rufnummer|anruf|rufen"
+    r"|téléphone|portable|appeler|teléfono|móvil|llamar|cellulare|chiamare|telemóvel|telefoon|bellen|komórk"
+    r"|телефон|звоните|позвоните|мобильн|τηλέφων|電話|电话|手机|手機|携帯|전화|핸드폰|هاتف|جوال|फ़ोन|फोन",
+    r"tel\.?|text|ring|тел\.?|τηλ\.?",
 )
-_OTHER_NUMBER_CUES = regex.compile(
-    r"(?i)(?<![\p{L}])(?:order|ticket|invoice|reference|ref|booking|reservation|tracking|confirmation|case"
-    r"|transaction|receipt|po|sku|serial|part|item|product|model|version|build|release|id|no|nr|bestellung"
-    r"|rechnung|auftrag|commande|facture|pedido|factura|ordine|fattura|заказ|订单|注文|주문|طلب|epoch|timestamp"
-    r"|unix|time|date|seconds|ms|bytes|kb|mb|gb|isbn|issn|doi|page|line|port|pid|uid|gid|code|account|customer"
-    r"|member)"
-    r"(?![\p{L}])|#"
+_OTHER_NUMBER_CUES = _cues(
+    r"order|ticket|invoice|reference|booking|reservation|tracking|confirmation|transaction|receipt|serial"
+    r"|product|version|build|release|bestell|rechnung|auftrag|kunden|sendung|vorgang|referenz|commande|facture"
+    r"|pedido|factura|ordine|fattura|заказ|счёт|счет|订单|单号|注文|주문|طلب|epoch|timestamp|unix|seconds|bytes"
+    r"|isbn|issn|page|line|port|account|customer|member",
+    r"ref\.?|case|po|sku|part|item|model|id|no\.?|nr\.?|time|date|ms|kb|mb|gb|doi|pid|uid|gid|code|#",
 )
 
 
@@ -262,7 +293,17 @@ def is_phone(text: str, start: int, raw: str) -> bool:
         return True
     if other >= 0:
         return False
+    if a_quantity(text, start, start + len(raw)):
+        return False
     return raw.lstrip().startswith("(") or bool(regex.search(r"\d[ .\-/]+\d", raw.strip()))
+
+
+def a_quantity(text: str, start: int, end: int) -> bool:
+    """A price or a quantity (3696.21 EUR, 12 kg), or a decimal number: no phone, no identifier."""
+    return bool(_UNIT_AFTER.match(text, end) or regex.fullmatch(r"\d+[.,]\d+", text[start:end].strip()))
+
+
+_UNIT_AFTER = regex.compile(r"[ \t]*(?:%|€|\$|£|¥|(?i:eur|usd|gbp|chf|jpy|cny|rub|inr|kg|km|mb|gb|ms|mm|cm|m)\b)")
 
 
 def other_number(text: str, start: int) -> bool:

@@ -221,7 +221,7 @@ def test_the_check_finds_what_was_stored_and_fails_closed(tmp_path, monkeypatch)
     leaked = _traffic_row(line=2, record_id="req-1", production_text="Call Maria Schneider on +44 20 7946 0958")
     wh.replace({"log": "l"}, {"traffic": pd.DataFrame([_traffic_row(), leaked])})
     (dirty,) = quality.check_traffic(wh, "l")
-    assert not dirty.passed and dirty.details["found"] == {2: "production_text: PERSON/PHONE_NUMBER"}
+    assert not dirty.passed and dirty.details["found"] == {2: "production_text: LONG_NUMBER/PERSON/PHONE_NUMBER"}
     assert "Maria" not in dirty.description and "7946" not in dirty.description
 
     def broken(text, free_text=True):
