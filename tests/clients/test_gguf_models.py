@@ -36,7 +36,7 @@ def test_a_path_that_is_no_package_file_is_looked_for_on_disk_and_named(path):
     assert message.startswith(f"model path {path!r}: no file ") and str(Path(path[5:]).name) in message
 
 
-@pytest.mark.parametrize("size", [1_000, 3_000_000])
+@pytest.mark.parametrize("size", [1_000, pytest.param(3_000_000, marks=pytest.mark.slow)])  # 3 MB: ~2 s to parse
 def test_a_truncated_gguf_file_on_llama_cpp_is_named_with_its_size(tmp_path, size):
     """llama.cpp's backend read it with the GGUF reader's bare error (an IndexError, a reshape) naming no file."""
     from holistic_dagster.clients.llamacpp_client import LlamaCppClient
