@@ -202,3 +202,43 @@ def test_spending_is_metered_as_answers_arrive_and_stops_at_the_budget(tmp_path,
         evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=100 * budget)
         assert sum(server.hits.values()) == 6  # the answered ones were not paid for again
         assert warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 6
+
+
+def test_the_estimate_counts_with_the_server_s_tokenizer_where_it_has_one(tmp_path, untrained_client):
+    """A vLLM-style server answers /tokenize: with no `tokenizer:` in the entry the prompts are counted by the
+    server (4x what ~4 characters a token would say here), so the estimate is what the server will bill, and a
+    budget below it is refused before any request."""
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    write_qa_scenario(tmp_path / "assets", tmp_path / "data", QUESTIONS, "Six sums.")
+    write(tmp_path / "assets" / "suites" / "b1.yaml", SUITE)
+    catalog = Catalog(tmp_path / "assets")
+    db = tmp_path / "w.duckdb"
+    instance = DagsterInstance.ephemeral()
+    with OpenAIProtocolTestServer(untrained_client, usage_scale=4, tokenize=True) as server:
+        models = write(
+            tmp_path / "models.yaml",
+            f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
+            "price: {input_per_million: 150, output_per_million: 600}}\n",
+        )
+        resource = HolisticResource(
+            warehouse_path=str(db), catalog_dir=str(catalog.root), models_file=str(models),
+            data_dirs=[str(tmp_path / "data")],
+        )  # fmt: skip
+        defs = build_definitions(catalog, resource)
+        with pytest.raises(BudgetExceeded):
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.0)
+        warehouse = Warehouse(db)
+        prompts = warehouse.df("SELECT DISTINCT request_id, prompt, num_prompt_tokens FROM prompts")
+        assert server.tokenized >= len(prompts) == 6
+        for r in prompts.itertuples():  # the server's count, not len(prompt) / 4
+            assert r.num_prompt_tokens == 4 * untrained_client.count_tokens(r.prompt)
+        deployment = Deployment.of(warehouse=db, catalog=catalog.root, models=models)
+        estimate = estimate_cost(StageContext(warehouse, catalog, deployment), "b1", "priced", ["mini_qa"])
+        with pytest.raises(BudgetExceeded):
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=estimate.cost * 0.99)
+        assert sum(server.hits.values()) == 0
+        evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=estimate.cost)
+        sent = warehouse.df("SELECT sum(num_prompt_tokens) AS n FROM completions")["n"].iat[0]
+        assert sum(server.hits.values()) == 6 and sent == sum(prompts["num_prompt_tokens"])  # billed as estimated

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import random
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -191,8 +192,10 @@ class JsonSession:
 
 
 class HttpClientBase:
-    """Token counting for HTTP backends (a configured local tokenizer, else ~4 characters a token) and the
-    concurrent, retried sending of requests; subclasses map one request to one HTTP call."""
+    """Token counting for HTTP backends (a configured local tokenizer, else the server's own where it has one:
+    TGI's and vLLM's /tokenize (llama.cpp's client counts with its server's in batches of its own), else ~4
+    characters a token) and the concurrent, retried sending of requests; subclasses map one request to one HTTP
+    call."""
 
     backend = "http"
 
@@ -201,15 +204,51 @@ class HttpClientBase:
         self.max_context = spec.max_context or default_context
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, timeout_s=spec.timeout_s)
         self.tokenizer = None
+        self._server_counts: dict[str, int] = {}
+        self._server_counts_ok: bool | None = None  # None: not asked yet
         if spec.tokenizer:
             from transformers import AutoTokenizer
 
             self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer)
 
     def count_tokens(self, text: str) -> int:
+        """Exact with a local tokenizer or the server's; else an estimate (~4 characters a token), which a
+        provider's tokenizer can exceed: what a budget's estimate and the prompts' token counts rest on."""
         if self.tokenizer is not None:
             return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if (counted := self._server_count(text)) is not None:
+            return counted
         return -(-len(text) // CHARS_PER_TOKEN)
+
+    # set by a backend whose server counts tokens: (URL or path, JSON body for a text, the count in the answer)
+    def tokenize_call(self, text: str) -> tuple[str, dict[str, Any], Callable[[Any], int]] | None:
+        return None
+
+    def _server_count(self, text: str) -> int | None:
+        if self._server_counts_ok is False:
+            return None
+        if text in self._server_counts:
+            return self._server_counts[text]
+        call = self.tokenize_call(text)
+        if call is None:
+            self._server_counts_ok = False
+            return None
+        path, body, count = call
+        try:
+            url = path if path.startswith(("http://", "https://")) else self._base_url.rstrip("/") + path
+            answer = requests.post(url, json=body, headers=self._headers, timeout=self.spec.timeout_s)
+            answer.raise_for_status()
+            counted = int(count(answer.json()))
+        except (requests.RequestException, ValueError, TypeError, KeyError, AttributeError) as e:
+            if self._server_counts_ok is None:  # the server has no tokenizer to ask: estimate from now on
+                logging.getLogger(__name__).info("%s: no token counts from the server (%s): ~4 characters a token",
+                                                 self.spec.name, redact(type(e).__name__))  # fmt: skip
+                self._server_counts_ok = False
+                return None
+            raise PermanentError(f"the server's /tokenize failed: {redact(str(e))}") from None
+        self._server_counts_ok = True
+        self._server_counts[text] = counted
+        return counted
 
     def truncate_left(self, text: str, max_tokens: int) -> str:
         if self.tokenizer is not None:

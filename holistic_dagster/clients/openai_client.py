@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx2  # the SDK's HTTP library: only to build an SDK client that sends nothing
@@ -57,6 +58,15 @@ class OpenAICompatibleClient(HttpClientBase):
         super().__init__(spec, default_context=4096)
         self.supports_prompt_logprobs = spec.prompt_logprobs and not spec.chat
         self._base_url, self._headers = _sdk_request_settings(spec, _api_key(spec))
+
+    def tokenize_call(self, text: str):
+        """vLLM's (and SGLang's) /tokenize, beside /v1 on an OpenAI-compatible server; OpenAI's own API has none."""
+        parts = urlsplit(self._base_url)
+        if parts.hostname and parts.hostname.endswith("openai.com"):
+            return None
+        root = self._base_url.rstrip("/").removesuffix("/v1")
+        body = {"model": self.spec.path, "prompt": text, "add_special_tokens": False}
+        return f"{root}/tokenize", body, lambda answer: answer["count"]
 
     @staticmethod
     def served_revision(spec: ModelSpec, timeout_s: float) -> str:

@@ -88,6 +88,9 @@ class TGIClient(HttpClientBase):
         self._headers = build_hf_headers()  # the user agent, and the saved Hugging Face token if there is one
         super().__init__(spec, default_context=int(self.info.get("max_input_tokens") or 4096))
 
+    def tokenize_call(self, text: str):
+        return "/tokenize", {"inputs": text}, len  # TGI answers with the list of tokens
+
     @staticmethod
     def server_info(spec: ModelSpec, timeout_s: float) -> dict[str, Any]:
         """The server's /info (the model it serves, its revision, its limits)."""

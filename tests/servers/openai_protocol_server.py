@@ -37,11 +37,12 @@ SCRIPTS = {
 
 
 class OpenAIProtocolTestServer(LoopbackServer):
-    def __init__(self, client, api_key: str | None = None, usage_scale: int = 1):
+    def __init__(self, client, api_key: str | None = None, usage_scale: int = 1, tokenize: bool = False):
         self.client = client  # a TransformersClient: the real model behind the answers
         self.api_key = api_key
         # the usage it reports: the model's token counts times this, as a provider whose tokenizer counts more
         self.usage_scale = usage_scale
+        self.tokenized = 0  # /tokenize calls answered (served only with tokenize=True, as vLLM does)
         self.hits: Counter[str] = Counter()
         self.hits_by_key: Counter[tuple[str, str]] = Counter()  # (Authorization header, prompt): who sent what
         self.in_flight = 0
@@ -52,7 +53,17 @@ class OpenAIProtocolTestServer(LoopbackServer):
         self._answer_limit: int | None = None  # see hold_after
         self._answered = 0
         self._gate = threading.Event()
-        super().__init__(Starlette(routes=[Route("/v1/completions", self.completions, methods=["POST"])]))
+        routes = [Route("/v1/completions", self.completions, methods=["POST"])]
+        if tokenize:
+            routes.append(Route("/tokenize", self.tokenize, methods=["POST"]))
+        super().__init__(Starlette(routes=routes))
+
+    async def tokenize(self, http: HttpRequest) -> JSONResponse:
+        """vLLM's /tokenize: {"model", "prompt", "add_special_tokens"} -> {"count", "max_model_len", "tokens"}."""
+        body = await http.json()
+        count = self.client.count_tokens(body["prompt"]) * self.usage_scale
+        self.tokenized += 1
+        return JSONResponse({"count": count, "max_model_len": self.client.max_context, "tokens": list(range(count))})
 
     def hold_after(self, n: int) -> None:
         """Answer the next `n` requests, then hold every further one (received and counted in `hits`, never
