@@ -263,6 +263,10 @@ def write(tmp_path: Path, text: str) -> Path:
             "rules:\n  - {kind: metric, critical: {below: 0.6}}\n  - {kind: metric, warning: {drop: 0.1}}\n",
             "rules ['accuracy main'] share a label",
         ),
+        # a threshold no value can cross (every comparison with NaN is false): the rule would never fire
+        ("rules:\n  - kind: metric\n    critical: {below: .nan}\n", "Input should be a finite number"),
+        ("rules:\n  - kind: metric\n    critical: {drop: .nan}\n", "Input should be a finite number"),
+        ("rules:\n  - kind: metric\n    critical: {drop: -0.1}\n", "greater than or equal to 0"),
         ("rules: [unclosed\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
     ],

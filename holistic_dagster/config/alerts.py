@@ -30,9 +30,10 @@ class MetricThreshold(Strict):
     """Exactly one of: below / above (the candidate's mean), drop (worse than the baseline by more than x,
     and significantly so)."""
 
-    below: float | None = None
-    above: float | None = None
-    drop: float | None = Field(None, ge=0.0)
+    # NaN would never be crossed (every comparison with it is false): a rule that cannot fire is refused
+    below: float | None = Field(None, allow_inf_nan=False)
+    above: float | None = Field(None, allow_inf_nan=False)
+    drop: float | None = Field(None, ge=0.0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> MetricThreshold:

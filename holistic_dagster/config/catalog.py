@@ -115,7 +115,7 @@ class SuiteSpec(Strict):
     description: str = ""
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
     conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # see CONVENTIONS
-    regression_alpha: float = Field(0.05, gt=0.0, lt=1.0)  # significance level of the regressions check
+    regression_alpha: float = Field(0.05, gt=0.0, lt=1.0, allow_inf_nan=False)  # the regressions check's level
     # the most (USD) an evaluation of one priced model on this suite may cost: estimated from the built prompts
     # (prompt tokens and max_tokens at the model's price, cached requests excluded) before any request is sent
     max_cost: float | None = Field(None, ge=0.0)

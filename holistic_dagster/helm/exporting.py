@@ -45,6 +45,8 @@ def export_runs(
     An existing non-empty folder is refused unless `replace`, and then only what an earlier export wrote there
     (its manifest's run folders) is replaced: a user's notes, a HELM run of their own, are never deleted."""
     suite = suite or version
+    if not suite or suite in (".", "..") or any(c in suite for c in "/\\\0"):
+        raise HolisticError(f"suite name {suite!r}: a folder name under runs/ (no path separators, not . or ..)")
     scored = warehouse.df(
         "SELECT DISTINCT model, scenario FROM instance_scores WHERE version = ? ORDER BY model, scenario", [version]
     )

@@ -136,7 +136,7 @@ def _plausible_name(ent, text: str) -> bool:
     word = ent.text
     if not (word[:1].isupper() and word[1:].islower() and word.isalpha()):
         return False
-    return not regex.match(r"\s*:|\.\s*[+\d(]", text[ent.end_char :])  # "Email: ...", "Tel. +44 ..."
+    return not context.FIELD_LABEL.match(text, ent.end_char)
 
 
 def _valid(validator: Callable[[str], bool], text: str) -> bool:

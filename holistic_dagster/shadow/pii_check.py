@@ -19,7 +19,7 @@ from functools import cache
 import pandas as pd
 
 from holistic_dagster.shadow.pii import SPACY_MODEL
-from holistic_dagster.shadow.pii_context import FUNCTION_WORDS, a_quantity, is_ip, other_number
+from holistic_dagster.shadow.pii_context import FIELD_LABEL, FUNCTION_WORDS, a_quantity, is_ip, other_number
 
 # what Presidio finds that is personal data; left out: dates, cities and countries (LOCATION: questions name
 # them), organisations, URLs, nationalities (NRP), and its low-confidence US bank/driver-licence shapes
@@ -38,7 +38,6 @@ _RANDOM_TOKEN = re.compile(r"(?<![\w/+=-])(?=[\w/+=-]*\d)(?=[\w/+=-]*[a-z])(?=[\
 _SECRET_ASSIGNED = re.compile(r"(?i)\w*(?:pass|secret|token|key|pwd|credential)\w*\s*[=:]\s*(\S{4,})")
 _BIRTH = re.compile(r"(?i)birth|born|\bdob\b|geb(?:oren|urt)|naissance|\bnée?\b|nacimiento|nacid|nascita|urodz|рожд"
                     r"|γενν|生年|出生|誕生|생년|ميلاد|جنم")  # fmt: skip
-_LABEL = re.compile(r"\s*:|\.\s*[+\d(]")  # a field's label: "Email: ...", "Tel. +44 ..."
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _LONG_NUMBER = re.compile(r"(?<![\w.])\d(?:[ .\-/]?\d){8,}(?![\w]|[.,]\d)")
 _PLACEHOLDER = re.compile(r"\[[a-z_]+\]")  # the remover's replacements, e.g. [person]
@@ -74,7 +73,7 @@ def _analyzer():
 def _a_name(text: str, start: int, end: int) -> bool:
     """Not a field's label ("Email: ..."), and no determiner in it ("Ihre Bestellnummer")."""
     words = text[start:end].lower().split()
-    return not _LABEL.match(text, end) and not any(w in FUNCTION_WORDS for w in words)
+    return not FIELD_LABEL.match(text, end) and not any(w in FUNCTION_WORDS for w in words)
 
 
 def _another_kind_of_number(entity: str, text: str, start: int, end: int) -> bool:

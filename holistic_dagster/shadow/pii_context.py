@@ -84,6 +84,8 @@ FUNCTION_WORDS = {
     "sus", "il", "lo", "gli", "uno", "una", "het", "een", "uw", "onze", "os", "seu", "sua", "the", "your", "our",
     "my", "this", "that", "sie", "wir", "ich", "du", "er", "es", "vous", "nous", "usted", "ustedes", "bitte",
 }  # fmt: skip
+# what follows a field's label: "Email: ...", "Tel. +44 ..." (a word there names the field, not a person)
+FIELD_LABEL = regex.compile(r"\s*:|\.\s*[+\d(]")
 # what follows a salutation or "I am" but names nobody
 _NOT_NAMES = {
     "team", "all", "everyone", "everybody", "sir", "madam", "there", "world", "friend", "friends", "colleagues",

@@ -319,6 +319,10 @@ def test_export_never_deletes_what_it_did_not_write(small_run, tmp_path):
     (ours / run / "stats.json").write_text("[]")
     export_runs(wh, "s1", out, suite="mine", replace=True)
     assert (ours / "README.md").read_text() == "kept" and json.loads((ours / run / "stats.json").read_text())
+    for name in ("../escaped", "..", "a/b"):  # a suite name is a folder under runs/, never a path out of it
+        with pytest.raises(HolisticError, match="a folder name under runs/"):
+            export_runs(wh, "s1", out, suite=name)
+    assert sorted(p.name for p in out.iterdir()) == ["runs"]
     write(ours / run / "my_analysis.txt", "mine")  # inside a run the export wrote: refused, nothing touched
     with pytest.raises(HolisticError, match=r"holds files the export did not write \(my_analysis.txt\)"):
         export_runs(wh, "s1", out, suite="mine", replace=True)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pandas as pd
-from pathlib import Path
-
 import pytest
 
 from holistic_dagster.errors import HolisticError
