@@ -38,6 +38,7 @@ _RANDOM_TOKEN = re.compile(r"(?<![\w/+=-])(?=[\w/+=-]*\d)(?=[\w/+=-]*[a-z])(?=[\
 _SECRET_ASSIGNED = re.compile(r"(?i)\w*(?:pass|secret|token|key|pwd|credential)\w*\s*[=:]\s*(\S{4,})")
 _BIRTH = re.compile(r"(?i)birth|born|\bdob\b|geb(?:oren|urt)|naissance|\bnée?\b|nacimiento|nacid|nascita|urodz|рожд"
                     r"|γενν|生年|出生|誕生|생년|ميلاد|جنم")  # fmt: skip
+_PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")  # its header is enough: the key follows
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _LONG_NUMBER = re.compile(r"(?<![\w.])\d(?:[ .\-/]?\d){8,}(?![\w]|[.,]\d)")
 _PLACEHOLDER = re.compile(r"\[[a-z_]+\]")  # the remover's replacements, e.g. [person]
@@ -97,10 +98,11 @@ def find_pii(text: str, free_text: bool = True) -> list[Finding]:
     detector cannot run: callers must treat that as a failure, never as clean text."""
     if not text:
         return []
+    placeholders = [m.span() for m in _PLACEHOLDER.finditer(text)]
     found = [
         Finding(r.entity_type, r.start, r.end, round(float(r.score), 2))
         for r in _analyzer().analyze(text, language="en", entities=[*ENTITIES, "DATE_TIME"], score_threshold=MIN_SCORE)
-        if not _PLACEHOLDER.fullmatch(text[r.start : r.end].strip())
+        if not any(a <= r.start and r.end <= b for a, b in placeholders)  # "[date_of_birth]" names no person
         and not (r.entity_type == "PERSON" and re.search(r"\d", text[r.start : r.end]))  # "1,234.56 EUR"
         and not _another_kind_of_number(r.entity_type, text, r.start, r.end)
         and not (r.entity_type == "PERSON" and not _a_name(text, r.start, r.end))
@@ -109,6 +111,7 @@ def find_pii(text: str, free_text: bool = True) -> list[Finding]:
     found = [replace(f, entity="DATE_OF_BIRTH") if f.entity == "DATE_TIME" else f for f in found]
     found += [Finding("SECRET_ASSIGNED", m.start(1), m.end(1), 1.0) for m in _SECRET_ASSIGNED.finditer(text)
               if not _PLACEHOLDER.fullmatch(m.group(1).strip("\"',;."))]  # fmt: skip
+    found += [Finding("PRIVATE_KEY", m.start(), m.end(), 1.0) for m in _PEM.finditer(text)]
     found += [Finding("LONG_NUMBER", m.start(), m.end(), 1.0) for m in _LONG_NUMBER.finditer(text)
               if not other_number(text, m.start())]  # fmt: skip
     found += [Finding("EMAIL_SHAPE", m.start(), m.end(), 1.0) for m in _ANY_EMAIL.finditer(text)]

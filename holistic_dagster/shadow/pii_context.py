@@ -29,6 +29,7 @@ _NAME_CUES = (
     # en
     r"my name is|my name's|i am|i'm|this is|name\s*:|named|called|dear|hi|hello|regards,|thanks,|sincerely,"
     r"|mr\.?|mrs\.?|ms\.?|miss|dr\.?|prof\.?|patient|customer|client|employee|contact|signed,?|attn\.?:?"
+    r"|call|ask|tell|cc:?|forward(?:ed)? to|assigned to|signed by|written by|reported by|approved by|sent by"
     # de, fr, es, it, pt, nl, pl, tr
     r"|ich heiße|ich heisse|mein name ist|ich bin|herr|frau|liebe|lieber|sehr geehrte[r]?|grüße,|gruß,"
     r"|je m'appelle|je m’appelle|mon nom est|je suis|nom\s*:|monsieur|madame|mme\.?|m\.|cher|chère|cordialement,"
@@ -43,26 +44,29 @@ _NAME_CUES = (
     r"|με λένε|ονομάζομαι|το όνομά μου είναι|είμαι|κύριος|κυρία|κ\.|αγαπητ(?:έ|ή)"
     r"|اسمي|أنا|انا|السيد|السيدة|الاسم\s*:|إلى|الى"
     # zh, ja, ko, hi
-    r"|我叫|我的名字是|我的名字叫|我是|名字[:：]|姓名[:：]|联系人[:：]?"
+    r"|我叫|我的名字是|我的名字叫|我是|名字[:：]|姓名[:：]|联系人[:：]?|联系|请找|交给|转给|告诉"
     r"|私の名前は|私は|わたしは|名前は|氏名[:：]|担当[:：]?"
     r"|제 이름은|저는|이름[:：]"
     r"|मेरा नाम|मैं"
 )
-# after a cue: 1-3 words that start upper-case (any cased script), 2-4 Han / kana characters, 2-4 Hangul
-# syllables, or 1-2 Arabic or Devanagari words
-_NAME_AFTER_CUE = regex.compile(
-    rf"(?i:(?<![\p{{L}}])(?:{_NAME_CUES}))[ \t:：,]*"
-    r"(?P<name>(?-i:\p{Lu}[\p{Ll}\p{Lm}'’-]*\.?(?:[ \t]+(?:\p{Lu}[\p{Ll}\p{Lm}'’-]*\.?"
-    r"|(?:van|von|de|da|di|del|der|la|le|bin|ibn|al)(?=[ \t]+\p{Lu}))){0,3})"
-    r"|[\p{Han}\p{Katakana}ー・]{2,4}(?=[\p{Hiragana}\s\p{P}]|$|先生|女士|小姐|様|さん)"
-    r"|\p{Hangul}{2,4}?(?=입니다|이에요|예요|이고|씨|님|[\s\p{P}]|$)"
-    r"|\p{Arabic}{2,}(?:[ \t]+\p{Arabic}{2,})?"
-    r"|\p{Devanagari}{2,}(?:[ \t]+\p{Devanagari}{2,})?)"
-)
+
 # the commonest Chinese surnames: where a name starts in unspaced Chinese text (王小明先生, 请转给陈敏女士)
 _SURNAMES = (
     "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖"
     "贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
+)
+# after a cue: 1-3 words that start upper-case (any cased script), 2-4 Han / kana characters (or a common
+# surname and 1-2 more), 2-4 Hangul syllables, or 1-2 Arabic or Devanagari words
+_NAME_AFTER_CUE = regex.compile(
+    # a cue starts a word, except in the unspaced scripts (请联系王伟: the cue follows a letter there)
+    rf"(?i:(?<![^\W\p{{Han}}\p{{Hiragana}}\p{{Katakana}}\p{{Hangul}}])(?:{_NAME_CUES}))[ \t:：,]*"
+    r"(?P<name>(?-i:\p{Lu}[\p{Ll}\p{Lm}'’-]*\.?(?:[ \t]+(?:\p{Lu}[\p{Ll}\p{Lm}'’-]*\.?"
+    r"|(?:van|von|de|da|di|del|der|la|le|bin|ibn|al)(?=[ \t]+\p{Lu}))){0,3})"
+    r"|[\p{Han}\p{Katakana}ー・]{2,4}(?=[\p{Hiragana}\s\p{P}]|$|先生|女士|小姐|様|さん)"
+    rf"|[{_SURNAMES}]\p{{Han}}{{1,2}}"  # unspaced Chinese: from a common surname, the name's usual length
+    r"|\p{Hangul}{2,4}?(?=입니다|이에요|예요|이고|씨|님|[\s\p{P}]|$)"
+    r"|\p{Arabic}{2,}(?:[ \t]+\p{Arabic}{2,})?"
+    r"|\p{Devanagari}{2,}(?:[ \t]+\p{Devanagari}{2,})?)"
 )
 _HONORIFIC = regex.compile(
     rf"(?P<name>[{_SURNAMES}]\p{{Han}}{{1,2}}?)(?=先生|女士|小姐|老师|醫生|医生|经理|總|总)"
@@ -132,6 +136,7 @@ _DATE = (
     rf"|\d{{1,2}}(?:st|nd|rd|th|er|\.)?[ \t]+(?:of[ \t]+)?(?:{_MONTHS})[ \t,]+\d{{4}}"
     rf"|(?:{_MONTHS})[ \t]+\d{{1,2}}(?:st|nd|rd|th)?,?[ \t]+\d{{4}}"
     r"|\d{4}[ \t]?年[ \t]?\d{1,2}[ \t]?月[ \t]?\d{1,2}[ \t]?日|\d{4}\.[ \t]?\d{1,2}\.[ \t]?\d{1,2}\.?"
+    rf"|\d{{1,2}}[-/](?:{_MONTHS})[-/](?:\d{{4}}|\d{{2}})|(?:19|20)\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
 )
 _BIRTH_DATE = regex.compile(
     rf"(?i:(?<![\p{{L}}])(?:{_BIRTH_CUES}))[^\d\n]{{0,25}}?(?P<date>(?i:{_DATE}))", regex.IGNORECASE
@@ -195,7 +200,14 @@ _KEY_VALUE = regex.compile(
 _TOKEN = regex.compile(r"(?<![A-Za-z0-9+/=_.:-])[A-Za-z0-9+/=_-]{20,}(?![A-Za-z0-9+/=_-])")
 
 
+PRIVATE_KEY_BLOCK = regex.compile(
+    r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----.*?(?:-----END (?:[A-Z]+ )*PRIVATE KEY-----|$)", regex.DOTALL
+)
+
+
 def secrets(text: str) -> Iterator[tuple[int, int]]:
+    for m in PRIVATE_KEY_BLOCK.finditer(text):  # a PEM private key, to its end (or the text's, when cut off)
+        yield m.start(), m.end()
     for m in _KEY_VALUE.finditer(text):
         if m.group("value") not in ("[REDACTED]", "[secret]"):
             yield m.start("value"), m.end("value")
@@ -219,7 +231,7 @@ def random_looking(token: str) -> bool:
 _ADDRESSES = [
     # Poland: ul. Marszałkowska 10/12, 00-590 Warszawa
     regex.compile(
-        r"(?i:(?<![\p{L}])(?:ul\.|ulica|al\.|aleja|pl\.|plac|os\.|osiedle))[ \t]+(?:\p{Lu}[\p{L}.-]*[ \t]+){1,3}"
+        r"(?i:(?<![\p{L}])(?:ul\.|ulica|al\.|aleja|aleje|pl\.|plac|os\.|osiedle))[ \t]+(?:\p{Lu}[\p{L}.-]*[ \t]+){1,3}"
         r"\d{1,4}[a-zA-Z]?(?:/\d{1,4})?(?:,?[ \t]*\d{2}-\d{3}[ \t]+\p{Lu}\p{Ll}+)?"
     ),
     regex.compile(r"(?<![\d-])\d{2}-\d{3}[ \t]+\p{Lu}\p{Ll}{2,}"),  # a Polish postcode and its town
@@ -238,7 +250,8 @@ _ADDRESSES = [
     regex.compile(r"〒[ \t]?\d{3}-?\d{4}"),
     regex.compile(
         r"[\p{Han}\p{Katakana}\p{Hiragana}ー]{1,12}?[都道府県市区町村郡省县鎮镇路街巷][\p{Han}\p{Katakana}\p{Hiragana}ー]{0,15}?"
-        r"[0-9０-９]+(?:(?:丁目|番地|番|号|號|弄|室|楼|樓)|[-－‐ー][0-9０-９]+)+"
+        r"(?:[0-9０-９一二三四五六七八九十百]+(?:丁目|番地|番|号|號|弄|室|楼|樓|[-－‐ー](?=[0-9０-９])))+"
+        r"(?:[0-9０-９]+(?:号|號)?)?"
     ),
     # Arab countries: شارع الملك فهد 12
     regex.compile(r"شارع[ \t]+\p{Arabic}+(?:[ \t]+\p{Arabic}+){0,3}(?:[ \t]*،?[ \t]*\d{1,5})?"),

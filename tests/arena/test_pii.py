@@ -86,6 +86,12 @@ PLANTED = [
     ("secret", "Pr0d-Db!2026", "DB_PASSWORD={}"),
     ("secret", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "the secret key is {} (do not share)"),
     ("secret", "q8Zt2LmN4vR7xK1pW9sD3fG6hJ0cB5aE", "use {} in the header"),
+    ("secret", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7x\n-----END RSA PRIVATE KEY-----", "k:\n{}\n"),
+    ("date_of_birth", "14-Mar-1985", "DOB {}"),
+    ("date_of_birth", "19850314", "Date of birth: {}"),
+    ("address", "東京都千代田区丸の内一丁目9番1号", "本社は{}にあります。"),
+    ("person", "王伟", "请联系{}处理退款。"),
+    ("person", "Anna Kowalski", "Please call {} tomorrow."),
 ]
 CLEAN = [
     "Order 12345 shipped on 2026-12-01 for $19.99.",
