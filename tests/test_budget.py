@@ -29,29 +29,33 @@ SUITE = "version: b1\nscenarios:\n  mini_qa: {max_eval_instances: 6, seed: 2}\n"
 QUESTIONS = [{"q": f"What is {i} plus {i}?", "a": str(2 * i)} for i in range(6)]
 
 
-def test_a_priced_model_is_refused_past_its_budget_and_spends_what_was_estimated(tmp_path, untrained_client):
+def priced_world(tmp_path, server, entry: str = "", suite: str = SUITE):
+    """The catalog (suite b1 on six sums, or `suite`), the warehouse path, the registry file (one priced entry on
+    `server`, with `entry`'s settings added) and the Dagster definitions over them."""
     import shutil
 
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
     write_qa_scenario(tmp_path / "assets", tmp_path / "data", QUESTIONS, "Six sums.")  # max_tokens 3
-    write(tmp_path / "assets" / "suites" / "b1.yaml", SUITE)
-    catalog = Catalog(tmp_path / "assets")
-    db = tmp_path / "w.duckdb"
+    version = suite.split("\n", 1)[0].removeprefix("version: ")
+    write(tmp_path / "assets" / "suites" / f"{version}.yaml", suite)
+    catalog, db = Catalog(tmp_path / "assets"), tmp_path / "w.duckdb"
+    models = write(
+        tmp_path / "models.yaml",
+        f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, {entry}"
+        "price: {input_per_million: 150, output_per_million: 600}}\n",
+    )
+    resource = HolisticResource(
+        warehouse_path=str(db), catalog_dir=str(catalog.root), models_file=str(models),
+        data_dirs=[str(tmp_path / "data")],
+    )  # fmt: skip
+    return catalog, db, models, build_definitions(catalog, resource)
+
+
+def test_a_priced_model_is_refused_past_its_budget_and_spends_what_was_estimated(tmp_path, untrained_client):
     instance = DagsterInstance.ephemeral()
     with OpenAIProtocolTestServer(untrained_client) as server:
-        models = write(
-            tmp_path / "models.yaml",
-            f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
-            f"tokenizer: '{untrained_client.path}', "  # the server's own tokenizer: exact prompt token counts
-            "price: {input_per_million: 150, output_per_million: 600}}\n",
-        )
-        resource = HolisticResource(
-            warehouse_path=str(db),
-            catalog_dir=str(catalog.root),
-            models_file=str(models),
-            data_dirs=[str(tmp_path / "data")],
-        )
-        defs = build_definitions(catalog, resource)
+        # the server's own tokenizer in the entry: exact prompt token counts
+        catalog, db, models, defs = priced_world(tmp_path, server, f"tokenizer: '{untrained_client.path}', ")
 
         with pytest.raises(BudgetExceeded) as refused:
             evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.001)
@@ -157,28 +161,12 @@ def test_spending_is_metered_as_answers_arrive_and_stops_at_the_budget(tmp_path,
     (one in flight at most here: the overshoot is bounded by it), the step fails as stopped for budget saying
     what was spent and what was not sent, the run is tagged so, nothing half-written enters the completions, and
     a run with a larger budget finishes without paying again for what was answered."""
-    import shutil
-
     from holistic_dagster.defs.jobs import BUDGET_STOP_TAG
     from holistic_dagster.defs.runner import RunFailed
 
-    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
-    write_qa_scenario(tmp_path / "assets", tmp_path / "data", QUESTIONS, "Six sums.")
-    write(tmp_path / "assets" / "suites" / "b1.yaml", SUITE)
-    catalog = Catalog(tmp_path / "assets")
-    db = tmp_path / "w.duckdb"
     instance = DagsterInstance.ephemeral()
     with OpenAIProtocolTestServer(untrained_client, usage_scale=4) as server:
-        models = write(
-            tmp_path / "models.yaml",
-            f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
-            "max_concurrency: 1, price: {input_per_million: 150, output_per_million: 600}}\n",
-        )
-        resource = HolisticResource(
-            warehouse_path=str(db), catalog_dir=str(catalog.root), models_file=str(models),
-            data_dirs=[str(tmp_path / "data")],
-        )  # fmt: skip
-        defs = build_definitions(catalog, resource)
+        catalog, db, models, defs = priced_world(tmp_path, server, "max_concurrency: 1, ")
         deployment = Deployment.of(warehouse=db, catalog=catalog.root, models=models)
         with pytest.raises(BudgetExceeded):  # the prompts are built, nothing is sent: the estimate can be read
             evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.0)
@@ -208,25 +196,9 @@ def test_the_estimate_counts_with_the_server_s_tokenizer_where_it_has_one(tmp_pa
     """A vLLM-style server answers /tokenize: with no `tokenizer:` in the entry the prompts are counted by the
     server (4x what ~4 characters a token would say here), so the estimate is what the server will bill, and a
     budget below it is refused before any request."""
-    import shutil
-
-    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
-    write_qa_scenario(tmp_path / "assets", tmp_path / "data", QUESTIONS, "Six sums.")
-    write(tmp_path / "assets" / "suites" / "b1.yaml", SUITE)
-    catalog = Catalog(tmp_path / "assets")
-    db = tmp_path / "w.duckdb"
     instance = DagsterInstance.ephemeral()
     with OpenAIProtocolTestServer(untrained_client, usage_scale=4, tokenize=True) as server:
-        models = write(
-            tmp_path / "models.yaml",
-            f"models:\n  priced: {{backend: openai, path: x, base_url: '{server.base_url}', max_attempts: 1, "
-            "price: {input_per_million: 150, output_per_million: 600}}\n",
-        )
-        resource = HolisticResource(
-            warehouse_path=str(db), catalog_dir=str(catalog.root), models_file=str(models),
-            data_dirs=[str(tmp_path / "data")],
-        )  # fmt: skip
-        defs = build_definitions(catalog, resource)
+        catalog, db, models, defs = priced_world(tmp_path, server)
         with pytest.raises(BudgetExceeded):
             evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.0)
         warehouse = Warehouse(db)

@@ -226,7 +226,7 @@ class PiiRemover:
                     yield Span(m.start(), town.end() if town else m.end(), "address")
             yield from (Span(a, b, "address") for a, b in context.addresses(text))
         if "person" in on:
-            found = [(a, b) for a, b in context.names(text)]
+            found = list(context.names(text))
             for ent in _nlp()(text).ents:
                 if ent.label_ == "PERSON" and _NAME_LIKE.match(ent.text) and _plausible_name(ent, text):
                     found.append((ent.start_char, ent.end_char))

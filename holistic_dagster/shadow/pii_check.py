@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 
 import pandas as pd
 
@@ -96,8 +96,12 @@ def find_pii(text: str, free_text: bool = True) -> list[Finding]:
     """Personal data left in `text`, by entity type (the remover's [placeholders] are not findings). free_text:
     whether to look for key-shaped tokens too (not in ids, which are random tokens by design). Raises when the
     detector cannot run: callers must treat that as a failure, never as clean text."""
-    if not text:
-        return []
+    return list(_findings(text, free_text)) if text else []
+
+
+# a log's texts are read before they are stored and again by the pii_removed check: the analyzer runs once each
+@lru_cache(maxsize=50_000)
+def _findings(text: str, free_text: bool) -> tuple[Finding, ...]:
     placeholders = [m.span() for m in _PLACEHOLDER.finditer(text)]
     found = [
         Finding(r.entity_type, r.start, r.end, round(float(r.score), 2))
@@ -119,7 +123,7 @@ def find_pii(text: str, free_text: bool = True) -> list[Finding]:
         urls = [m.span() for m in _URL.finditer(text)]  # a URL's path is no key
         found += [Finding("RANDOM_TOKEN", m.start(), m.end(), 1.0) for m in _RANDOM_TOKEN.finditer(text)
                   if not any(a <= m.start() < b for a, b in urls)]  # fmt: skip
-    return sorted(found, key=lambda f: f.start)
+    return tuple(sorted(found, key=lambda f: f.start))
 
 
 def found_per_row(frame: pd.DataFrame, free_text: dict[str, bool]) -> list[str]:
