@@ -69,6 +69,7 @@ class Case:
     by_input: bool = False  # instances matched by input alone: HELM's references are only metadata here
     window: int | None = None  # the peer model's context window on both sides (None: its own 1,024 tokens)
     redact: bool = False  # its data may not be shown in plain text (GPQA): differences as positions and hashes
+    pin: tuple[tuple[str, object], ...] = ()  # more of our suite's settings (HELM's decoding: max_tokens, stop)
 
 
 def _mmlu_entry(method: str, shots: int | None) -> str:
@@ -101,6 +102,12 @@ MMLU_PRO_DATA = (
 )
 HELM_COT = "decoding: HELM's chain-of-thought requests sample at temperature 1 (AdapterSpec's default), ours greedy"
 
+MATH_SUBSETS = ("algebra:level_1", "geometry:level_3", "number_theory:level_5", "counting_and_probability:level_2")
+MATH_DATA = (
+    "HELM sorts and shuffles the whole test split (seed 42) before it keeps a subject and level: ../shared/data has 6 "
+    "of its 7 subjects (4,454 of 5,000 problems; precalculus is kept back), which both sides read"
+)
+
 CASES = [
     Case("mmlu joint 5-shot", "mmlu", MMLU_SUBJECTS + MMLU_MORE, "multiple_choice_joint", 5,
          _mmlu_entry("multiple_choice_joint", 5), "mmlu"),
@@ -112,7 +119,7 @@ CASES = [
          _mmlu_entry("multiple_choice_separate_calibrated", None), "mmlu", TRUNCATION),
     Case("boolq 0-shot", "boolq", ("",), None, 0, "boolq" + ZERO, "boolq", NO_TRAIN),
     Case("gsm8k 0-shot", "gsm8k", ("",), None, 0, "gsm" + ZERO, "gsm",
-         NO_TRAIN + "; decoding: HELM's max_tokens 400 and stop '\\n\\n', ours the catalog's 48 and '\\n'"),
+         "0-shot on both sides (HELM's max_train_instances=zero); decoding: HELM's max_tokens 400 and stop '\\n\\n', ours the catalog's 48 and '\\n'"),
     Case("openbookqa joint 0-shot", "openbookqa", ("",), "multiple_choice_joint", 0,
          "commonsense:dataset=openbookqa,method=multiple_choice_joint" + ZERO, "openbookqa", NO_TRAIN),
     Case("truthfulqa joint 5-shot", "truthfulqa", ("",), "multiple_choice_joint", 5,
@@ -152,6 +159,20 @@ CASES = [
     Case("simple_safety_tests", "simple_safety_tests", ("",), None, None, "simple_safety_tests", "hub",
          "HELM reads Bertievidgen/SimpleSafetyTests (its prompt column is the CSV's prompts_final; HELM numbers the "
          "rows id0..); its references are category and harm area (metadata)", by_input=True, window=WIDE),
+    # HELM Lite's and Classic's newer rows: MATH (official examples; chain of thought, 0-shot as no train split is
+    # here), HellaSwag on its validation file, GSM8K 5-shot from its train split with HELM's decoding
+    Case("math official 8-shot", "math", MATH_SUBSETS, None, None,
+         "math:subject={subject},level={level},use_official_examples=True", "hub",
+         f"{MATH_DATA}", window=WIDE),
+    Case("math cot 0-shot", "math_chain_of_thought", MATH_SUBSETS, None, None,
+         "math:subject={subject},level={level},use_chain_of_thought=True", "hub",
+         f"0-shot on both sides: {MATH_DATA}, and no train split (HELM's pool of worked solutions)", window=WIDE),
+    Case("hellaswag separate original", "hellaswag", ("",), None, None,
+         "commonsense:dataset=hellaswag,method=multiple_choice_separate_original", "hellaswag",
+         "0-shot on both sides, as HELM's separate methods are; ../shared/data has the validation file only"),
+    Case("gsm8k 5-shot", "gsm8k", ("",), None, 5, "gsm", "gsm_train",
+         "HELM's decoding (400 tokens, stop '\\n\\n') is suite helm-lite-v1's; the catalog's default is 48 and '\\n'",
+         window=WIDE, pin=(("max_tokens", 400), ("stop_sequences", ["\n\n"]))),
 ]  # fmt: skip
 
 
@@ -220,6 +241,16 @@ PLACERS = {
         (o / "scenarios" / "boolq" / "data" / "boolq_perturbed.jsonl").write_text('{"data": [{}]}'),  # no contrast sets
     ),
     "gsm": lambda d, o: _link(o, {"gsm/gsm_data_test": d / "gsm8k" / "test.jsonl", "gsm/gsm_data_train": None}),
+    "gsm_train": lambda d, o: _link(
+        o, {"gsm/gsm_data_test": d / "gsm8k" / "test.jsonl", "gsm/gsm_data_train": d / "gsm8k" / "train.jsonl"}
+    ),
+    "hellaswag": lambda d, o: _link(
+        o,
+        {
+            "hellaswag/data/hellaswag_val.jsonl": d / "hellaswag" / "hellaswag_val.jsonl",
+            "hellaswag/data/hellaswag_train.jsonl": None,
+        },
+    ),
     "openbookqa": lambda d, o: _link(
         o,
         {
@@ -252,7 +283,6 @@ NOT_COMPARED = {
     "../shared/data has a 4,250-line sample, so its order and draw differ",
     "imdb_contrast_sets": "HELM's imdb:only_contrast keeps valid reviews with a contrast edit; its valid split is "
     "the 25,000 test reviews (../shared/data has 4,000): see imdb",
-    "hellaswag": "no data in ../shared/data",
     "quac": "no data in ../shared/data",
     "civil_comments": "no data in ../shared/data",
 }
@@ -279,7 +309,7 @@ def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) 
     for case in cases:
         for subset in case.subsets:
             key = subset if len(cases) == 1 else f"{case.scenario}/{subset}"
-            entries.setdefault(_with_arg(case.helm_entry.format(subset=subset), f"model={model}"), []).append(key)
+            entries.setdefault(_with_arg(_entry(case, subset), f"model={model}"), []).append(key)
     suite = "parity"
     env = {**os.environ, **_peer_env()}
     cmd = [str(BENCH / "venv-helm" / "bin" / "helm-run"), "--enable-local-huggingface-models", str(model_dir)]
@@ -302,6 +332,12 @@ def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) 
             for key in next(keys for entry, keys in entries.items() if _same_entry(entry, name)):
                 found[key] = run
     return found
+
+
+def _entry(case: Case, subset: str) -> str:
+    """The case's HELM run entry for one subset (MATH's subset `algebra:level_1`: {subject} algebra, {level} 1)."""
+    subject, _, level = subset.partition(":level_")
+    return case.helm_entry.format(subset=subset, subject=subject, level=level)
 
 
 def _same_entry(entry: str, run_name: str) -> bool:
@@ -395,6 +431,15 @@ def _helm_hooks(window: int) -> None:
             return jsonl(data / "ifeval" / "input_data.jsonl")
         return hub(path, name, **kwargs)
 
+    def math_hub(path: str, **kwargs) -> datasets.DatasetDict:
+        assert path == "hendrycks/competition_math", path
+        files = sorted((data / "math").glob("*_test.jsonl"))  # the order our hf_rows format reads them in
+        test = datasets.concatenate_datasets([jsonl(f) for f in files])
+        return datasets.DatasetDict({"train": test.select([]), "test": test})  # no train split here
+
+    import helm.benchmark.scenarios.math_scenario as math_scenario
+
+    math_scenario.load_dataset = math_hub
     # the scenario modules bound load_dataset when imported (gpqa and ifeval call datasets.load_dataset)
     mmlu_pro.load_dataset, xstest.load_dataset = mmlu_pro_hub, xstest_hub
     simple_safety_tests.load_dataset, datasets.load_dataset = simple_safety_tests_hub, datasets_hub
@@ -424,6 +469,7 @@ def our_requests(case: Case, subset: str, n: int, assets: Path):
         pin["method"] = case.method
     if case.shots is not None:
         pin["max_train_instances"] = case.shots
+    pin.update(case.pin)
     suite = {"version": "parity", "conventions": "helm", "scenarios": {case.scenario: pin}}
     (assets / "suites" / "parity.yaml").write_text(json.dumps(suite))
     catalog = Catalog(assets)

@@ -17,7 +17,7 @@ from tests.helpers import edit_file
 
 def test_shipped_catalog_and_registry_validate(catalog):
     # HELM Capabilities and Safety are suites of their own beside the core releases; v5 stays the newest core release
-    assert catalog.suite_versions() == ["capabilities-v1", "safety-v1", "v1", "v2", "v3", "v4", "v5"]
+    assert catalog.suite_versions() == ["capabilities-v1", "helm-lite-v1", "safety-v1", "v1", "v2", "v3", "v4", "v5"]
     assert catalog.newest_version() == "v5"
     assert set(catalog.suite("v1").scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
     suite = catalog.suite("v2")
@@ -83,7 +83,7 @@ def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
         match=r"unknown scenario 'mmmlu'.*known: anthropic_red_team, bbq, bold, boolq, civil_comments, cnndm, gpqa",
     ):
         scratch.scenario("mmmlu")
-    with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: capabilities-v1, safety-v1, v1"):
+    with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: capabilities-v1, helm-lite-v1, safety-v1, v1"):
         scratch.suite("v9")
     with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: smollm2-135m-instruct, demo-gpt2"):
         Deployment().model("gpt-9")

@@ -83,6 +83,7 @@ class Adapter:
             "output_suffix": s.output_suffix,
             "reference_prefix": s.reference_prefix,
             "global_suffix": s.global_suffix,
+            "instance_prefix": s.instance_prefix,
             "chain_of_thought_prefix": s.chain_of_thought_prefix,
             "chain_of_thought_suffix": s.chain_of_thought_suffix,
             "train": examples,

@@ -30,6 +30,9 @@ class AdapterSpec(Strict):
     output_suffix: str = "\n"
     # the lettered choices' prefix (HELM's reference_prefix; its "A" becomes each choice's letter: GPQA's "(A) ")
     reference_prefix: str = "A. "
+    # what separates the prompt's blocks (instructions, each example, the question): HELM's instance_prefix ("###\n"
+    # in MATH); the instructions' own line break comes before it
+    instance_prefix: str = "\n"
     global_suffix: str = ""  # text after the whole prompt (HELM's; the chain-of-thought request to reason)
     chain_of_thought_prefix: str = ""  # an example's reasoning is shown between these (HELM's)
     chain_of_thought_suffix: str = "\n"

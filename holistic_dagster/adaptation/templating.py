@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
+from holistic_dagster.adaptation.boxed import boxed_answer
 from holistic_dagster.errors import CatalogError
 
 MAX_RENDER_CHARS = 2_000_000
@@ -101,6 +102,7 @@ def _env(loader: jinja2.BaseLoader | None = None) -> ImmutableSandboxedEnvironme
     env.filters["rotated"] = rotated
     env.filters["sentence"] = sentence
     env.filters["codepoint"] = ord
+    env.filters["boxed_answer"] = boxed_answer  # None when the solution boxes no answer
     return env
 
 

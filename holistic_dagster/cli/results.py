@@ -110,6 +110,19 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
             undefined = undefined.loc[[k in heads for k in keys]] if len(undefined) else undefined
         for note, rows in undefined.groupby("note"):
             console.print(f"  [dim]{escape(note)} ({len(rows)} of the cells above)[/]")
+        if fam == "accuracy":
+            _print_not_here(deployment, version)
+
+
+def _print_not_here(deployment, version: str) -> None:
+    """The suite's leaderboard entries that cannot run here (a HELM leaderboard's scenarios without data offline),
+    each named with why: absent from the table, never a zero in it."""
+    try:
+        not_here = deployment.catalog().suite(version).not_here
+    except HolisticError:  # results of a version whose suite file is not in this catalog (imported runs)
+        return
+    for name, why in not_here.items():
+        console.print(f"  {escape(name)}: {escape(why)}")
 
 
 def _table(family: str, version: str, models: list[str], imported: set[str]) -> Table:

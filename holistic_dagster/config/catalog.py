@@ -124,6 +124,9 @@ class SuiteSpec(Strict):
     safety: SafetySpec = SafetySpec()
     mean_score: MeanScoreSpec | None = None
     scenarios: dict[str, SuiteScenario]
+    # a leaderboard's entries this catalog cannot run here (no loader, or no data offline): name -> why. The
+    # leaderboard lists them as "no data (offline)" rather than leaving them out or showing a zero
+    not_here: dict[str, str] = {}
     arena: ArenaSpec | None = None
 
 
@@ -288,6 +291,8 @@ class Catalog:
             adapter = adapter.model_copy(update={"max_train_instances": pin.max_train_instances})
         if pin.max_tokens is not None:
             adapter = adapter.model_copy(update={"max_tokens": pin.max_tokens})
+        if pin.stop_sequences is not None:
+            adapter = adapter.model_copy(update={"stop_sequences": pin.stop_sequences})
         if pin.method is not None:
             adapter = adapter.model_copy(update={"method": pin.method})
         if pin.conventions is None:

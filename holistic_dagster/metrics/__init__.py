@@ -25,6 +25,7 @@ from holistic_dagster.metrics import (  # noqa: F401
     efficiency,
     ifeval,
     language_modeling,
+    math_equiv,
     ranking,
     run_shape,
     safety,

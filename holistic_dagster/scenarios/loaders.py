@@ -4,6 +4,7 @@ a DataFormatError naming the file, the record and the problem."""
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -20,10 +21,11 @@ from holistic_dagster.records import (
     Instance,
     Reference,
     SourceFile,
+    sha256_json,
 )
 from holistic_dagster.scenarios.formats import file_format
 from holistic_dagster.scenarios.formats.base import not_utf8, source_file
-from holistic_dagster.scenarios.spec import ScenarioSpec
+from holistic_dagster.scenarios.spec import ScenarioSpec, split_file
 
 
 def _evaluate(
@@ -117,7 +119,8 @@ def record_to_instance(
         for k, v in m.metadata.items()
     }
     references, metadata = file_format(spec.format).references(record, spec, references, metadata)
-    number = where.removeprefix("line ").removeprefix("row ").removeprefix("query ")
+    # (hf_rows' "row 17 (line 5)": the row)
+    number = where.removeprefix("line ").removeprefix("row ").removeprefix("query ").removeprefix("train_records ").split(" (", 1)[0]
     if m.id:
         instance_id = str(_evaluate("id", m.id, record, path, where, template=False, scope=scope))
     else:
@@ -156,14 +159,36 @@ def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
     """All instances of every subset and split, in file order (a split's contrast set after its originals)."""
     instances: list[Instance] = []
     for subset in spec.subsets:
+        instances += _train_records(spec, subset)
         for split, pattern in sorted(spec.splits.items(), key=lambda kv: kv[0] != "test"):
-            originals = _read_split(spec, root, pattern.format(subset=subset), split, subset)
+            pattern = split_file(pattern, subset)
+            if split == "train" and spec.train_optional and not (root / pattern).exists():
+                continue  # no few-shot pool here: 0-shot (the dataset's num_train says so)
+            originals = _read_split(spec, root, pattern, split, subset)
             instances += [i for i in originals if i is not None]
             if split in spec.contrast:
-                pattern = spec.contrast[split].format(subset=subset)
+                pattern = split_file(spec.contrast[split], subset)
                 contrast = _read_split(spec, root, pattern, split, subset)
                 instances += _contrast_set(root / pattern, originals, contrast)
     return instances
+
+
+def _train_records(spec: ScenarioSpec, subset: str) -> list[Instance]:
+    """The few-shot pool the scenario file itself gives (`train_records`), as instances of its train split."""
+    if not spec.train_records:
+        return []
+    text = json.dumps(spec.train_records)
+    path = Path(f"{spec.name}.yaml")  # where the records are: the scenario file's train_records
+    source = SourceFile(
+        uri=f"scenario:{spec.name}#train_records", sha256=sha256_json(spec.train_records), revision="scenario file", num_bytes=len(text)
+    )
+    out = []
+    for n, record in enumerate(spec.train_records, start=1):
+        where = f"train_records {n}"
+        inst = record_to_instance(spec, record, path=path, where=where, split="train", subset=subset, source=source)
+        if inst is not None:
+            out.append(inst)
+    return out
 
 
 def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset: str) -> list[Instance | None]:

@@ -15,7 +15,7 @@ from filelock import FileLock
 from holistic_dagster import settings
 from holistic_dagster.errors import DataUnavailableError
 from holistic_dagster.records import sha256_file
-from holistic_dagster.scenarios.spec import ScenarioSpec
+from holistic_dagster.scenarios.spec import ScenarioSpec, split_file
 
 
 def source_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) -> Path:
@@ -69,9 +69,9 @@ def _download(spec: ScenarioSpec, cache: Path) -> None:
                         url = download.url.format(
                             subset=subset,
                             split={"test": "val"}.get(split, split),
-                            file=pattern.format(subset=subset).rsplit("/", 1)[-1],
+                            file=split_file(pattern, subset).rsplit("/", 1)[-1],
                         )
-                        dest = target / download.archive_dir / pattern.format(subset=subset)
+                        dest = target / download.archive_dir / split_file(pattern, subset)
                         dest.parent.mkdir(parents=True, exist_ok=True)
                         _fetch(url, dest)
             else:

@@ -80,7 +80,15 @@ class _Scenario(Strict):
     # what a user must fetch when the data cannot be downloaded from upstream (shown when it is missing)
     data_note: str = ""
     subsets: tuple[str, ...] = ("",)
-    splits: dict[Literal["train", "test"], str] = {}  # file pattern per split; {subset} is substituted
+    # file pattern per split; {subset} is substituted, and {subset_file} by the subset's part before a colon (MATH's
+    # subset `algebra:level_1` reads algebra's file)
+    splits: dict[Literal["train", "test"], str] = {}
+    # the train split is HELM's few-shot pool but need not be here (MATH's and HellaSwag's train files are large):
+    # without it the scenario runs 0-shot, as HELM does with an empty pool, instead of failing
+    train_optional: bool = False
+    # the few-shot pool written in the scenario file itself, records mapped by `instance:` as a file's are, instead
+    # of a train file (HELM's fixed examples: MATH's 8 official ones)
+    train_records: tuple[dict[str, Any], ...] = ()
     train_holdout: int = Field(0, ge=0)  # no train file: hold out this many test records as the few-shot pool
     # no train file, conventions helm: the first fraction of the test records (file order) is the few-shot pool
     # and only the rest are evaluated, as HELM splits such a file (TruthfulQA: 0.2); legacy suites use train_holdout
@@ -92,6 +100,12 @@ class _Scenario(Strict):
     families: tuple[Family, ...] = ("accuracy", "calibration", "efficiency")  # type: ignore[valid-type]
     # scenario-level metrics beyond the per-reference ones (e.g. bbq_bias)
     extra_metrics: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_pool(self) -> _Scenario:
+        if self.train_records and "train" in self.splits:
+            raise ValueError("give the few-shot pool as a train split or as train_records, not both")
+        return self
 
     @property
     def main_metric(self) -> str:
@@ -121,6 +135,11 @@ ScenarioSpec = create_model(
 )
 
 
+def split_file(pattern: str, subset: str) -> str:
+    """A split's file for a subset: its pattern with {subset} and {subset_file} substituted."""
+    return pattern.format(subset=subset, subset_file=subset.split(":", 1)[0])
+
+
 class PerturbationsSpec(Strict):
     """Which perturbations make the robustness and fairness instances (names from holistic_dagster.perturbations)."""
 
@@ -133,6 +152,8 @@ class SuiteScenario(Strict):
     max_train_instances: int | None = Field(None, ge=0)
     # fewer generated tokens than the scenario's (HELM's 4,096 for a chain of thought is hours on a CPU)
     max_tokens: int | None = Field(None, gt=0)
+    # other stop sequences than the scenario's (HELM's, where the catalog's default differs: GSM8K's "\n\n")
+    stop_sequences: tuple[str, ...] | None = None
     seed: int = 0
     conventions: Literal[CONVENTIONS] | None = None  # type: ignore[valid-type]  # default: the suite's
     subsets: tuple[str, ...] | None = None

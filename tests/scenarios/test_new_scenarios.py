@@ -155,14 +155,18 @@ def test_hellaswag_loader_on_records_in_its_format(catalog, tmp_path):
     write(root / "hellaswag_train.jsonl", json.dumps(HELLASWAG[1] | {"ind": 9, "split": "train"}) + "\n")
     instances = load_file_instances(catalog.scenario("hellaswag"), root)
     assert [(i.instance_id, i.split) for i in instances] == [
-        ("hellaswag/4", "test"),
-        ("hellaswag/8", "test"),
-        ("hellaswag/9", "train"),
+        ("test/1", "test"),
+        ("test/2", "test"),
+        ("train/1", "train"),
     ]
     first = instances[0]
-    assert first.input == "Removing ice from car: " + HELLASWAG[0]["ctx"]
+    # HELM's question: ctx_a, a space, then ctx_b with its first letter capitalized
+    assert first.input == "Removing ice from car: " + HELLASWAG[0]["ctx_a"] + " Then"
     assert first.references[3] == type(first.references[3])(HELLASWAG[0]["endings"][3], True)
     assert sum(r.correct for r in first.references) == 1 and first.split == "test"
+    # the train file is HELM's few-shot pool, not needed to evaluate: without it the validation file is read alone
+    (root / "hellaswag_train.jsonl").unlink()
+    assert [i.split for i in load_file_instances(catalog.scenario("hellaswag"), root)] == ["test", "test"]
     write(root / "hellaswag_val.jsonl", json.dumps(HELLASWAG[0] | {"label": 7}) + "\n")
     with pytest.raises(DataFormatError, match=r"hellaswag_val.jsonl, record line 1: answer_index must be .* 0..3"):
         load_file_instances(catalog.scenario("hellaswag"), root)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.scenarios.formats.base import FileFormat
 from holistic_dagster.scenarios.formats.delimited import Csv
+from holistic_dagster.scenarios.formats.hf_rows import HfRows
 from holistic_dagster.scenarios.formats.jsonl import Jsonl
 from holistic_dagster.scenarios.formats.nested_json import NestedJson
 from holistic_dagster.scenarios.formats.quac import Quac
@@ -15,7 +16,7 @@ from holistic_dagster.scenarios.formats.story import Story
 from holistic_dagster.scenarios.formats.text_files import TextFiles
 from holistic_dagster.scenarios.formats.trec_run import TrecRun
 
-FORMATS: dict[str, FileFormat] = {f.name: f() for f in (Csv, Jsonl, NestedJson, Story, TextFiles, TrecRun, Raft, Quac)}
+FORMATS: dict[str, FileFormat] = {f.name: f() for f in (Csv, Jsonl, HfRows, NestedJson, Story, TextFiles, TrecRun, Raft, Quac)}
 
 
 def file_format(name: str) -> FileFormat:
