@@ -55,7 +55,8 @@ def test_boolq(catalog):
 
 def test_gsm8k_target_is_the_solution_as_helm_writes_it(catalog):
     instances = load_instances(catalog.scenario("gsm8k"))
-    assert len(instances) == 1319
+    # the test split, then train (HELM's few-shot pool)
+    assert [sum(i.split == s for i in instances) for s in ("test", "train")] == [1319, 7473]
     # HELM 0.5.16: answer.replace("####", "The answer is").replace("\n", " ") + "." (calculator notes kept)
     assert instances[0].correct_references[0].output == (
         "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day. She makes 9 * 2 = $<<9*2=18>>18 every day at the "
