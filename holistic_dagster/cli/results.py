@@ -41,11 +41,13 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
     main = main_metrics(warehouse, deployment.catalog(), version)
     cells = summary_cells(warehouse, version)
     rates = summary_win_rates(warehouse, version, cells, main)
+    suite = _suite(deployment, version)
     if full:
         tables = {}
     else:
         applicability = warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])
-        tables = {t.family: t for t in headline_tables(cells, rates, applicability, main)}
+        order = suite.columns if suite else ()
+        tables = {t.family: t for t in headline_tables(cells, rates, applicability, main, order)}
     for fam in [f for f in FAMILIES if f in set(frame["family"])]:
         part = frame[frame["family"] == fam]
         applies = part[part["metric"] != ""]
@@ -83,6 +85,9 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
                         collapsed.add((column.scenario, column.metric, column.perturbation))
                         continue
                     table.add_row(column.scenario, escape(label), *[_headline_cell(c) for c in cells_])
+                    if fam == "accuracy" and suite:  # the leaderboard's entries that cannot run here, in place
+                        for name in _absent_after(suite, column.scenario, headline.columns[j + 1 :]):
+                            table.add_row(name, "", *["no data (offline)"] * len(models))
         if full or table.row_count:
             console.print(table)
         else:  # nothing applies or has a value: one line, and why below it
@@ -110,19 +115,35 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
             undefined = undefined.loc[[k in heads for k in keys]] if len(undefined) else undefined
         for note, rows in undefined.groupby("note"):
             console.print(f"  [dim]{escape(note)} ({len(rows)} of the cells above)[/]")
-        if fam == "accuracy":
-            _print_not_here(deployment, version)
+        if fam == "accuracy" and suite:
+            for name, why in suite.not_here.items():
+                console.print(f"  [dim]{escape(name)}: {escape(why)}[/]")
 
 
-def _print_not_here(deployment, version: str) -> None:
-    """The suite's leaderboard entries that cannot run here (a HELM leaderboard's scenarios without data offline),
-    each named with why: absent from the table, never a zero in it."""
+def _suite(deployment, version: str):
+    """The version's suite file (None: results of a version this catalog has no file for, such as imported runs)."""
     try:
-        not_here = deployment.catalog().suite(version).not_here
-    except HolisticError:  # results of a version whose suite file is not in this catalog (imported runs)
-        return
-    for name, why in not_here.items():
-        console.print(f"  {escape(name)}: {escape(why)}")
+        return deployment.catalog().suite(version)
+    except HolisticError:
+        return None
+
+
+def _absent_after(suite, scenario: str, rest) -> list[str]:
+    """The suite's not_here entries that its column order puts after `scenario` and before the next scenario
+    shown (`rest`: the columns after it)."""
+    order = list(suite.columns) or [*suite.scenarios, *suite.not_here]
+    shown = {c.scenario for c in rest} | {scenario}
+    absent = [n for n in suite.not_here if n in order]
+    if scenario not in order:
+        return []
+    start = order.index(scenario)
+    following = []
+    for name in order[start + 1 :]:
+        if name in shown:
+            break
+        if name in absent:
+            following.append(name)
+    return following
 
 
 def _table(family: str, version: str, models: list[str], imported: set[str]) -> Table:

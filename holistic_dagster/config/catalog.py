@@ -9,10 +9,11 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from holistic_dagster import settings
 from holistic_dagster.adaptation.methods import adapter_method
+from holistic_dagster.adaptation.spec import AdapterSpec
 from holistic_dagster.config.schema import read_yaml, validate
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.metrics import (
@@ -127,6 +128,15 @@ class SuiteSpec(Strict):
     # a leaderboard's entries this catalog cannot run here (no loader, or no data offline): name -> why. The
     # leaderboard lists them as "no data (offline)" rather than leaving them out or showing a zero
     not_here: dict[str, str] = {}
+    # the leaderboard's scenario order (HELM's columns), not_here entries among them; default: by name
+    columns: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _known_columns(self) -> SuiteSpec:
+        unknown = [c for c in self.columns if c not in self.scenarios and c not in self.not_here]
+        if unknown:
+            raise ValueError(f"columns names {unknown}: neither a scenario of the suite nor a not_here entry")
+        return self
     arena: ArenaSpec | None = None
 
 
@@ -286,18 +296,23 @@ class Catalog:
                 f"scenario {name!r} is not part of suite {version!r} (it has: {', '.join(suite.scenarios)})"
             )
         spec, pin = self.scenario(name), suite.scenarios[name]
-        adapter = spec.adapter
-        if pin.max_train_instances is not None:
-            adapter = adapter.model_copy(update={"max_train_instances": pin.max_train_instances})
-        if pin.max_tokens is not None:
-            adapter = adapter.model_copy(update={"max_tokens": pin.max_tokens})
-        if pin.stop_sequences is not None:
-            adapter = adapter.model_copy(update={"stop_sequences": pin.stop_sequences})
-        if pin.method is not None:
-            adapter = adapter.model_copy(update={"method": pin.method})
         if pin.conventions is None:
             pin = pin.model_copy(update={"conventions": suite.conventions})
-        update: dict[str, Any] = {"adapter": adapter}
+        update: dict[str, Any] = {}
+        adapter = spec.adapter
+        if spec.helm is not None and pin.conventions != "helm":
+            update["helm"] = None  # a legacy suite reads the file in its order and asks as it always did
+        elif spec.helm is not None and spec.helm.adapter:  # HELM's layout, before the suite's own settings
+            adapter = AdapterSpec.model_validate({**adapter.model_dump(), **spec.helm.adapter})
+        overrides = {
+            "max_train_instances": pin.max_train_instances,
+            "max_tokens": pin.max_tokens,
+            "temperature": pin.temperature,
+            "stop_sequences": pin.stop_sequences,
+            "method": pin.method,
+        }
+        adapter = adapter.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+        update["adapter"] = adapter
         method = adapter_method(adapter.method)
         if method.scenario_pins or method.adapter_pins:
             # a method that measures something else sets what the scenario reports (language modeling: the

@@ -95,10 +95,16 @@ def _best(values: list[float | None], name: str) -> list[bool]:
 
 
 def headline_tables(
-    cells: pd.DataFrame, rates: pd.DataFrame, applicability: pd.DataFrame, main_metric: dict[str, str]
+    cells: pd.DataFrame,
+    rates: pd.DataFrame,
+    applicability: pd.DataFrame,
+    main_metric: dict[str, str],
+    order: tuple[str, ...] = (),
 ) -> list[HeadlineTable]:
     """One table per family that has values, in FAMILIES order. `applicability`: the version's rows of the
-    table of that name (the families that do not apply to a scenario, and why)."""
+    table of that name (the families that do not apply to a scenario, and why). `order`: the scenarios' column
+    order (a HELM leaderboard's); by name otherwise, and after those it lists."""
+    place = {name: k for k, name in enumerate(order)}
     models = sorted(cells["model"].unique())
     heads = headline_columns(cells, main_metric)
     out = []
@@ -107,7 +113,7 @@ def headline_tables(
         if part.empty:
             continue
         keys = part[["scenario", "metric", "perturbation"]].drop_duplicates().sort_values(["scenario", "metric"])
-        columns = [Column(*k) for k in keys.itertuples(index=False)]
+        columns = sorted((Column(*k) for k in keys.itertuples(index=False)), key=lambda c: place.get(c.scenario, len(place)))
         by_key = {(r.model, r.scenario, r.metric, r.perturbation): _cell(r) for r in part.itertuples(index=False)}
         grid = {m: [by_key.get((m, c.scenario, c.metric, c.perturbation)) for c in columns] for m in models}
         for j, column in enumerate(columns):  # mark each column's best value

@@ -73,8 +73,9 @@ def record_to_instance(
         shuffle.shuffle(order)
     if m.keep is not None and not _evaluate("keep", m.keep, record, path, where, template=False, scope=scope):
         return None
+    strip = m.strip if spec.helm is None or spec.helm.strip is None else spec.helm.strip
     text = _evaluate("input", m.input, record, path, where, template=True)
-    text = text.strip() if m.strip else text
+    text = text.strip() if strip else text
     if not text.strip():
         if m.skip_empty_input:
             return None
@@ -92,7 +93,7 @@ def record_to_instance(
             raise DataFormatError(
                 path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
             )
-        references = tuple(Reference(str(c).strip() if m.strip else str(c), i == answer) for i, c in enumerate(choices))
+        references = tuple(Reference(str(c).strip() if strip else str(c), i == answer) for i, c in enumerate(choices))
         if order is not None:  # HELM's random.shuffle(references): the same swaps for the same length
             references = tuple(references[i] for i in order)
     elif m.targets is not None:
@@ -210,17 +211,37 @@ def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset
     seed = spec.instance.shuffle_choices if spec.instance else None
     shuffle = random.Random(seed) if seed is not None else None
     try:
-        for where, record in fmt.records(path, spec, root, split, subset):
-            out.append(
-                record_to_instance(
-                    spec, record, path=path, where=where, split=split, subset=subset, source=source, shuffle=shuffle
-                )
-            )
+        records = [(where, record, split) for where, record in fmt.records(path, spec, root, split, subset)]
     except UnicodeDecodeError:
         raise not_utf8(path) from None
+    if spec.helm is not None and split == "test" and records:
+        records = _as_helm_reads(spec, records, path, subset)
+    for where, record, split_ in records:
+        out.append(
+            record_to_instance(
+                spec, record, path=path, where=where, split=split_, subset=subset, source=source, shuffle=shuffle
+            )
+        )
     if not out:  # an empty (e.g. truncated) download must not become an empty dataset
         raise DataFormatError(path, None, f"no records: the file is empty (scenario {spec.name!r}, split {split!r})")
     return out
+
+
+def _as_helm_reads(spec: ScenarioSpec, records: list, path: Path, subset: str) -> list:
+    """The file's records as HELM's scenario class reads them (`helm:`): those it keeps, shuffled with Python's
+    random.seed(seed), the last test_size of them test and the others train. A record's place becomes
+    `row <n> (line <k>)`: its place in that order (which the draw follows) and where it is in the file."""
+    helm = spec.helm
+    if helm.keep is not None:
+        scope = {"subset": subset, "split": "test"}
+        records = [r for r in records if _evaluate("helm.keep", helm.keep, r[1], path, r[0], template=False, scope=scope)]
+    if helm.shuffle_seed is not None:
+        random.Random(helm.shuffle_seed).shuffle(records)  # random.seed(s); random.shuffle(...), as HELM
+    first_test = len(records) - helm.test_size if helm.test_size is not None else 0
+    return [
+        (f"row {n + 1} ({where})", record, "test" if n >= first_test else "train")
+        for n, (where, record, _) in enumerate(records)
+    ]
 
 
 def _contrast_set(path: Path, originals: list[Instance | None], contrast: list[Instance | None]) -> list[Instance]:

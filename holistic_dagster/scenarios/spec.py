@@ -66,6 +66,20 @@ class GeneratorSpec(Strict):
     params: dict[str, Any] = {}
 
 
+class HelmReadingSpec(Strict):
+    """How HELM's own scenario class reads and asks a file, where that is its convention rather than the data
+    (BBQ, BOLD): applied by suites with conventions helm, left out by legacy ones, which keep their draws."""
+
+    # the records HELM keeps (beyond `keep`): BOLD's first prompt of each entity
+    keep: str | None = None
+    # the kept records shuffled with Python's random.seed(shuffle_seed) before they are split or drawn
+    shuffle_seed: int | None = None
+    # the last test_size shuffled records are the test split, the others train (BBQ's 1,000); None: all are test
+    test_size: int | None = Field(None, gt=0)
+    adapter: dict[str, Any] = {}  # HELM's layout where it differs from the scenario's (BOLD's space after a prompt)
+    strip: bool | None = None  # HELM's text as the file has it (false) where the scenario strips it
+
+
 class _Scenario(Strict):
     name: str
     description: str
@@ -89,6 +103,7 @@ class _Scenario(Strict):
     # the few-shot pool written in the scenario file itself, records mapped by `instance:` as a file's are, instead
     # of a train file (HELM's fixed examples: MATH's 8 official ones)
     train_records: tuple[dict[str, Any], ...] = ()
+    helm: HelmReadingSpec | None = None  # HELM's own reading, under conventions helm
     train_holdout: int = Field(0, ge=0)  # no train file: hold out this many test records as the few-shot pool
     # no train file, conventions helm: the first fraction of the test records (file order) is the few-shot pool
     # and only the rest are evaluated, as HELM splits such a file (TruthfulQA: 0.2); legacy suites use train_holdout
@@ -105,6 +120,8 @@ class _Scenario(Strict):
     def _one_pool(self) -> _Scenario:
         if self.train_records and "train" in self.splits:
             raise ValueError("give the few-shot pool as a train split or as train_records, not both")
+        if self.helm is not None and self.helm.adapter:  # HELM's layout must be a valid adapter too
+            AdapterSpec.model_validate({**self.adapter.model_dump(), **self.helm.adapter})
         return self
 
     @property
@@ -152,6 +169,7 @@ class SuiteScenario(Strict):
     max_train_instances: int | None = Field(None, ge=0)
     # fewer generated tokens than the scenario's (HELM's 4,096 for a chain of thought is hours on a CPU)
     max_tokens: int | None = Field(None, gt=0)
+    temperature: float | None = Field(None, ge=0.0)  # HELM samples some (BOLD at 0.9); the catalog's are greedy
     # other stop sequences than the scenario's (HELM's, where the catalog's default differs: GSM8K's "\n\n")
     stop_sequences: tuple[str, ...] | None = None
     seed: int = 0
