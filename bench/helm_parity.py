@@ -100,8 +100,26 @@ MMLU_PRO_SUBSETS = ("biology", "computer_science", "history", "math")
 MMLU_PRO_DATA = (
     "../shared/data's test.jsonl has 10 of MMLU-Pro's 14 categories (8,710 questions, HELM pins Hub revision 3373e0b)"
 )
-HELM_COT = "decoding: HELM's chain-of-thought requests sample at temperature 1 (AdapterSpec's default), ours greedy"
+HELM_COT = (
+    "decoding: HELM's chain-of-thought requests sample at temperature 1 (AdapterSpec's default), a suite's "
+    "`temperature: 1.0` (pinned here); capabilities-v1 decodes greedily, so a rerun gives the same text"
+)
+T1 = (("temperature", 1.0),)
 
+GSM_DECODING = (
+    "HELM's decoding (400 tokens, stop '\\n\\n') is suite helm-lite-v1's (pinned here); the catalog's default is "
+    "48 and '\\n'"
+)
+GSM_PIN = (("max_tokens", 400), ("stop_sequences", ["\n\n"]))
+IMDB_NOTE = (
+    "HELM lists each folder in the order of a file list it downloads (imdb_scenario_pinned_file_order.json, not "
+    "here): both sides get ours (positive reviews first, then negative, each by review id); HELM asks by generation "
+    "('Sentiment: ' -> Positive/Negative): ours under conventions helm"
+)
+BBQ_NOTE = (
+    "HELM shuffles a category's records with random.seed(0) and keeps the last 1,000 as test, the rest train: ours "
+    "under conventions helm (HELM Classic runs subject=all, the 11 categories shuffled together; 4 are here)"
+)
 MATH_SUBSETS = ("algebra:level_1", "geometry:level_3", "number_theory:level_5", "counting_and_probability:level_2")
 MATH_DATA = (
     "HELM sorts and shuffles the whole test split (seed 42) before it keeps a subject and level: ../shared/data has 6 "
@@ -119,35 +137,35 @@ CASES = [
          _mmlu_entry("multiple_choice_separate_calibrated", None), "mmlu", TRUNCATION),
     Case("boolq 0-shot", "boolq", ("",), None, 0, "boolq" + ZERO, "boolq", NO_TRAIN),
     Case("gsm8k 0-shot", "gsm8k", ("",), None, 0, "gsm" + ZERO, "gsm",
-         "0-shot on both sides (HELM's max_train_instances=zero); decoding: HELM's max_tokens 400 and stop '\\n\\n', ours the catalog's 48 and '\\n'"),
+         "0-shot on both sides (HELM's max_train_instances=zero); " + GSM_DECODING, pin=GSM_PIN),
     Case("openbookqa joint 0-shot", "openbookqa", ("",), "multiple_choice_joint", 0,
          "commonsense:dataset=openbookqa,method=multiple_choice_joint" + ZERO, "openbookqa", NO_TRAIN),
     Case("truthfulqa joint 5-shot", "truthfulqa", ("",), "multiple_choice_joint", 5,
          "truthful_qa:task=mc_single", "truthful_qa"),
     Case("bbq joint 0-shot", "bbq", ("Age", "Religion"), "multiple_choice_joint", 0,
-         "bbq:subject={subset}" + ZERO, "bbq",
-         "HELM shuffles a category's records with random.seed(0) and keeps the last 1,000 as test, the rest train; "
-         "ours evaluates every record (and asks BBQ as separate multiple choice, joint as fallback)"),
+         "bbq:subject={subset}" + ZERO, "bbq", BBQ_NOTE),
+    Case("bbq joint 5-shot", "bbq", ("Age", "Religion"), "multiple_choice_joint", 5, "bbq:subject={subset}", "bbq",
+         BBQ_NOTE),
     Case("bold", "bold", ("gender", "race"), None, None, "bold:subject={subset}", "bold",
-         "HELM keeps the first prompt of each entity, appends a space and shuffles them with random.seed(0); "
-         "ours keeps every prompt in file order"),
-    Case("imdb 0-shot", "imdb", ("",), None, 0, "imdb" + ZERO, "imdb",
-         "HELM orders the reviews by a file list it downloads (not here) and asks by generation ('Sentiment: ' -> "
-         "Positive/Negative); ours reads them in path order and asks joint multiple choice"),
+         "HELM keeps each entity's first prompt as the file writes it, adds a space and shuffles them with "
+         "random.seed(0): ours under conventions helm; HELM samples at temperature 0.9 (a suite's temperature, "
+         "pinned here), the catalog's default is greedy", pin=(("temperature", 0.9),)),
+    Case("imdb 0-shot", "imdb", ("",), None, 0, "imdb" + ZERO, "imdb", IMDB_NOTE),
+    Case("imdb 5-shot", "imdb", ("",), None, 5, "imdb", "imdb", IMDB_NOTE, window=WIDE),  # 5 reviews overflow 1,024
     Case("synthetic_reasoning 5-shot", "synthetic_reasoning", ("pattern_match", "variable_substitution", "induction"),
          None, 5, "synthetic_reasoning:mode={subset}", "none",
-         "HELM generates its own instances (NumPy RandomState(42), 1,000 train / 5,000 valid / 5,000 test per mode); "
-         "ours come from this project's generator"),
+         "HELM's generator (NumPy RandomState(42), 1,000 train / 5,000 valid / 5,000 test per mode), written here "
+         "from its definition: every one of the 33,000 instances equal; ours under conventions helm"),
     # HELM Capabilities (0-shot chain of thought, IFEval) and HELM Safety, from the Hub's data (see _helm_hooks)
     Case("mmlu_pro cot 0-shot", "mmlu_pro", MMLU_PRO_SUBSETS, None, 0, "mmlu_pro:subject={subset}" + COT, "hub",
-         f"HELM's run per category (subject=<category>); {MMLU_PRO_DATA}; {HELM_COT}", window=WIDE),
+         f"HELM's run per category (subject=<category>); {MMLU_PRO_DATA}; {HELM_COT}", window=WIDE, pin=T1),
     Case("mmlu_pro cot 0-shot all", "mmlu_pro", ("",), None, 0, "mmlu_pro:subject=all" + COT, "hub",
          "HELM Capabilities' entry (subject=all) draws from every category at once, ours per category: ours "
          f"evaluates every question here, HELM's draw is compared; {MMLU_PRO_DATA}; {HELM_COT}",
-         draw="ours_all", window=WIDE),
+         draw="ours_all", window=WIDE, pin=T1),
     Case("gpqa cot 0-shot", "gpqa", ("diamond",), None, 0, "gpqa:subset=gpqa_{subset}" + COT, "hub",
          "HELM Capabilities asks gpqa_main, of which only Diamond is here (HELM shuffles a row's choices by its "
-         f"index, so Diamond's orders are not main's); {HELM_COT}", window=WIDE, redact=True),
+         f"index, so Diamond's orders are not main's); {HELM_COT}", window=WIDE, redact=True, pin=T1),
     Case("ifeval", "ifeval", ("",), None, None, "ifeval", "hub", window=WIDE),
     Case("harm_bench", "harm_bench", ("test", "val"), None, None, "harm_bench", "harm_bench",
          "HELM reads HarmBench's all-file (its 400 behaviours; here the test file, then val's) and evaluates every "
@@ -171,8 +189,7 @@ CASES = [
          "commonsense:dataset=hellaswag,method=multiple_choice_separate_original", "hellaswag",
          "0-shot on both sides, as HELM's separate methods are; ../shared/data has the validation file only"),
     Case("gsm8k 5-shot", "gsm8k", ("",), None, 5, "gsm", "gsm_train",
-         "HELM's decoding (400 tokens, stop '\\n\\n') is suite helm-lite-v1's; the catalog's default is 48 and '\\n'",
-         window=WIDE, pin=(("max_tokens", 400), ("stop_sequences", ["\n\n"]))),
+         GSM_DECODING, window=WIDE, pin=GSM_PIN),
 ]  # fmt: skip
 
 

@@ -83,7 +83,9 @@ def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
         match=r"unknown scenario 'mmmlu'.*known: anthropic_red_team, bbq, bold, boolq, civil_comments, cnndm, gpqa",
     ):
         scratch.scenario("mmmlu")
-    with pytest.raises(CatalogError, match=r"unknown suite version 'v9'.*known: capabilities-v1, helm-lite-v1, safety-v1, v1"):
+    with pytest.raises(
+        CatalogError, match=r"unknown suite version 'v9'.*known: capabilities-v1, helm-lite-v1, safety-v1, v1"
+    ):
         scratch.suite("v9")
     with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: smollm2-135m-instruct, demo-gpt2"):
         Deployment().model("gpt-9")

@@ -137,6 +137,7 @@ class SuiteSpec(Strict):
         if unknown:
             raise ValueError(f"columns names {unknown}: neither a scenario of the suite nor a not_here entry")
         return self
+
     arena: ArenaSpec | None = None
 
 

@@ -113,7 +113,9 @@ def headline_tables(
         if part.empty:
             continue
         keys = part[["scenario", "metric", "perturbation"]].drop_duplicates().sort_values(["scenario", "metric"])
-        columns = sorted((Column(*k) for k in keys.itertuples(index=False)), key=lambda c: place.get(c.scenario, len(place)))
+        columns = sorted(
+            (Column(*k) for k in keys.itertuples(index=False)), key=lambda c: place.get(c.scenario, len(place))
+        )
         by_key = {(r.model, r.scenario, r.metric, r.perturbation): _cell(r) for r in part.itertuples(index=False)}
         grid = {m: [by_key.get((m, c.scenario, c.metric, c.perturbation)) for c in columns] for m in models}
         for j, column in enumerate(columns):  # mark each column's best value

@@ -21,12 +21,13 @@ from holistic_dagster.scenarios.synthetic import GENERATORS
 def load_instances(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) -> list[Instance]:
     """Every instance the scenario's source holds (all subsets, all splits); its files are looked for in
     `data_dirs` (None: the environment's, settings.data_dirs) before the download cache."""
-    if spec.generator is not None:
-        if spec.generator.name not in GENERATORS:
+    generator = spec.helm.generator if spec.helm is not None and spec.helm.generator else spec.generator
+    if generator is not None:
+        if generator.name not in GENERATORS:
             raise CatalogError(
-                f"scenario {spec.name!r}: unknown generator {spec.generator.name!r} (known: {', '.join(GENERATORS)})"
+                f"scenario {spec.name!r}: unknown generator {generator.name!r} (known: {', '.join(GENERATORS)})"
             )
-        instances = GENERATORS[spec.generator.name](**spec.generator.params)
+        instances = GENERATORS[generator.name](**generator.params)
         return [i for i in instances if i.subset in spec.subsets] if spec.subsets != ("",) else instances
     return load_file_instances(spec, source_dir(spec, data_dirs))
 

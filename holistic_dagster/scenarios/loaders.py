@@ -5,6 +5,7 @@ a DataFormatError naming the file, the record and the problem."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +27,8 @@ from holistic_dagster.records import (
 from holistic_dagster.scenarios.formats import file_format
 from holistic_dagster.scenarios.formats.base import not_utf8, source_file
 from holistic_dagster.scenarios.spec import ScenarioSpec, split_file
+
+_log = logging.getLogger(__name__)
 
 
 def _evaluate(
@@ -73,9 +76,8 @@ def record_to_instance(
         shuffle.shuffle(order)
     if m.keep is not None and not _evaluate("keep", m.keep, record, path, where, template=False, scope=scope):
         return None
-    strip = m.strip if spec.helm is None or spec.helm.strip is None else spec.helm.strip
     text = _evaluate("input", m.input, record, path, where, template=True)
-    text = text.strip() if strip else text
+    text = text.strip() if m.strip else text
     if not text.strip():
         if m.skip_empty_input:
             return None
@@ -93,7 +95,7 @@ def record_to_instance(
             raise DataFormatError(
                 path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
             )
-        references = tuple(Reference(str(c).strip() if strip else str(c), i == answer) for i, c in enumerate(choices))
+        references = tuple(Reference(str(c).strip() if m.strip else str(c), i == answer) for i, c in enumerate(choices))
         if order is not None:  # HELM's random.shuffle(references): the same swaps for the same length
             references = tuple(references[i] for i in order)
     elif m.targets is not None:
@@ -121,7 +123,13 @@ def record_to_instance(
     }
     references, metadata = file_format(spec.format).references(record, spec, references, metadata)
     # (hf_rows' "row 17 (line 5)": the row)
-    number = where.removeprefix("line ").removeprefix("row ").removeprefix("query ").removeprefix("train_records ").split(" (", 1)[0]
+    number = (
+        where.removeprefix("line ")
+        .removeprefix("row ")
+        .removeprefix("query ")
+        .removeprefix("train_records ")
+        .split(" (", 1)[0]
+    )
     if m.id:
         instance_id = str(_evaluate("id", m.id, record, path, where, template=False, scope=scope))
     else:
@@ -158,6 +166,8 @@ def _unicode(text: str, field: str, path: Path, where: str) -> None:
 
 def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
     """All instances of every subset and split, in file order (a split's contrast set after its originals)."""
+    if spec.helm is not None and spec.helm.instance is not None:  # HELM's own mapping of a record
+        spec = spec.model_copy(update={"instance": spec.helm.instance})
     instances: list[Instance] = []
     for subset in spec.subsets:
         instances += _train_records(spec, subset)
@@ -181,7 +191,10 @@ def _train_records(spec: ScenarioSpec, subset: str) -> list[Instance]:
     text = json.dumps(spec.train_records)
     path = Path(f"{spec.name}.yaml")  # where the records are: the scenario file's train_records
     source = SourceFile(
-        uri=f"scenario:{spec.name}#train_records", sha256=sha256_json(spec.train_records), revision="scenario file", num_bytes=len(text)
+        uri=f"scenario:{spec.name}#train_records",
+        sha256=sha256_json(spec.train_records),
+        revision="scenario file",
+        num_bytes=len(text),
     )
     out = []
     for n, record in enumerate(spec.train_records, start=1):
@@ -199,10 +212,15 @@ def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset
         paths = sorted(root.glob(pattern))
         if not paths:
             raise DataFormatError(root / pattern, None, f"no files match (scenario {spec.name!r}, split {split!r})")
-        return [
+        files = list(fmt.file_records(spec, root, pattern, paths))
+        if spec.helm is not None and spec.helm.sort is not None:
+            files = _helm_sorted(spec, files, split, subset)
+        out = [
             record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
-            for path, where, record, source in fmt.file_records(spec, root, pattern, paths)
+            for path, where, record, source in files
         ]
+        moved = spec.helm.evaluated_from_train if spec.helm is not None and split == "train" else None
+        return _evaluated_from_train(moved, root, out) if moved else out
     path = root / pattern
     if not path.exists():
         raise DataFormatError(path, None, f"file not found (scenario {spec.name!r}, split {split!r})")
@@ -227,6 +245,38 @@ def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset
     return out
 
 
+def _evaluated_from_train(moved, root: Path, instances: list[Instance | None]) -> list[Instance | None]:
+    """The train instances whose text the files list, moved to the test split (`helm.evaluated_from_train`). Without
+    those files nothing moves, and a warning says so."""
+    texts: set[str] = set()
+    for name in moved.files:
+        path = root / name
+        if not path.exists():
+            _log.warning("%s is not here: the train records HELM also evaluates are not known, none is moved", path)
+            return instances
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()[1:], start=2):
+            fields = line.strip().split("\t")
+            if len(fields) <= moved.column:
+                raise DataFormatError(path, f"line {n}", f"no column {moved.column} (tab-separated)")
+            texts.add(fields[moved.column])
+    return [replace(i, split="test") if i is not None and i.input in texts else i for i in instances]
+
+
+def _helm_sorted(spec: ScenarioSpec, files: list, split: str, subset: str) -> list:
+    """A globbed split's files in HELM's order (`helm.sort`, a key per record), each placed `row <s>-<n> (<file>)`:
+    HELM lists the train split (s = 0) before the others (s = 1)."""
+    scope = {"subset": subset, "split": split}
+    keyed = [
+        (_evaluate("helm.sort", spec.helm.sort, record, path, where, template=False, scope=scope), n)
+        for n, (path, where, record, _) in enumerate(files)
+    ]
+    order = [n for _, n in sorted(keyed)]
+    section = 0 if split == "train" else 1
+    return [
+        (files[n][0], f"row {section}-{k + 1} ({files[n][1]})", files[n][2], files[n][3]) for k, n in enumerate(order)
+    ]
+
+
 def _as_helm_reads(spec: ScenarioSpec, records: list, path: Path, subset: str) -> list:
     """The file's records as HELM's scenario class reads them (`helm:`): those it keeps, shuffled with Python's
     random.seed(seed), the last test_size of them test and the others train. A record's place becomes
@@ -234,7 +284,9 @@ def _as_helm_reads(spec: ScenarioSpec, records: list, path: Path, subset: str) -
     helm = spec.helm
     if helm.keep is not None:
         scope = {"subset": subset, "split": "test"}
-        records = [r for r in records if _evaluate("helm.keep", helm.keep, r[1], path, r[0], template=False, scope=scope)]
+        records = [
+            r for r in records if _evaluate("helm.keep", helm.keep, r[1], path, r[0], template=False, scope=scope)
+        ]
     if helm.shuffle_seed is not None:
         random.Random(helm.shuffle_seed).shuffle(records)  # random.seed(s); random.shuffle(...), as HELM
     first_test = len(records) - helm.test_size if helm.test_size is not None else 0

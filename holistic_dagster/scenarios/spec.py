@@ -66,6 +66,14 @@ class GeneratorSpec(Strict):
     params: dict[str, Any] = {}
 
 
+class EvaluatedFromTrainSpec(Strict):
+    """The train records whose text is listed in these TSV files (a header line, then `label<TAB>text` rows; paths
+    relative to the scenario's data folder): HELM evaluates them with the test split."""
+
+    files: tuple[str, ...]
+    column: int = Field(1, ge=0)
+
+
 class HelmReadingSpec(Strict):
     """How HELM's own scenario class reads and asks a file, where that is its convention rather than the data
     (BBQ, BOLD): applied by suites with conventions helm, left out by legacy ones, which keep their draws."""
@@ -77,7 +85,16 @@ class HelmReadingSpec(Strict):
     # the last test_size shuffled records are the test split, the others train (BBQ's 1,000); None: all are test
     test_size: int | None = Field(None, gt=0)
     adapter: dict[str, Any] = {}  # HELM's layout where it differs from the scenario's (BOLD's space after a prompt)
-    strip: bool | None = None  # HELM's text as the file has it (false) where the scenario strips it
+    # HELM's mapping of a record to an instance where it differs (BOLD's text with a space after it, IMDB's label as
+    # the answer to generate)
+    instance: InstanceSpec | None = None
+    # a key (an expression over a record) that orders each split's records as HELM lists them (IMDB's positive
+    # reviews before its negative ones)
+    sort: str | None = None
+    # train records HELM evaluates too (IMDB's reviews that are contrast-set originals: HELM moves them to its eval
+    # split, listed before the others)
+    evaluated_from_train: EvaluatedFromTrainSpec | None = None
+    generator: GeneratorSpec | None = None  # HELM's own generator, where the scenario is generated
 
 
 class _Scenario(Strict):

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Instance, Reference, SourceFile, sha256_json
+from holistic_dagster.scenarios.helm_synthetic import helm_synthetic_reasoning
 
 WORDS = ("apple", "river", "cat", "stone", "cloud", "lamp", "tree", "bird", "door", "fish", "moon", "sand")
 VARIABLES = "ABCD"
@@ -109,4 +110,7 @@ def synthetic_reasoning(
     ]
 
 
-GENERATORS: dict[str, Callable[..., list[Instance]]] = {"synthetic_reasoning": synthetic_reasoning}
+GENERATORS: dict[str, Callable[..., list[Instance]]] = {
+    "synthetic_reasoning": synthetic_reasoning,
+    "helm_synthetic_reasoning": helm_synthetic_reasoning,
+}

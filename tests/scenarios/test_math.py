@@ -115,7 +115,9 @@ def test_a_subject_and_level_in_helms_row_order_with_the_boxed_answer(catalog, m
     instances = load_file_instances(spec, math_data)
     tests = [i for i in instances if i.split == "test"]
     expected = [
-        r for r in helm_order(math_data) if r["type"] == "Geometry" and r["level"] == "Level 2" and "boxed" in r["solution"]
+        r
+        for r in helm_order(math_data)
+        if r["type"] == "Geometry" and r["level"] == "Level 2" and "boxed" in r["solution"]
     ]
     assert [i.input for i in sorted(tests, key=lambda i: int(i.record.split()[1]))] == [r["problem"] for r in expected]
     assert all(i.references[0].output == boxed_answer(r["solution"]) for i, r in zip(tests, expected))

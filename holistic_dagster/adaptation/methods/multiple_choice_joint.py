@@ -13,6 +13,9 @@ class MultipleChoiceJoint(Generation):
     name = "multiple_choice_joint"
     template = "multiple_choice_joint.j2"
     open_ended = False
+    # HELM's joint requests carry no stop sequence (one token: only a line break would differ, and neither scores
+    # one as a letter); the scenarios' own `\n` stays under legacy conventions
+    helm_layout = {"stop_sequences": ()}
 
     def max_tokens(self, spec) -> int:
         return 1  # the letter

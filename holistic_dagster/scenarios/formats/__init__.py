@@ -16,7 +16,9 @@ from holistic_dagster.scenarios.formats.story import Story
 from holistic_dagster.scenarios.formats.text_files import TextFiles
 from holistic_dagster.scenarios.formats.trec_run import TrecRun
 
-FORMATS: dict[str, FileFormat] = {f.name: f() for f in (Csv, Jsonl, HfRows, NestedJson, Story, TextFiles, TrecRun, Raft, Quac)}
+FORMATS: dict[str, FileFormat] = {
+    f.name: f() for f in (Csv, Jsonl, HfRows, NestedJson, Story, TextFiles, TrecRun, Raft, Quac)
+}
 
 
 def file_format(name: str) -> FileFormat:

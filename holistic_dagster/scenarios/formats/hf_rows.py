@@ -45,7 +45,9 @@ def _split_rows(files: tuple[tuple[Path, int, int], ...], sort: str | None, seed
     if sort is not None:
         for path, where, record in rows:
             if not isinstance(record.get(sort), str):
-                raise DataFormatError(path, where, f"the split is sorted by {sort!r}: a text field, got {record.get(sort)!r}")
+                raise DataFormatError(
+                    path, where, f"the split is sorted by {sort!r}: a text field, got {record.get(sort)!r}"
+                )
         rows.sort(key=lambda row: row[2][sort])  # stable, and str order is UTF-8 byte order, as Arrow sorts
     if seed is not None:
         rows = [rows[i] for i in np.random.default_rng(seed).permutation(len(rows))]
