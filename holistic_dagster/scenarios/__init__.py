@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections import defaultdict
 from collections.abc import Sequence
@@ -27,7 +28,10 @@ def load_instances(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) 
             raise CatalogError(
                 f"scenario {spec.name!r}: unknown generator {generator.name!r} (known: {', '.join(GENERATORS)})"
             )
-        instances = GENERATORS[generator.name](**generator.params)
+        make, params = GENERATORS[generator.name], dict(generator.params)
+        if spec.subsets != ("",) and "modes" in inspect.signature(make).parameters and "modes" not in params:
+            params["modes"] = tuple(spec.subsets)  # only the modes asked for: HELM's generator draws 11,000 each
+        instances = make(**params)
         return [i for i in instances if i.subset in spec.subsets] if spec.subsets != ("",) else instances
     return load_file_instances(spec, source_dir(spec, data_dirs))
 

@@ -116,7 +116,8 @@ def test_summarization_jsonl(catalog, shared_data):
 
 
 def test_imdb_labels_from_folders(catalog, shared_data):
-    instances = load_instances(catalog.scenario("imdb"))
+    legacy, _ = catalog.resolved_scenario("v4", "imdb")  # joint multiple choice, in path order
+    instances = load_instances(legacy)
     assert Counter((i.split, i.references[0].correct) for i in instances) == {
         ("test", True): 2000,  # Positive is choice 0: correct for pos/
         ("test", False): 2000,
@@ -129,6 +130,17 @@ def test_imdb_labels_from_folders(catalog, shared_data):
     assert any("<br />" in i.input for i in instances)  # as HELM reads them: the HTML line breaks kept
     assert [r.output for r in first.references if r.correct] == ["Positive"]
     assert first.source.uri.endswith("aclImdb/test/[pn][oe][sg]/*.txt") and first.record == "test/pos/0_10.txt"
+    # as HELM reads it (conventions helm): the label to generate, and the 18 train reviews that are contrast-set
+    # originals evaluated too
+    helm = load_instances(catalog.scenario("imdb"))
+    assert Counter((i.split, i.references[0].output) for i in helm) == {
+        ("test", "Positive"): 2000 + 9,
+        ("test", "Negative"): 2000 + 9,
+        ("train", "Positive"): 491,
+        ("train", "Negative"): 491,
+    }
+    first = next(i for i in helm if i.instance_id == "test/pos/0_10")
+    assert first.record == "row 1-1 (test/pos/0_10.txt)" and first.references[0].output == "Positive"
 
 
 def test_imdb_contrast_sets_pair_each_review_with_its_edit(catalog, shared_data):
