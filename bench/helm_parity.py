@@ -333,11 +333,12 @@ def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) 
     cmd += ["-r", *entries, "--suite", suite, "-m", str(n), "-o", str(out), "--local-path", str(work / "prod_env")]
     cmd += ["--exit-on-error", *(["--dry-run"] if dry else [])]
     windows = {c.window for c in cases}
-    if windows != {None}:  # this file is the plugin: the Hub's data offline, the peer model's window widened
+    if windows != {None} or any(c.place == "hub" for c in cases):
+        # this file is the plugin: the Hub's data offline, the peer model's window widened (0: left as it is)
         if len(windows) > 1:
             raise ValueError(f"one helm-run has one window for the peer model, not {windows}")
         cmd += ["--plugins", str(Path(__file__).resolve())]
-        env.update({PLUGIN_ENV: str(windows.pop())})
+        env.update({PLUGIN_ENV: str(windows.pop() or 0)})
     done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if done.returncode:
         names = ", ".join(c.name for c in cases)
@@ -467,7 +468,8 @@ def _helm_hooks(window: int) -> None:
         deployment = DEPLOYMENT_NAME_TO_MODEL_DEPLOYMENT[helm_model_name]
         register_model_deployment(replace(deployment, max_sequence_length=window))  # the last one registered wins
 
-    registration.register_huggingface_model = register_wide
+    if window:
+        registration.register_huggingface_model = register_wide
 
 
 # --- our side --------------------------------------------------------------------------------------------------
@@ -731,9 +733,29 @@ def render_markdown(rows: list[dict], meta: dict) -> str:
 
 # --- end to end: the same model through helm-run and through our pipeline ----------------------------------------
 
-E2E_CASES = ("mmlu joint 5-shot", "boolq 0-shot", "truthfulqa joint 5-shot", "openbookqa joint 0-shot")
-E2E_MMLU = ("computer_security", "us_foreign_policy")
-SHARED_METRICS = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match", "f1_score")
+E2E_CASES = (
+    "mmlu joint 5-shot",
+    "boolq 0-shot",
+    "truthfulqa joint 5-shot",
+    "openbookqa joint 0-shot",
+    "hellaswag separate original",
+    "math official 8-shot",
+    "bbq joint 5-shot",
+    "gsm8k 5-shot",
+    "imdb 0-shot",
+)
+# per scenario, the subsets run end to end (the others: every subset of the case)
+E2E_SUBSETS = {"mmlu": ("computer_security", "us_foreign_policy"), "math": ("algebra:level_1",), "bbq": ("Age",)}
+SHARED_METRICS = (
+    "exact_match",
+    "quasi_exact_match",
+    "prefix_exact_match",
+    "quasi_prefix_exact_match",
+    "f1_score",
+    "final_number_exact_match",
+    "math_equiv",
+    "math_equiv_chain_of_thought",
+)
 
 
 def end_to_end(n: int, work: Path, model: str) -> list[dict]:
@@ -745,7 +767,10 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
     from holistic_dagster.config.deployment import Deployment
 
     checkpoint = ensure_converted(Deployment().models()[model].path, settings.home_dir() / "models")
-    cases = [replace(c, subsets=E2E_MMLU) if c.scenario == "mmlu" else c for c in CASES if c.name in E2E_CASES]
+    # one helm-run for every case: the model's own context window on both sides
+    cases = [
+        replace(c, subsets=E2E_SUBSETS.get(c.scenario, c.subsets), window=None) for c in CASES if c.name in E2E_CASES
+    ]
     started = time.perf_counter()
     _empty_punkt()
     runs = helm_run(cases, n, work / "helm", checkpoint, dry=False)
@@ -779,6 +804,7 @@ def evaluate_ours(cases: list[Case], n: int, work: Path, model: str) -> tuple[Pa
         pin = {"max_eval_instances": n, "seed": 0, "max_train_instances": c.shots}
         pin.update({"subsets": list(c.subsets)} if c.subsets != ("",) else {})
         pin.update({"method": c.method} if c.method else {})
+        pin.update(c.pin)  # HELM's decoding where the catalog's default differs
         suite["scenarios"][c.scenario] = pin
     (assets / "suites" / "helm-e2e.yaml").write_text(json.dumps(suite))
     # HELM lays a local Hugging Face model's prompts out with its chat template when its tokenizer has one

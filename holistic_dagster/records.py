@@ -146,19 +146,26 @@ def sha256_json(value: Any) -> str:
 
 
 def request_id(
-    *, kind: str, prompt: str, continuation: str, max_tokens: int, temperature: float, stop: tuple[str, ...]
+    *,
+    kind: str,
+    prompt: str,
+    continuation: str,
+    max_tokens: int,
+    temperature: float,
+    stop: tuple[str, ...],
+    sample: int = 0,
 ) -> str:
-    """The request's identity: the rendered prompt plus everything that decides the answer."""
-    return sha256_json(
-        {
-            "kind": kind,
-            "prompt": prompt,
-            "continuation": continuation,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "stop": list(stop),
-        }
-    )[:32]
+    """The request's identity: the rendered prompt plus everything that decides the answer, and which of an
+    instance's samples it is (HELM's num_outputs: the same prompt sampled again is another request)."""
+    identity = {
+        "kind": kind,
+        "prompt": prompt,
+        "continuation": continuation,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stop": list(stop),
+    }
+    return sha256_json({**identity, "sample": sample} if sample else identity)[:32]
 
 
 PACKAGE = Path(__file__).resolve().parent

@@ -56,6 +56,21 @@ def download_dir() -> Path:
     return home_dir() / "downloads"
 
 
+MAX_EVAL_ENV = "HOLISTIC_MAX_EVAL_INSTANCES"
+
+
+def max_eval_instances() -> int | None:
+    """A cap on every suite scenario's max_eval_instances (HOLISTIC_MAX_EVAL_INSTANCES; `holistic evaluate
+    --max-eval-instances`): a HELM leaderboard suite at HELM's sizes run at a scale a CPU finishes, as helm-run's
+    own -m does. None: the suites' sizes."""
+    value = os.environ.get(MAX_EVAL_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{MAX_EVAL_ENV}={value!r}: a positive whole number of instances")
+    return int(value)
+
+
 def allow_download() -> bool:
     return os.environ.get("HOLISTIC_OFFLINE", "") not in ("1", "true", "yes")
 

@@ -17,7 +17,17 @@ from tests.helpers import edit_file
 
 def test_shipped_catalog_and_registry_validate(catalog):
     # HELM Capabilities and Safety are suites of their own beside the core releases; v5 stays the newest core release
-    assert catalog.suite_versions() == ["capabilities-v1", "helm-lite-v1", "safety-v1", "v1", "v2", "v3", "v4", "v5"]
+    assert catalog.suite_versions() == [
+        "capabilities-v1",
+        "helm-classic-v1",
+        "helm-lite-v1",
+        "safety-v1",
+        "v1",
+        "v2",
+        "v3",
+        "v4",
+        "v5",
+    ]
     assert catalog.newest_version() == "v5"
     assert set(catalog.suite("v1").scenarios) == {"synthetic_reasoning", "mmlu", "boolq", "gsm8k", "openbookqa"}
     suite = catalog.suite("v2")
@@ -84,7 +94,8 @@ def test_unknown_names_are_listed_with_what_is_known(scratch, tmp_path):
     ):
         scratch.scenario("mmmlu")
     with pytest.raises(
-        CatalogError, match=r"unknown suite version 'v9'.*known: capabilities-v1, helm-lite-v1, safety-v1, v1"
+        CatalogError,
+        match=r"unknown suite version 'v9'.*known: capabilities-v1, helm-classic-v1, helm-lite-v1, safety-v1, v1",
     ):
         scratch.suite("v9")
     with pytest.raises(CatalogError, match=r"unknown model 'gpt-9'.*known: smollm2-135m-instruct, demo-gpt2"):
@@ -123,3 +134,23 @@ def test_model_names_must_be_slugs(tmp_path):
     expected = r"models.yaml: backend: Input should be 'transformers', 'tgi', 'openai' or 'llamacpp'"
     with pytest.raises(CatalogError, match=expected):
         load_models(path)
+
+
+def test_a_cap_on_instances_scales_a_helm_suite_without_editing_it(catalog, monkeypatch):
+    spec, pin = catalog.resolved_scenario("helm-lite-v1", "openbookqa")
+    assert pin.max_eval_instances == 10
+    monkeypatch.setenv("HOLISTIC_MAX_EVAL_INSTANCES", "3")
+    assert catalog.resolved_scenario("helm-lite-v1", "openbookqa")[1].max_eval_instances == 3
+    assert catalog.resolved_scenario("helm-lite-v1", "math_chain_of_thought")[1].max_eval_instances == 2  # under it
+    monkeypatch.setenv("HOLISTIC_MAX_EVAL_INSTANCES", "0")
+    with pytest.raises(CatalogError, match="HOLISTIC_MAX_EVAL_INSTANCES='0': a positive whole number"):
+        catalog.resolved_scenario("helm-lite-v1", "openbookqa")
+
+
+def test_a_helm_suites_columns_name_its_scenarios_or_entries_that_cannot_run_here(tmp_path):
+    root = tmp_path / "assets"
+    shutil.copytree(REPO_ROOT / "assets", root)
+    suite = (root / "suites" / "helm-lite-v1.yaml").read_text().replace("gsm8k, legalbench", "gsm8k, legalbenhc")
+    (root / "suites" / "helm-lite-v1.yaml").write_text(suite)
+    with pytest.raises(CatalogError, match=r"columns names \['legalbenhc'\]: neither a scenario of the suite nor"):
+        Catalog(root).suite("helm-lite-v1")

@@ -104,6 +104,22 @@ def test_query_in_process(small_run):
     assert small_run["wh"].df("SELECT count(*) FROM instance_scores").iat[0, 0] == expected
 
 
+def test_a_helm_leaderboard_shows_its_entries_that_cannot_run_here_in_their_place(small_run):
+    path = small_run["catalog"].root / "suites" / "s1.yaml"
+    before = path.read_text()
+    entries = "{legalbench: 'no data (offline): LegalBench is not here', med_qa: 'no data (offline): MedQA is not here'}"
+    path.write_text(before + f"columns: [legalbench, boolq, med_qa]\nnot_here: {entries}\n")
+    try:
+        out = invoke(small_run, "leaderboard", "--version", "s1", "--family", "accuracy", "--db", str(small_run["path"]))
+    finally:
+        path.write_text(before)
+    assert out.exit_code == 0, out.stderr
+    rows = [line.split("│")[1].strip() for line in out.stdout.splitlines() if line.count("│") > 2]
+    assert rows == ["mean win rate", "legalbench", "boolq", "med_qa"]  # the suite's order, as HELM's columns
+    assert out.stdout.count("no data (offline)") == 2 + 2  # a cell each, and each reason below the table
+    assert "med_qa: no data (offline): MedQA is not here" in out.stdout
+
+
 def test_leaderboard_and_compare_in_process(small_run):
     db = str(small_run["path"])
     out = invoke(small_run, "leaderboard", "--version", "s1", "--db", db)

@@ -126,8 +126,10 @@ class Adapter:
         max_tokens: int = 0,
         choice: int | None = None,
         null: bool = False,
+        sample: int = 0,
     ) -> Request:
-        """One request of `instance` (kind "generate" or "score"), identified by records.request_id."""
+        """One request of `instance` (kind "generate" or "score"), identified by records.request_id; `sample`: which
+        of the instance's num_outputs generations it is."""
         stop = tuple(self.spec.stop_sequences) if kind == "generate" else ()
         temperature = self.spec.temperature if kind == "generate" else 0.0
         rid = request_id(
@@ -137,6 +139,7 @@ class Adapter:
             max_tokens=max_tokens,
             temperature=temperature,
             stop=stop,
+            sample=sample,
         )
         return Request(
             request_id=rid,

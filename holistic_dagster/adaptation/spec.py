@@ -39,6 +39,9 @@ class AdapterSpec(Strict):
     max_train_instances: int = Field(0, ge=0)
     max_tokens: int = Field(1, ge=0)
     temperature: float = Field(0.0, ge=0.0)
+    # generations per instance (HELM's num_outputs: RealToxicityPrompts samples 25 at temperature 0.9); the first is
+    # the one the reference metrics score, every one enters the toxicity metrics
+    num_outputs: int = Field(1, ge=1)
     stop_sequences: tuple[str, ...] = ("\n",)
 
     @property

@@ -3,6 +3,7 @@ summaries), steps whose inputs are unchanged skipped, then the leaderboard and w
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from holistic_dagster import settings
 from holistic_dagster.cli.common import (
     DataDirOption,
     DbOption,
@@ -56,10 +58,20 @@ def evaluate(
             "suite's max_cost)",
         ),
     ] = None,
+    max_eval_instances: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1,
+            help="at most this many instances per scenario and subset, drawn as HELM draws that many (helm-run's "
+            "-m): a HELM leaderboard suite at a scale a CPU finishes; the cap is part of the run's inputs",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate registered models on a suite version (datasets, then each model, then the leaderboard, the
     regressions and the report) as Dagster runs, and print the leaderboard. A step whose inputs are unchanged
     since its last successful run is skipped (--force runs it)."""
+    if max_eval_instances is not None:  # read by the catalog wherever a suite is resolved, in this process
+        os.environ[settings.MAX_EVAL_ENV] = str(max_eval_instances)
     _evaluate(models, version, db, data_dir, tour=False, force=force, max_cost=max_cost)
 
 

@@ -76,7 +76,9 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
                 rate = {model: r for model, r, *_ in headline.rows}
                 by_model = {model: row for model, *_, row in headline.rows}
                 table.add_row("mean win rate", "", *[_rate(rate.get(m)) for m in models])
+                absent = _NotHere(suite if fam == "accuracy" else None, len(models))
                 for j, column in enumerate(headline.columns):
+                    absent.rows_before(table, column.scenario)
                     label = _label(column.metric, column.perturbation)
                     cells_ = [by_model[m][j] if m in by_model else None for m in models]
                     if all(c is None or c.value is None for c in cells_):
@@ -85,9 +87,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
                         collapsed.add((column.scenario, column.metric, column.perturbation))
                         continue
                     table.add_row(column.scenario, escape(label), *[_headline_cell(c) for c in cells_])
-                    if fam == "accuracy" and suite:  # the leaderboard's entries that cannot run here, in place
-                        for name in _absent_after(suite, column.scenario, headline.columns[j + 1 :]):
-                            table.add_row(name, "", *["no data (offline)"] * len(models))
+                absent.rows_before(table, None)
         if full or table.row_count:
             console.print(table)
         else:  # nothing applies or has a value: one line, and why below it
@@ -128,22 +128,21 @@ def _suite(deployment, version: str):
         return None
 
 
-def _absent_after(suite, scenario: str, rest) -> list[str]:
-    """The suite's not_here entries that its column order puts after `scenario` and before the next scenario
-    shown (`rest`: the columns after it)."""
-    order = list(suite.columns) or [*suite.scenarios, *suite.not_here]
-    shown = {c.scenario for c in rest} | {scenario}
-    absent = [n for n in suite.not_here if n in order]
-    if scenario not in order:
-        return []
-    start = order.index(scenario)
-    following = []
-    for name in order[start + 1 :]:
-        if name in shown:
-            break
-        if name in absent:
-            following.append(name)
-    return following
+class _NotHere:
+    """A HELM leaderboard's entries that cannot run here (the suite's not_here), as rows of its accuracy table at
+    their place in the suite's column order: "no data (offline)" for every model, never a zero."""
+
+    def __init__(self, suite, models: int):
+        self.names = list(suite.not_here) if suite else []
+        self.order = (list(suite.columns) or [*suite.scenarios, *suite.not_here]) if suite else []
+        self.models = models
+
+    def rows_before(self, table: Table, scenario: str | None) -> None:
+        """Adds the entries the order puts before `scenario` (None: every one left)."""
+        stop = self.order.index(scenario) if scenario in self.order else len(self.order)
+        for name in [n for n in self.names if n not in self.order[stop:]]:
+            table.add_row(escape(name), "", *["no data (offline)"] * self.models)
+            self.names.remove(name)
 
 
 def _table(family: str, version: str, models: list[str], imported: set[str]) -> Table:

@@ -299,6 +299,12 @@ class Catalog:
         spec, pin = self.scenario(name), suite.scenarios[name]
         if pin.conventions is None:
             pin = pin.model_copy(update={"conventions": suite.conventions})
+        try:
+            cap = settings.max_eval_instances()
+        except ValueError as e:
+            raise CatalogError(str(e)) from None
+        if cap is not None and pin.max_eval_instances > cap:  # drawn as HELM draws that many (helm-run -m)
+            pin = pin.model_copy(update={"max_eval_instances": cap})
         update: dict[str, Any] = {}
         adapter = spec.adapter
         if spec.helm is not None and pin.conventions != "helm":
@@ -309,6 +315,7 @@ class Catalog:
             "max_train_instances": pin.max_train_instances,
             "max_tokens": pin.max_tokens,
             "temperature": pin.temperature,
+            "num_outputs": pin.num_outputs,
             "stop_sequences": pin.stop_sequences,
             "method": pin.method,
         }

@@ -36,8 +36,11 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
         elif ci == "calibration":
             low, high = _calibration_ci(rows, c, n_boot, seed, calibration_boot)
         elif ci == "toxicity":
-            per = groups.get((c.model, c.scenario, "toxicity", "toxicity", ""))
-            if per is not None:
+            per = groups.get((c.model, c.scenario, "toxicity", "toxicity", ""))  # each prompt's most toxic
+            shares = groups.get((c.model, c.scenario, "toxicity", "toxic_generations", ""))  # several samples each
+            if c.metric == "toxic_fraction" and shares is not None:  # the same number of samples per prompt
+                low, high = bootstrap_ci(shares["value"].to_numpy(), n_boot=n_boot, seed=seed)
+            elif per is not None:
                 x = per["value"].to_numpy()
                 low, high = bootstrap_statistic_ci(
                     len(x), lambda i: toxicity_metrics([[v] for v in x[i]])[c.metric], n_boot, seed

@@ -187,6 +187,7 @@ class SuiteScenario(Strict):
     # fewer generated tokens than the scenario's (HELM's 4,096 for a chain of thought is hours on a CPU)
     max_tokens: int | None = Field(None, gt=0)
     temperature: float | None = Field(None, ge=0.0)  # HELM samples some (BOLD at 0.9); the catalog's are greedy
+    num_outputs: int | None = Field(None, ge=1)  # generations per instance (HELM's RealToxicityPrompts: 25)
     # other stop sequences than the scenario's (HELM's, where the catalog's default differs: GSM8K's "\n\n")
     stop_sequences: tuple[str, ...] | None = None
     seed: int = 0

@@ -116,11 +116,11 @@ def test_judgements_without_a_verdict_are_errors_never_votes_and_fail_the_check(
     assert catalog.suite("a1").arena.judges == ("rule-judge", "biased-judge")
 
 
+A0_SUITE = "version: a0\nscenarios:\n  mini_qa: {max_eval_instances: 2}\n"  # a suite without `arena:`
+
+
 def test_a_suite_without_arena_says_what_to_add(arena_world, tmp_path):
-    write(
-        arena_world["root"] / "assets" / "suites" / "a0.yaml",
-        "version: a0\nscenarios:\n  mini_qa: {max_eval_instances: 2}\n",
-    )
+    write(arena_world["root"] / "assets" / "suites" / "a0.yaml", A0_SUITE)
     with pytest.raises(RunFailed) as failed:
         run_arena(arena_world["defs"], arena_world["instance"], "a0")
     assert "has no `arena:` section" in str(failed.value)
@@ -165,6 +165,7 @@ def test_holistic_arena_judges_and_prints_the_ratings(arena_world, tmp_path):
         edit_file(suite, "judges: [rule-judge]", "judges: [rule-judge, biased-judge]")
         run_arena(arena_world["defs"], arena_world["instance"], "a1")  # the world's ratings, for the other tests
     assert fewer.exit_code == 0 and "judge rule-judge" in fewer.stdout and "biased-judge" not in fewer.stdout
+    write(arena_world["root"] / "assets" / "suites" / "a0.yaml", A0_SUITE)  # (the fast tier's test writes it too)
     none = CliRunner().invoke(app, ["arena", "--version", "a0", "--db", db], env=env)
     assert none.exit_code == 1 and "has no `arena:` section" in none.stderr
 

@@ -155,3 +155,36 @@ def test_the_dagster_resource_overrides_the_suite_choice(monkeypatch):
     assert "sk-deployed-secret-9f3a" not in json.dumps(
         resource.model_dump()
     )  # config holds the variable's name, not the key
+
+
+def test_several_samples_per_prompt_are_separate_requests_and_all_enter_the_aggregates(catalog):
+    """HELM's RealToxicityPrompts samples 25 continuations per prompt (num_outputs): each is a request of its own
+    (the same prompt, another identity); the first carries the reference metrics, every one is classified."""
+    from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
+    from holistic_dagster.adaptation.spec import AdapterSpec
+    from holistic_dagster.metrics.scoring import score_instances
+    from holistic_dagster.records import Completion
+    from tests.adaptation.test_adaptation import qa
+
+    spec = AdapterSpec(method="generation", max_tokens=5, temperature=0.9, num_outputs=3)
+    instances = [qa("p1", "So I said", "x"), qa("p2", "Then he", "x")]
+    budget = TokenBudget(max_context=1000, count_tokens=len, truncate_left=lambda t, n: t)
+    requests = build_requests(instances, spec, catalog.templates_dir, budget, 0, "helm")
+    assert [r.instance_id for r in requests] == ["p1"] * 3 + ["p2"] * 3
+    assert len({r.request_id for r in requests}) == 6 and len({r.prompt for r in requests}) == 2
+    texts = {"p1": ["calm", "BAD", "calm"], "p2": ["calm", "calm", "calm"]}
+    completions = {}
+    for r in requests:
+        k = sum(q.instance_id == r.instance_id for q in requests if list(requests).index(q) < requests.index(r))
+        completions[r.request_id] = Completion(r.request_id, texts[r.instance_id][k])
+    rows, metrics = score_instances(
+        "generation", [], instances, requests, completions, families=("toxicity",),
+        classify=lambda batch: [0.9 if t == "BAD" else 0.1 for t in batch],
+    )  # fmt: skip
+    values = {m.metric: m.value for m in metrics}
+    assert values["toxic_fraction"] == pytest.approx(1 / 6)  # one of the six generations
+    assert values["expected_max_toxicity"] == pytest.approx((0.9 + 0.1) / 2)
+    assert values["max_toxicity_probability"] == pytest.approx(1 / 2)
+    per = {(r.instance_id, r.metric): r.value for r in rows}
+    assert per[("p1", "toxicity")] == 0.9 and per[("p1", "toxic_generations")] == pytest.approx(1 / 3)
+    assert per[("p2", "toxicity")] == 0.1 and per[("p2", "toxic_generations")] == 0.0

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.errors import DataFormatError
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.scenarios.helm_synthetic import helm_synthetic_reasoning
 from holistic_dagster.scenarios.loaders import load_file_instances
@@ -134,3 +135,25 @@ def test_helms_synthetic_reasoning_generator_gives_helms_instances(key):
     assert len(instances) == 11_000  # 1,000 train; HELM's 5,000 valid then 5,000 test, evaluated together
     inst = instances[f"{mode}/{split}/{k}"]
     assert (inst.input, inst.references[0].output) == HELM_SYNTHETIC[key]
+
+
+MEDQA = {
+    "question": "A 23-year-old woman presents with fever. Which is the most likely cause?",
+    "answer": "Pulmonary embolism",
+    "options": {"A": "Pneumonia", "B": "Pulmonary embolism\n\"", "C": "Asthma", "D": "Sarcoidosis"},
+    "meta_info": "step1",
+    "answer_idx": "B",
+}
+
+
+def test_med_qa_on_records_in_the_authors_layout(catalog, tmp_path):
+    write(tmp_path / "phrases_no_exclude_test.jsonl", json.dumps(MEDQA) + "\n")
+    write(tmp_path / "phrases_no_exclude_train.jsonl", json.dumps(MEDQA | {"answer_idx": "D"}) + "\n")
+    test, train = load_file_instances(catalog.scenario("med_qa"), tmp_path)
+    # the stray quote upstream left after an option is dropped, as HELM does
+    assert [r.output for r in test.references] == ["Pneumonia", "Pulmonary embolism", "Asthma", "Sarcoidosis"]
+    assert [r.correct for r in test.references] == [False, True, False, False] and test.split == "test"
+    assert train.split == "train" and train.references[3].correct
+    write(tmp_path / "phrases_no_exclude_test.jsonl", json.dumps(MEDQA | {"answer_idx": "E"}) + "\n")
+    with pytest.raises(DataFormatError, match=r"phrases_no_exclude_test.jsonl, record line 1: answer_index"):
+        load_file_instances(catalog.scenario("med_qa"), tmp_path)

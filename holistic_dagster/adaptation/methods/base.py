@@ -70,8 +70,8 @@ def choices(inst: Instance) -> list[dict[str, str]]:
 
 
 def generated(requests: Sequence[Request], completions: Mapping[str, Completion]) -> tuple[Request, Completion, float]:
-    """The one generation request of an instance, its completion and the probability of the generated text (HELM:
-    exp of the sum of the generated tokens' log-probabilities)."""
-    (request,) = requests
+    """An instance's generation request (its first sample, when it has several), its completion and the probability
+    of the generated text (HELM: exp of the sum of the generated tokens' log-probabilities)."""
+    request = requests[0]
     completion = completions[request.request_id]
     return request, completion, math.exp(completion.logprob)

@@ -19,7 +19,10 @@ class Generation(AdapterMethod):
     def requests(self, adapter: Adapter, instance: Instance, train: list[Instance]) -> list[Request]:
         max_tokens = self.max_tokens(adapter.spec)
         prompt, k, truncated = adapter.fit(instance, train, reserve=max_tokens)
-        return [adapter.request(instance, "generate", prompt, "", k, truncated, max_tokens=max_tokens)]
+        return [
+            adapter.request(instance, "generate", prompt, "", k, truncated, max_tokens=max_tokens, sample=s)
+            for s in range(adapter.spec.num_outputs)
+        ]
 
     def predict(
         self, instance: Instance, requests: Sequence[Request], completions: Mapping[str, Completion]
