@@ -70,6 +70,10 @@ class Case:
     window: int | None = None  # the peer model's context window on both sides (None: its own 1,024 tokens)
     redact: bool = False  # its data may not be shown in plain text (GPQA): differences as positions and hashes
     pin: tuple[tuple[str, object], ...] = ()  # more of our suite's settings (HELM's decoding: max_tokens, stop)
+    # end to end: the model asked with its chat template (HELM's default for a local model whose tokenizer has one);
+    # False: plain on both sides (HELM's deployment with apply_chat_template false), for separate multiple choice,
+    # whose echoed requests HELM would otherwise wrap in the template and score the template's closing tokens
+    chat: bool = True
 
 
 def _mmlu_entry(method: str, shots: int | None) -> str:
@@ -187,7 +191,8 @@ CASES = [
          f"0-shot on both sides: {MATH_DATA}, and no train split (HELM's pool of worked solutions)", window=WIDE),
     Case("hellaswag separate original", "hellaswag", ("",), None, None,
          "commonsense:dataset=hellaswag,method=multiple_choice_separate_original", "hellaswag",
-         "0-shot on both sides, as HELM's separate methods are; ../shared/data has the validation file only"),
+         "0-shot on both sides, as HELM's separate methods are; ../shared/data has the validation file only",
+         chat=False),
     Case("gsm8k 5-shot", "gsm8k", ("",), None, 5, "gsm", "gsm_train",
          GSM_DECODING, window=WIDE, pin=GSM_PIN),
 ]  # fmt: skip
@@ -315,9 +320,12 @@ def helm_requests(case: Case, n: int, work: Path) -> dict[str, list[dict]]:
             helm_run([case], n, work, BENCH / "model", dry=True).items()}  # fmt: skip
 
 
-def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) -> dict[str, Path]:
-    """{subset (or "<scenario>/<subset>" for several cases): HELM's run folder} from one helm-run over the
-    cases' run entries: a dry run writes the requests HELM would send, a real one asks the model too."""
+def helm_run(
+    cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool, keyed: bool = False, plain: bool = False
+) -> dict[str, Path]:
+    """{subset (or "<scenario>/<subset>" for several cases, or when keyed): HELM's run folder} from one helm-run
+    over the cases' run entries: a dry run writes the requests HELM would send, a real one asks the model too
+    (plain: without its chat template)."""
     out = work / "benchmark_output"
     for place in dict.fromkeys(c.place for c in cases):
         PLACERS[place](SHARED / "data", out)
@@ -325,7 +333,7 @@ def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) 
     entries: dict[str, list[str]] = {}  # run entry -> its keys (one entry serves every subset when it names none)
     for case in cases:
         for subset in case.subsets:
-            key = subset if len(cases) == 1 else f"{case.scenario}/{subset}"
+            key = subset if len(cases) == 1 and not keyed else f"{case.scenario}/{subset}"
             entries.setdefault(_with_arg(_entry(case, subset), f"model={model}"), []).append(key)
     suite = "parity"
     env = {**os.environ, **_peer_env()}
@@ -333,7 +341,9 @@ def helm_run(cases: list[Case], n: int, work: Path, model_dir: Path, dry: bool) 
     cmd += ["-r", *entries, "--suite", suite, "-m", str(n), "-o", str(out), "--local-path", str(work / "prod_env")]
     cmd += ["--exit-on-error", *(["--dry-run"] if dry else [])]
     windows = {c.window for c in cases}
-    if windows != {None} or any(c.place == "hub" for c in cases):
+    if plain:
+        env[PLAIN_ENV] = "1"
+    if windows != {None} or plain or any(c.place == "hub" for c in cases):
         # this file is the plugin: the Hub's data offline, the peer model's window widened (0: left as it is)
         if len(windows) > 1:
             raise ValueError(f"one helm-run has one window for the peer model, not {windows}")
@@ -392,6 +402,7 @@ def _peer_env() -> dict[str, str]:
     }
 
 
+PLAIN_ENV = "HELM_PARITY_PLAIN"  # the plugin registers the local model with apply_chat_template false
 PLUGIN_ENV = "HELM_PARITY_WINDOW"  # set for helm-run when it imports this file as a plugin: the peer model's window
 
 
@@ -470,6 +481,16 @@ def _helm_hooks(window: int) -> None:
 
     if window:
         registration.register_huggingface_model = register_wide
+    if os.environ.get(PLAIN_ENV):
+        chat_or_not = registration.register_huggingface_model
+
+        def register_plain(helm_model_name: str, *args, **kwargs) -> None:
+            chat_or_not(helm_model_name, *args, **kwargs)
+            deployment = DEPLOYMENT_NAME_TO_MODEL_DEPLOYMENT[helm_model_name]
+            spec = replace(deployment.client_spec, args={**deployment.client_spec.args, "apply_chat_template": False})
+            register_model_deployment(replace(deployment, client_spec=spec))
+
+        registration.register_huggingface_model = register_plain
 
 
 # --- our side --------------------------------------------------------------------------------------------------
@@ -712,15 +733,20 @@ def render_markdown(rows: list[dict], meta: dict) -> str:
             f"## End to end: {e2e['model']}, {e2e['n']} instances per subset, `helm-run` and `holistic evaluate`",
             "",
             "The same checkpoint (the demo's conversion, loaded by HELM as a local Hugging Face model), greedy; "
-            "HELM lays its prompts out with the tokenizer's chat template, so ours is registered with `chat: true`. "
-            "Completions: the generated text equal. Metrics: every per-instance value both define "
-            f"({', '.join(SHARED_METRICS)}), largest |difference|. Means: exact_match over the compared instances.",
+            "HELM lays its prompts out with the tokenizer's chat template, so ours is registered with `chat: true`; "
+            "separate multiple choice (HellaSwag) runs plain on both sides (HELM's deployment with "
+            "apply_chat_template false: with the template, HELM's echoed request ends in the template's closing "
+            "tokens, which it would score as the choice). Completions: the generated text equal (separate "
+            "multiple choice generates none: n/a). Metrics: every per-instance value both define "
+            f"({', '.join(SHARED_METRICS)}), largest |difference|. Means: the scenario's headline "
+            "(math_equiv, final_number_exact_match, else exact_match) over the compared instances.",
             "",
-            "| case | subset | instances | completions equal | metrics | max abs diff | exact_match HELM / ours |",
+            "| case | subset | instances | completions equal | metrics | max abs diff | headline HELM / ours |",
             "|---|---|---|---|---|---|---|",
         ]
         for r in e2e["rows"]:
-            means = f"{r['helm_means'].get('exact_match', '-')} / {r['our_means'].get('exact_match', '-')}"
+            (name, helm_mean), ours_mean = next(iter(r["helm_means"].items()), ("-", "-")), r["our_means"]
+            means = f"{name}: {helm_mean} / {ours_mean.get(name, '-')}"
             lines.append(
                 f"| {r['case']} | {r['subset'] or '-'} | {r['instances_compared']} | {r['completions_equal']} | "
                 f"{', '.join(r['metrics_compared']) or 'none'} | "
@@ -733,6 +759,7 @@ def render_markdown(rows: list[dict], meta: dict) -> str:
 
 # --- end to end: the same model through helm-run and through our pipeline ----------------------------------------
 
+HEADLINES = ("math_equiv", "math_equiv_chain_of_thought", "final_number_exact_match", "exact_match")
 E2E_CASES = (
     "mmlu joint 5-shot",
     "boolq 0-shot",
@@ -771,18 +798,27 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
     cases = [
         replace(c, subsets=E2E_SUBSETS.get(c.scenario, c.subsets), window=None) for c in CASES if c.name in E2E_CASES
     ]
-    started = time.perf_counter()
     _empty_punkt()
-    runs = helm_run(cases, n, work / "helm", checkpoint, dry=False)
-    helm_s = time.perf_counter() - started
-    started = time.perf_counter()
-    db, model, _ = evaluate_ours(cases, n, work, model)
-    ours_s = time.perf_counter() - started
+    runs: dict[str, Path] = {}
+    ours: dict[str, tuple[Path, str]] = {}  # scenario -> (warehouse, model) of our run that asked it
+    helm_s = ours_s = 0.0
+    for chat in (True, False):  # HELM's chat template where HELM applies it; plain where it would score the template
+        group = [c for c in cases if c.chat == chat]
+        if not group:
+            continue
+        label = "chat" if chat else "plain"
+        started = time.perf_counter()
+        runs.update(helm_run(group, n, work / f"helm-{label}", checkpoint, dry=False, keyed=True, plain=not chat))
+        helm_s += time.perf_counter() - started
+        started = time.perf_counter()
+        db, asked, _ = evaluate_ours(group, n, work / label, model, chat=chat)
+        ours_s += time.perf_counter() - started
+        ours.update({c.scenario: (db, asked) for c in group})
     print(f"  helm-run {helm_s:.0f} s, holistic evaluate {ours_s:.0f} s", flush=True)
     rows = []
     for c in cases:
         for subset in c.subsets:
-            rows.append(_compare_run(c, subset, runs[f"{c.scenario}/{subset}"], db, model))
+            rows.append(_compare_run(c, subset, runs[f"{c.scenario}/{subset}"], *ours[c.scenario]))
             r = rows[-1]
             print(
                 f"{c.name:28s} {subset:20s} completions {r['completions_equal']}  metrics max|diff| "
@@ -793,7 +829,9 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
     return rows
 
 
-def evaluate_ours(cases: list[Case], n: int, work: Path, model: str) -> tuple[Path, str, dict[str, str]]:
+def evaluate_ours(
+    cases: list[Case], n: int, work: Path, model: str, chat: bool = True
+) -> tuple[Path, str, dict[str, str]]:
     """(warehouse, model name, the environment naming its catalog) of `holistic evaluate` on suite version
     helm-e2e: the cases' scenarios with HELM's pins (n instances, seed 0, their shots and method), the model asked
     as HELM asks it (its chat template)."""
@@ -812,10 +850,11 @@ def evaluate_ours(cases: list[Case], n: int, work: Path, model: str) -> tuple[Pa
     resources = work / "resources"
     shutil.copytree(REPO / "resources", resources)
     registry = yaml.safe_load((resources / "models.yaml").read_text())
-    chat_model = f"{model}-chat"
-    registry["models"][chat_model] = {**registry["models"][model], "chat": True}
-    (resources / "models.yaml").write_text(yaml.safe_dump(registry))
-    model = chat_model
+    if chat:
+        chat_model = f"{model}-chat"
+        registry["models"][chat_model] = {**registry["models"][model], "chat": True}
+        (resources / "models.yaml").write_text(yaml.safe_dump(registry))
+        model = chat_model
     db = work / "ours.duckdb"
     env = {
         **os.environ,
@@ -878,23 +917,25 @@ def _compare_run(case: Case, subset: str, run: Path, db: Path, model: str) -> di
             continue
         total += 1
         equal_text += helm[key]["text"] == texts.get(iid)
-        if helm[key]["text"] != texts.get(iid) and not first_diff:
+        if texts and helm[key]["text"] != texts.get(iid) and not first_diff:  # (separate choices generate none)
             first_diff = f"{iid}: HELM {helm[key]['text']!r} / ours {texts.get(iid)!r}"
         for name, value in helm[key]["metrics"].items():
             if name in scores.get(iid, {}):
                 diffs.append(abs(value - scores[iid][name]))
                 helm_sums.setdefault(name, []).append(value)
                 our_sums.setdefault(name, []).append(scores[iid][name])
+    # the scenario's headline among the metrics both define (MATH's and GSM8K's own, else exact match)
+    headline = next((m for m in HEADLINES if m in helm_sums), "")
     return {
         "case": case.name,
         "subset": subset,
         "instances_compared": f"{total}/{len(helm)}",
-        "completions_equal": f"{equal_text}/{total}",
+        "completions_equal": f"{equal_text}/{total}" if texts else "n/a",
         "first_completion_difference": first_diff,
         "metrics_compared": sorted(helm_sums),
         "metric_max_abs_diff": max(diffs, default=None),
-        "helm_means": {k: round(sum(v) / len(v), 4) for k, v in helm_sums.items() if k == SHARED_METRICS[0]},
-        "our_means": {k: round(sum(v) / len(v), 4) for k, v in our_sums.items() if k == SHARED_METRICS[0]},
+        "helm_means": {k: round(sum(v) / len(v), 4) for k, v in helm_sums.items() if k == headline},
+        "our_means": {k: round(sum(v) / len(v), 4) for k, v in our_sums.items() if k == headline},
     }
 
 

@@ -67,7 +67,9 @@ def max_eval_instances() -> int | None:
     if not value:
         return None
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{MAX_EVAL_ENV}={value!r}: a positive whole number of instances")
+        from holistic_dagster.errors import CatalogError
+
+        raise CatalogError(f"{MAX_EVAL_ENV}={value!r}: a positive whole number of instances")
     return int(value)
 
 

@@ -107,10 +107,14 @@ def test_query_in_process(small_run):
 def test_a_helm_leaderboard_shows_its_entries_that_cannot_run_here_in_their_place(small_run):
     path = small_run["catalog"].root / "suites" / "s1.yaml"
     before = path.read_text()
-    entries = "{legalbench: 'no data (offline): LegalBench is not here', med_qa: 'no data (offline): MedQA is not here'}"
+    entries = (
+        "{legalbench: 'no data (offline): LegalBench is not here', med_qa: 'no data (offline): MedQA is not here'}"
+    )
     path.write_text(before + f"columns: [legalbench, boolq, med_qa]\nnot_here: {entries}\n")
     try:
-        out = invoke(small_run, "leaderboard", "--version", "s1", "--family", "accuracy", "--db", str(small_run["path"]))
+        out = invoke(
+            small_run, "leaderboard", "--version", "s1", "--family", "accuracy", "--db", str(small_run["path"])
+        )
     finally:
         path.write_text(before)
     assert out.exit_code == 0, out.stderr

@@ -19,12 +19,15 @@ from holistic_dagster.records import Instance, Request, request_id
 
 def adapter_as_asked(adapter: AdapterSpec, method: str, conventions: str | None) -> AdapterSpec:
     """The adapter a model is asked with under `method` (the scenario's, or the suite's fallback when the model
-    cannot give prompt log-probabilities): under conventions helm, a method with a layout of HELM's own (separate
-    multiple choice) takes it, while a fallback to joint keeps the scenario's instructions and prefixes."""
+    cannot give prompt log-probabilities): under conventions helm (and helm_draws), a method with a layout of HELM's
+    own (separate multiple choice) takes it, while a fallback to joint keeps the scenario's instructions and
+    prefixes; under helm, a method's decoding is HELM's (joint multiple choice: no stop sequence)."""
     adapter = adapter.model_copy(update={"method": method})
-    layout = adapter_method(method).helm_layout
-    if conventions == "helm" and layout:
-        adapter = adapter.model_copy(update=dict(layout))
+    asked = adapter_method(method)
+    if conventions in ("helm", "helm_draws") and asked.helm_layout:
+        adapter = adapter.model_copy(update=dict(asked.helm_layout))
+    if conventions == "helm" and asked.helm_decoding:
+        adapter = adapter.model_copy(update=dict(asked.helm_decoding))
     return adapter
 
 

@@ -18,12 +18,12 @@ _DIGITS = re.compile(r"(\d+)")
 def source_order(inst: Instance) -> tuple:
     """Sort key that puts instances in the order their file's loader reads them, whatever order they were stored
     in: by file, then by record in natural order (row 2 before row 10); a record placed by HELM's own order
-    ("row 3 (line 17)") by that place alone, whatever its file. For CSV and JSONL records ("row N",
+    ("order 3 (line 17)") by that place alone, whatever its file. For CSV and JSONL records ("row N",
     "line N") that is the file's order, which is HELM's (its scenarios read a file top to bottom); for records
     named by a path or by nested keys it is their natural order, which need not be HELM's."""
     chunks = _DIGITS.split(inst.record)  # text at even positions, numbers at odd ones: comparable chunk by chunk
     place = tuple(int(c) if k % 2 else c for k, c in enumerate(chunks))
-    if inst.record.startswith("row "):  # a place in HELM's own order, over every file it reads (`helm:`, hf_rows)
+    if inst.record.startswith("order "):  # a place in HELM's own order, over every file it reads (`helm:`, hf_rows)
         return ("", place)
     return (inst.source.uri, place)
 

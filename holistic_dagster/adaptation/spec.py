@@ -11,11 +11,13 @@ from holistic_dagster.adaptation.methods import ADAPTER_METHODS, adapter_method
 from holistic_dagster.records import Strict
 
 # How closely a suite follows HELM 0.5.16 where HELM's behaviour is a convention rather than the data. helm: HELM's
-# own draws of evaluated instances and in-context examples (scenarios.sampling, adaptation.examples) and its
-# separate multiple-choice layout (adaptation.adapter.adapter_as_asked), so a run compares with a HELM run instance
-# by instance; legacy: this project's draws and layouts before suite v5, kept so that the versions that used them
-# reproduce their draws.
-CONVENTIONS = ("helm", "legacy")
+# own draws of evaluated instances and in-context examples (scenarios.sampling, adaptation.examples), its separate
+# multiple-choice layout (adaptation.adapter.adapter_as_asked), its decoding of joint multiple choice, and its own
+# reading of a scenario where a scenario file's `helm:` section says how (BBQ's and BOLD's shuffles, IMDB asked by
+# generation, HELM's synthetic reasoning generator, GSM8K's train pool), so a run compares with a HELM run instance
+# by instance; helm_draws: the draws and the separate layout only, as suite v5 was released; legacy: this project's
+# draws and layouts before suite v5, kept so that the versions that used them reproduce their draws.
+CONVENTIONS = ("helm", "helm_draws", "legacy")
 
 
 class AdapterSpec(Strict):

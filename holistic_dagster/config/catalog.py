@@ -136,6 +136,10 @@ class SuiteSpec(Strict):
         unknown = [c for c in self.columns if c not in self.scenarios and c not in self.not_here]
         if unknown:
             raise ValueError(f"columns names {unknown}: neither a scenario of the suite nor a not_here entry")
+        if both := sorted(set(self.not_here) & set(self.scenarios)):
+            raise ValueError(f"not_here names {both}, which the suite runs")
+        if self.columns and (unplaced := [n for n in self.not_here if n not in self.columns]):
+            raise ValueError(f"not_here entries {unplaced} are not in columns: say where they stand")
         return self
 
     arena: ArenaSpec | None = None
@@ -299,10 +303,7 @@ class Catalog:
         spec, pin = self.scenario(name), suite.scenarios[name]
         if pin.conventions is None:
             pin = pin.model_copy(update={"conventions": suite.conventions})
-        try:
-            cap = settings.max_eval_instances()
-        except ValueError as e:
-            raise CatalogError(str(e)) from None
+        cap = settings.max_eval_instances()
         if cap is not None and pin.max_eval_instances > cap:  # drawn as HELM draws that many (helm-run -m)
             pin = pin.model_copy(update={"max_eval_instances": cap})
         update: dict[str, Any] = {}

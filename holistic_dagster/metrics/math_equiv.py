@@ -113,7 +113,7 @@ def answers_equal(gold: str | None, pred: str | None) -> float:
 
 @reference_metric("math_equiv", "the answer equals the reference after the MATH paper's normalization (HELM's)")
 def math_equiv(gold: str, pred: str) -> float:
-    return answers_equal(gold, pred)
+    return answers_equal(gold, pred.strip())  # HELM strips a completion before any metric
 
 
 @reference_metric(

@@ -26,7 +26,7 @@ from holistic_dagster.records import (
 )
 from holistic_dagster.scenarios.formats import file_format
 from holistic_dagster.scenarios.formats.base import not_utf8, source_file
-from holistic_dagster.scenarios.spec import ScenarioSpec, split_file
+from holistic_dagster.scenarios.spec import ScenarioSpec, read_splits, split_file
 
 _log = logging.getLogger(__name__)
 
@@ -122,10 +122,11 @@ def record_to_instance(
         for k, v in m.metadata.items()
     }
     references, metadata = file_format(spec.format).references(record, spec, references, metadata)
-    # (hf_rows' "row 17 (line 5)": the row)
+    # (a place in HELM's order, "order 17 (line 5)": that place)
     number = (
         where.removeprefix("line ")
         .removeprefix("row ")
+        .removeprefix("order ")
         .removeprefix("query ")
         .removeprefix("train_records ")
         .split(" (", 1)[0]
@@ -171,15 +172,15 @@ def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
     instances: list[Instance] = []
     for subset in spec.subsets:
         instances += _train_records(spec, subset)
-        for split, pattern in sorted(spec.splits.items(), key=lambda kv: kv[0] != "test"):
+        for split, pattern in sorted(read_splits(spec).items(), key=lambda kv: kv[0] != "test"):
             pattern = split_file(pattern, subset)
-            if split == "train" and spec.train_optional and not (root / pattern).exists():
+            if split == "train" and spec.train_optional and not any(root.glob(pattern)):
                 continue  # no few-shot pool here: 0-shot (the dataset's num_train says so)
             originals = _read_split(spec, root, pattern, split, subset)
             instances += [i for i in originals if i is not None]
             if split in spec.contrast:
                 pattern = split_file(spec.contrast[split], subset)
-                contrast = _read_split(spec, root, pattern, split, subset)
+                contrast = _read_split(spec, root, pattern, split, subset, helm_order=False)
                 instances += _contrast_set(root / pattern, originals, contrast)
     return instances
 
@@ -205,21 +206,25 @@ def _train_records(spec: ScenarioSpec, subset: str) -> list[Instance]:
     return out
 
 
-def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset: str) -> list[Instance | None]:
-    """The instances of one split's file(s), one entry per record (None: a record the scenario skips)."""
+def _read_split(
+    spec: ScenarioSpec, root: Path, pattern: str, split: str, subset: str, helm_order: bool = True
+) -> list[Instance | None]:
+    """The instances of one split's file(s), one entry per record (None: a record the scenario skips); helm_order:
+    in the order HELM's own reading gives them (`helm:`; never for a contrast file, aligned row by row)."""
+    helm = spec.helm if helm_order else None
     fmt = file_format(spec.format)
     if fmt.globbed:
         paths = sorted(root.glob(pattern))
         if not paths:
             raise DataFormatError(root / pattern, None, f"no files match (scenario {spec.name!r}, split {split!r})")
         files = list(fmt.file_records(spec, root, pattern, paths))
-        if spec.helm is not None and spec.helm.sort is not None:
+        if helm is not None and helm.sort is not None:
             files = _helm_sorted(spec, files, split, subset)
         out = [
             record_to_instance(spec, record, path=path, where=where, split=split, subset=subset, source=source)
             for path, where, record, source in files
         ]
-        moved = spec.helm.evaluated_from_train if spec.helm is not None and split == "train" else None
+        moved = helm.evaluated_from_train if helm is not None and split == "train" else None
         return _evaluated_from_train(moved, root, out) if moved else out
     path = root / pattern
     if not path.exists():
@@ -232,7 +237,8 @@ def _read_split(spec: ScenarioSpec, root: Path, pattern: str, split: str, subset
         records = [(where, record, split) for where, record in fmt.records(path, spec, root, split, subset)]
     except UnicodeDecodeError:
         raise not_utf8(path) from None
-    if spec.helm is not None and split == "test" and records:
+    reorders = helm is not None and (helm.keep or helm.shuffle_seed is not None or helm.test_size is not None)
+    if reorders and split == "test" and records:
         records = _as_helm_reads(spec, records, path, subset)
     for where, record, split_ in records:
         out.append(
@@ -263,7 +269,7 @@ def _evaluated_from_train(moved, root: Path, instances: list[Instance | None]) -
 
 
 def _helm_sorted(spec: ScenarioSpec, files: list, split: str, subset: str) -> list:
-    """A globbed split's files in HELM's order (`helm.sort`, a key per record), each placed `row <s>-<n> (<file>)`:
+    """A globbed split's files in HELM's order (`helm.sort`, a key per record), each placed `order <s>-<n> (<file>)`:
     HELM lists the train split (s = 0) before the others (s = 1)."""
     scope = {"subset": subset, "split": split}
     keyed = [
@@ -273,14 +279,14 @@ def _helm_sorted(spec: ScenarioSpec, files: list, split: str, subset: str) -> li
     order = [n for _, n in sorted(keyed)]
     section = 0 if split == "train" else 1
     return [
-        (files[n][0], f"row {section}-{k + 1} ({files[n][1]})", files[n][2], files[n][3]) for k, n in enumerate(order)
+        (files[n][0], f"order {section}-{k + 1} ({files[n][1]})", files[n][2], files[n][3]) for k, n in enumerate(order)
     ]
 
 
 def _as_helm_reads(spec: ScenarioSpec, records: list, path: Path, subset: str) -> list:
     """The file's records as HELM's scenario class reads them (`helm:`): those it keeps, shuffled with Python's
     random.seed(seed), the last test_size of them test and the others train. A record's place becomes
-    `row <n> (line <k>)`: its place in that order (which the draw follows) and where it is in the file."""
+    `order <n> (line <k>)`: its place in that order (which the draw follows) and where it is in the file."""
     helm = spec.helm
     if helm.keep is not None:
         scope = {"subset": subset, "split": "test"}
@@ -291,7 +297,7 @@ def _as_helm_reads(spec: ScenarioSpec, records: list, path: Path, subset: str) -
         random.Random(helm.shuffle_seed).shuffle(records)  # random.seed(s); random.shuffle(...), as HELM
     first_test = len(records) - helm.test_size if helm.test_size is not None else 0
     return [
-        (f"row {n + 1} ({where})", record, "test" if n >= first_test else "train")
+        (f"order {n + 1} ({where})", record, "test" if n >= first_test else "train")
         for n, (where, record, _) in enumerate(records)
     ]
 

@@ -15,7 +15,7 @@ from filelock import FileLock
 from holistic_dagster import settings
 from holistic_dagster.errors import DataUnavailableError
 from holistic_dagster.records import sha256_file
-from holistic_dagster.scenarios.spec import ScenarioSpec, split_file
+from holistic_dagster.scenarios.spec import ScenarioSpec, read_splits, split_file
 
 
 def source_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) -> Path:
@@ -65,7 +65,7 @@ def _download(spec: ScenarioSpec, cache: Path) -> None:
                 # pattern says ({file}: the file name the pattern gives)
                 for subset in spec.subsets:
                     # the splits' files, and the contrast sets aligned with them
-                    for split, pattern in [*spec.splits.items(), *spec.contrast.items()]:
+                    for split, pattern in [*read_splits(spec).items(), *spec.contrast.items()]:
                         url = download.url.format(
                             subset=subset,
                             split={"test": "val"}.get(split, split),

@@ -95,6 +95,8 @@ class HelmReadingSpec(Strict):
     # split, listed before the others)
     evaluated_from_train: EvaluatedFromTrainSpec | None = None
     generator: GeneratorSpec | None = None  # HELM's own generator, where the scenario is generated
+    # files HELM reads beside the scenario's own (GSM8K's train split, HELM's few-shot pool)
+    splits: dict[Literal["train", "test"], str] = {}
 
 
 class _Scenario(Strict):
@@ -167,6 +169,11 @@ ScenarioSpec = create_model(
         if f.options is not None
     },
 )
+
+
+def read_splits(spec) -> dict[str, str]:
+    """The splits a scenario reads: its own, and those its HELM reading adds (`helm.splits`)."""
+    return {**spec.splits, **(spec.helm.splits if spec.helm is not None else {})}
 
 
 def split_file(pattern: str, subset: str) -> str:

@@ -37,7 +37,7 @@ models:
   never-run: {backend: transformers, path: "demo:gpt2-untrained", previous: smol}
 """
 SUITE = """version: gate1
-conventions: legacy  # this project's synthetic reasoning, on which SmolLM2 beats a random model
+conventions: helm_draws  # HELM's draws of this project's synthetic reasoning, on which SmolLM2 beats a random model
 scenarios:
   synthetic_reasoning: {max_eval_instances: 20, seed: 3}
   mini_qa: {max_eval_instances: 12, seed: 1}

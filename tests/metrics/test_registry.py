@@ -82,10 +82,10 @@ def test_directions_and_bounds():
     efficiency = ["runtime_s", "num_prompt_tokens", "num_output_tokens", "cost_usd"]
     assert per_instance_metrics("efficiency") == efficiency and lower_is_better("cost_usd")
     assert per_instance_metrics("calibration") == ["max_prob"]
-    assert per_instance_metrics("toxicity") == ["toxicity"]
-    # two metrics listed + exact_match (calibration needs it) + max_prob + 3 efficiency + toxicity
-    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES) == 3 + 1 + 3 + 1
-    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES, priced=True) == 3 + 1 + 4 + 1  # cost
+    assert per_instance_metrics("toxicity") == ["toxicity", "toxic_generations"]
+    # two metrics listed + exact_match (calibration needs it) + max_prob + 3 efficiency + toxicity's 2
+    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES) == 3 + 1 + 3 + 2
+    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES, priced=True) == 3 + 1 + 4 + 2  # cost
 
 
 def test_which_scorers_run():

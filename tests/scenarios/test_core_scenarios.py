@@ -140,7 +140,7 @@ def test_imdb_labels_from_folders(catalog, shared_data):
         ("train", "Negative"): 491,
     }
     first = next(i for i in helm if i.instance_id == "test/pos/0_10")
-    assert first.record == "row 1-1 (test/pos/0_10.txt)" and first.references[0].output == "Positive"
+    assert first.record == "order 1-1 (test/pos/0_10.txt)" and first.references[0].output == "Positive"
 
 
 def test_imdb_contrast_sets_pair_each_review_with_its_edit(catalog, shared_data):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import pytest
 
@@ -46,17 +47,19 @@ def test_bbq_is_shuffled_with_seed_0_and_its_last_1000_records_are_the_test_spli
     random.shuffle(order)
     assert [i.instance_id for i in instances] == [f"Age/{n}" for n in order]
     assert [i.split for i in instances] == ["train"] * 12 + ["test"] * 1000
-    assert instances[0].record == f"row 1 (line {order[0] + 1})"  # its place in HELM's order, and in the file
+    assert instances[0].record == f"order 1 (line {order[0] + 1})"  # its place in HELM's order, and in the file
 
 
-def test_a_legacy_suite_reads_bbq_in_file_order_and_asks_as_it_always_did(shared_data):
-    catalog = Catalog(REPO_ROOT / "assets")
-    legacy, _ = catalog.resolved_scenario("v4", "bbq")
-    helm, _ = catalog.resolved_scenario("v5", "bbq")
-    assert legacy.helm is None and helm.helm is not None
+def test_suites_without_helms_readings_read_bbq_in_file_order_and_ask_as_they_always_did(shared_data, tmp_path):
+    root = tmp_path / "assets"
+    shutil.copytree(REPO_ROOT / "assets", root)
+    write(root / "suites" / "h1.yaml", "version: h1\nconventions: helm\nscenarios:\n  bbq: {max_eval_instances: 5}\n")
+    catalog = Catalog(root)
+    (legacy, _), (draws, _), (helm, _) = (catalog.resolved_scenario(v, "bbq") for v in ("v4", "v5", "h1"))
+    assert legacy.helm is None and draws.helm is None and helm.helm is not None  # v5: HELM's draws, as released
     assert helm.adapter.output_prefix == "Answer: " and legacy.adapter.output_prefix == "Answer:"
-    firsts = [load_instances(s.model_copy(update={"subsets": ("Religion",)}))[0] for s in (legacy, helm)]
-    assert firsts[0].record == "line 1" and firsts[1].record.startswith("row 1 ")
+    firsts = [load_instances(s.model_copy(update={"subsets": ("Religion",)}))[0] for s in (draws, helm)]
+    assert firsts[0].record == "line 1" and firsts[1].record.startswith("order 1 ")
 
 
 def test_bold_keeps_each_entitys_first_prompt_with_its_spaces_and_shuffles_them(catalog, tmp_path):
@@ -100,10 +103,12 @@ def test_imdb_as_helm_lists_and_asks_it(catalog, tmp_path):
     assert sum(i.split == "test" for i in load_file_instances(spec, tmp_path / "aclImdb")) == 4
 
 
-def test_imdb_in_a_legacy_suite_is_joint_multiple_choice(catalog):
+def test_imdb_without_helms_reading_is_joint_multiple_choice(catalog):
     legacy, _ = catalog.resolved_scenario("v4", "imdb")
-    helm, _ = catalog.resolved_scenario("v5", "imdb")
-    assert legacy.adapter.method == "multiple_choice_joint" and helm.adapter.method == "generation"
+    draws, _ = catalog.resolved_scenario("v5", "imdb")
+    helm, _ = catalog.resolved_scenario("helm-classic-v1", "imdb")
+    assert legacy.adapter.method == draws.adapter.method == "multiple_choice_joint"
+    assert helm.adapter.method == "generation"
     assert helm.adapter.output_prefix == "Sentiment: " and helm.adapter.stop_sequences == ("\n",)
 
 
@@ -140,7 +145,7 @@ def test_helms_synthetic_reasoning_generator_gives_helms_instances(key):
 MEDQA = {
     "question": "A 23-year-old woman presents with fever. Which is the most likely cause?",
     "answer": "Pulmonary embolism",
-    "options": {"A": "Pneumonia", "B": "Pulmonary embolism\n\"", "C": "Asthma", "D": "Sarcoidosis"},
+    "options": {"A": "Pneumonia", "B": 'Pulmonary embolism\n"', "C": "Asthma", "D": "Sarcoidosis"},
     "meta_info": "step1",
     "answer_idx": "B",
 }

@@ -124,7 +124,7 @@ def test_a_subject_and_level_in_helms_row_order_with_the_boxed_answer(catalog, m
     # MATH's 8 official examples are the pool, in HELM's order
     train = [i for i in instances if i.split == "train"]
     assert [i.references[0].output for i in train] == ["1", "15", "\\sqrt{59}", "\\frac{1}{32}", "181", "50", "2", "3"]
-    assert tests[0].source.uri.endswith("geometry_test.jsonl") and tests[0].record.startswith("row ")
+    assert tests[0].source.uri.endswith("geometry_test.jsonl") and tests[0].record.startswith("order ")
 
 
 def test_the_prompt_is_helms_layout_with_its_instance_separator(catalog, math_data):

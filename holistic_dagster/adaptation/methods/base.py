@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from holistic_dagster.records import CHOICE_LABELS, Completion, Instance, Request
+from holistic_dagster.records import CHOICE_LABELS, Completion, Instance, Request, request_id
 
 if TYPE_CHECKING:
     from holistic_dagster.adaptation.adapter import Adapter
@@ -32,6 +32,8 @@ class AdapterMethod:
     primed: ClassVar[bool] = True  # its prompts are counted ahead, in one call to the tokenizer (Adapter.prime)
     # under conventions helm: the prompt layout HELM's run specs give the method (None: the scenario's own)
     helm_layout: ClassVar[Mapping[str, Any] | None] = None
+    # under conventions helm: the decoding HELM's run specs give the method, where it differs (None: the scenario's)
+    helm_decoding: ClassVar[Mapping[str, Any] | None] = None
     # what the method sets of the scenario it is pinned to (language modeling: its own metrics and families)
     scenario_pins: ClassVar[Mapping[str, Any]] = {}
     adapter_pins: ClassVar[Mapping[str, Any]] = {}
@@ -69,9 +71,21 @@ def choices(inst: Instance) -> list[dict[str, str]]:
     return [{"label": CHOICE_LABELS[i], "text": r.output} for i, r in enumerate(inst.references)]
 
 
+def is_first_sample(request: Request) -> bool:
+    """Whether a generation request is its instance's first sample: the one whose identity names no sample."""
+    return request.request_id == request_id(
+        kind=request.kind,
+        prompt=request.prompt,
+        continuation=request.continuation,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        stop=request.stop,
+    )
+
+
 def generated(requests: Sequence[Request], completions: Mapping[str, Completion]) -> tuple[Request, Completion, float]:
     """An instance's generation request (its first sample, when it has several), its completion and the probability
     of the generated text (HELM: exp of the sum of the generated tokens' log-probabilities)."""
-    request = requests[0]
+    request = next((r for r in requests if is_first_sample(r)), requests[0])
     completion = completions[request.request_id]
     return request, completion, math.exp(completion.logprob)

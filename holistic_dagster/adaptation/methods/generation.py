@@ -21,7 +21,7 @@ class Generation(AdapterMethod):
         prompt, k, truncated = adapter.fit(instance, train, reserve=max_tokens)
         return [
             adapter.request(instance, "generate", prompt, "", k, truncated, max_tokens=max_tokens, sample=s)
-            for s in range(adapter.spec.num_outputs)
+            for s in range(adapter.spec.num_outputs if self.open_ended else 1)  # (a letter is asked once)
         ]
 
     def predict(

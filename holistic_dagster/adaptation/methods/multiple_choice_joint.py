@@ -14,8 +14,8 @@ class MultipleChoiceJoint(Generation):
     template = "multiple_choice_joint.j2"
     open_ended = False
     # HELM's joint requests carry no stop sequence (one token: only a line break would differ, and neither scores
-    # one as a letter); the scenarios' own `\n` stays under legacy conventions
-    helm_layout = {"stop_sequences": ()}
+    # one as a letter); the scenarios' own `\n` stays under the other conventions
+    helm_decoding = {"stop_sequences": ()}
 
     def max_tokens(self, spec) -> int:
         return 1  # the letter

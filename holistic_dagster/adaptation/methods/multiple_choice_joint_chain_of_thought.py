@@ -37,7 +37,7 @@ def extract_answer(text: str) -> str | None:
 class MultipleChoiceJointChainOfThought(MultipleChoiceJoint):
     name = "multiple_choice_joint_chain_of_thought"
     template = "multiple_choice_joint_chain_of_thought.j2"
-    helm_layout = None  # its reasoning stops where the scenario (or the suite) says
+    helm_decoding = None  # its reasoning stops where the scenario (or the suite) says
 
     def max_tokens(self, spec) -> int:
         return spec.max_tokens  # the reasoning, then the letter

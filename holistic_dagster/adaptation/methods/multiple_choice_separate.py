@@ -1,8 +1,10 @@
 """The separate multiple-choice methods: each choice is scored separately as a continuation of the prompt.
 
-- multiple_choice_separate_original: the choice with the highest total log-probability wins.
-- multiple_choice_separate_calibrated: as original, but each choice's log-probability is divided by its probability
-  after the null prompt "Answer:" (log p(c | prompt) - log p(c | "Answer:")).
+- multiple_choice_separate_original: the choice with the highest log-probability per token wins (HELM 0.5.16's
+  BasicMetric: the continuation's log-probability divided by its number of tokens).
+- multiple_choice_separate_calibrated: the choice's total log-probability divided by its probability after the null
+  prompt "Answer:" (log p(c | prompt) - log p(c | "Answer:")), as HELM's.
+The choice's probability (max_prob, for calibration) is the softmax of those scores, as HELM's.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class MultipleChoiceSeparateOriginal(AdapterMethod):
         self, instance: Instance, requests: Sequence[Request], completions: Mapping[str, Completion]
     ) -> Prediction:
         choices = sorted((r for r in requests if not r.is_null_context), key=lambda r: r.choice_index)
-        scores = [completions[r.request_id].logprob for r in choices]
+        scored = [completions[r.request_id] for r in choices]
+        scores = [c.logprob if self.calibrated else c.logprob / max(len(c.logprobs), 1) for c in scored]
         if self.calibrated:
             null = {r.choice_index: completions[r.request_id].logprob for r in requests if r.is_null_context}
             scores = [s - null[r.choice_index] for s, r in zip(scores, choices)]
