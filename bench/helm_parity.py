@@ -694,8 +694,8 @@ def _examples_in(helm_prompt: str, request, shots: list, question: str) -> bool:
 
 
 JOINT_STOP = (
-    "HELM's joint requests (max_tokens 1) carry no stop sequence, ours '\\n': with one token the two differ only "
-    "when that token is a line break, which neither scores as a letter"
+    "HELM's joint requests (max_tokens 1) carry no stop sequence, nor do ours under conventions helm (v1-v5 stop at "
+    "'\\n': with one token the two differ only when that token is a line break, which neither scores as a letter)"
 )
 
 
@@ -785,7 +785,7 @@ SHARED_METRICS = (
 )
 
 
-def end_to_end(n: int, work: Path, model: str) -> list[dict]:
+def end_to_end(n: int, work: Path, model: str, only: list[str] | None = None) -> list[dict]:
     """SmolLM2-135M-Instruct (the demo's converted checkpoint, which HELM loads as a local Hugging Face model)
     through `helm-run` and through `holistic evaluate` on a suite with the same pins: per instance the completion
     and every metric both define, per scenario the means."""
@@ -796,7 +796,9 @@ def end_to_end(n: int, work: Path, model: str) -> list[dict]:
     checkpoint = ensure_converted(Deployment().models()[model].path, settings.home_dir() / "models")
     # one helm-run for every case: the model's own context window on both sides
     cases = [
-        replace(c, subsets=E2E_SUBSETS.get(c.scenario, c.subsets), window=None) for c in CASES if c.name in E2E_CASES
+        replace(c, subsets=E2E_SUBSETS.get(c.scenario, c.subsets), window=None)
+        for c in CASES
+        if c.name in E2E_CASES and (not only or c.name in only)
     ]
     _empty_punkt()
     runs: dict[str, Path] = {}
@@ -1003,10 +1005,17 @@ def main() -> None:
                     flush=True,
                 )
             print(f"  ({time.perf_counter() - started:.1f} s)", flush=True)
-        e2e = end_to_end(args.end_to_end, Path(tmp) / "e2e", "smollm2-135m-instruct") if args.end_to_end else []
+        model = "smollm2-135m-instruct"
+        e2e = end_to_end(args.end_to_end, Path(tmp) / "e2e", model, args.case) if args.end_to_end else []
     meta = {"helm": "crfm-helm 0.5.16", "n": args.n, "date": time.strftime("%Y-%m-%d")}
     if e2e:
-        meta["end_to_end"] = {"model": "smollm2-135m-instruct", "n": args.end_to_end, "rows": e2e}
+        before = json.loads((results / "helm_parity.json").read_text()) if args.case else {}
+        old = before.get("end_to_end", {})
+        if old.get("n") == args.end_to_end:  # --case: the other cases' end-to-end rows as they were
+            e2e = sorted(
+                [r for r in old["rows"] if r["case"] not in args.case] + e2e, key=lambda r: E2E_CASES.index(r["case"])
+            )
+        meta["end_to_end"] = {"model": model, "n": args.end_to_end, "rows": e2e}
     elif (results / "helm_parity.json").exists():  # measured with --end-to-end only: kept until measured again
         before = json.loads((results / "helm_parity.json").read_text())
         meta.update({"end_to_end": before["end_to_end"]} if "end_to_end" in before else {})

@@ -180,3 +180,29 @@ def test_helm_separate_layout_is_the_question_as_written_then_each_choice(catalo
     assert (joint.method, joint.input_prefix, joint.instructions) == ("multiple_choice_joint", "Question: ", "Hi")
     # legacy suites keep the scenario's layout for the separate methods too
     assert adapter_as_asked(scenario, scenario.method, "legacy").input_prefix == "Question: "
+
+
+def test_separate_original_ranks_choices_by_log_probability_per_token_as_helm():
+    """HELM 0.5.16's BasicMetric: a choice's log-probability divided by the number of tokens of " <choice>"; a lone
+    whitespace token before them (a prompt that ends in a space) is not the choice's."""
+    from holistic_dagster.adaptation.methods import adapter_method
+    from holistic_dagster.adaptation.methods.multiple_choice_separate import per_token
+    from holistic_dagster.records import Completion, Request
+
+    spaced = Completion("r", "  a b", tokens=(" ", " a", " b"), logprobs=(-5.0, -1.0, -3.0), logprob=-9.0)
+    assert per_token(spaced) == -2.0
+    instance = mc("q", "Pick one.", ["yes", "four words long here"], 1)
+    requests = [Request(f"r{i}", "q", "score", "Pick one.", " " + c, choice_index=i) for i, c in enumerate(["yes", "x"])]
+    completions = {
+        "r0": Completion("r0", " yes", tokens=(" yes",), logprobs=(-1.5,), logprob=-1.5),  # the highest total
+        "r1": Completion("r1", " four", tokens=(" four", " words", " long", " here"), logprobs=(-1.0,) * 3 + (-1.2,),
+                         logprob=-4.2),  # fmt: skip
+    }
+    original = adapter_method("multiple_choice_separate_original")
+    prediction, prob, carrier = original.predict(instance, requests, completions)
+    assert prediction == "four words long here" and carrier.request_id == "r1"  # -1.05 a token against -1.5
+    assert prob == pytest.approx(1 / (1 + 2.718281828459045 ** (-1.5 + 1.05)))  # the softmax of those scores
+    calibrated = adapter_method("multiple_choice_separate_calibrated")  # totals, less the null prompt's (none here)
+    nulls = [Request(f"n{i}", "q", "score", NULL_PROMPT, "", choice_index=i, is_null_context=True) for i in (0, 1)]
+    completions |= {"n0": Completion("n0", "", logprob=0.0), "n1": Completion("n1", "", logprob=0.0)}
+    assert calibrated.predict(instance, requests + nulls, completions)[0] == "yes"

@@ -65,7 +65,7 @@ class MultipleChoiceSeparateOriginal(AdapterMethod):
     ) -> Prediction:
         choices = sorted((r for r in requests if not r.is_null_context), key=lambda r: r.choice_index)
         scored = [completions[r.request_id] for r in choices]
-        scores = [c.logprob if self.calibrated else c.logprob / max(len(c.logprobs), 1) for c in scored]
+        scores = [c.logprob if self.calibrated else per_token(c) for c in scored]
         if self.calibrated:
             null = {r.choice_index: completions[r.request_id].logprob for r in requests if r.is_null_context}
             scores = [s - null[r.choice_index] for s, r in zip(scores, choices)]
@@ -76,6 +76,21 @@ class MultipleChoiceSeparateOriginal(AdapterMethod):
 class MultipleChoiceSeparateCalibrated(MultipleChoiceSeparateOriginal):
     name = "multiple_choice_separate_calibrated"
     calibrated = True
+
+
+# how tokenizers write a space or a line break inside a token (byte-level BPE, SentencePiece)
+_SPACE_MARKS = str.maketrans({"Ġ": " ", "Ċ": "\n", "▁": " "})
+
+
+def per_token(c: Completion) -> float:
+    """HELM's score of a separate choice: the log-probability per token of " <choice>" tokenized alone, which HELM
+    takes as the last tokens of the scored text. A prompt ending in whitespace (HellaSwag's empty second context)
+    makes a lone whitespace token before them: it is left out, as HELM's count leaves it."""
+    k = 0
+    while k < len(c.logprobs) - 1 and k < len(c.tokens) and not c.tokens[k].translate(_SPACE_MARKS).strip():
+        k += 1
+    kept = c.logprobs[k:]
+    return sum(kept) / max(len(kept), 1)
 
 
 def _softmax_prob(scores: list[float], index: int) -> float:
