@@ -192,11 +192,14 @@ def test_separate_original_ranks_choices_by_log_probability_per_token_as_helm():
     spaced = Completion("r", "  a b", tokens=(" ", " a", " b"), logprobs=(-5.0, -1.0, -3.0), logprob=-9.0)
     assert per_token(spaced) == -2.0
     instance = mc("q", "Pick one.", ["yes", "four words long here"], 1)
-    requests = [Request(f"r{i}", "q", "score", "Pick one.", " " + c, choice_index=i) for i, c in enumerate(["yes", "x"])]
+    requests = [
+        Request(f"r{i}", "q", "score", "Pick one.", " " + c, choice_index=i) for i, c in enumerate(["yes", "x"])
+    ]
     completions = {
         "r0": Completion("r0", " yes", tokens=(" yes",), logprobs=(-1.5,), logprob=-1.5),  # the highest total
-        "r1": Completion("r1", " four", tokens=(" four", " words", " long", " here"), logprobs=(-1.0,) * 3 + (-1.2,),
-                         logprob=-4.2),  # fmt: skip
+        "r1": Completion(
+            "r1", " four", tokens=(" four", " words", " long", " here"), logprobs=(-1.0,) * 3 + (-1.2,), logprob=-4.2
+        ),  # fmt: skip
     }
     original = adapter_method("multiple_choice_separate_original")
     prediction, prob, carrier = original.predict(instance, requests, completions)

@@ -86,6 +86,8 @@ def per_token(c: Completion) -> float:
     """HELM's score of a separate choice: the log-probability per token of " <choice>" tokenized alone, which HELM
     takes as the last tokens of the scored text. A prompt ending in whitespace (HellaSwag's empty second context)
     makes a lone whitespace token before them: it is left out, as HELM's count leaves it."""
+    if not c.logprobs:  # a score without its tokens' (an import): its total, as for one token
+        return c.logprob
     k = 0
     while k < len(c.logprobs) - 1 and k < len(c.tokens) and not c.tokens[k].translate(_SPACE_MARKS).strip():
         k += 1
