@@ -92,32 +92,45 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
             console.print(table)
         else:  # nothing applies or has a value: one line, and why below it
             console.print(f"[italic]{fam} (suite {version})[/]: no values")
-        if not full:
-            for why, rows_ in nobody.items():  # one line per reason: each scenario with its number of such rows
-                where = ", ".join(f"{s} ({rows_.count(s)})" for s in dict.fromkeys(rows_))
-                why = escape(why.removeprefix("undefined: "))
-                console.print(f"  [dim]undefined for every model on {len(rows_)} row(s) ({why}): {escape(where)}[/]")
-        for note, rows in part[part["metric"] == ""].groupby("note"):  # one line per reason, under the table
-            console.print(f"  [dim]{escape(note)}: {', '.join(sorted(rows['scenario'].unique()))}[/]")
-        costs = applies[(applies["metric"] == "total_cost_usd") & (applies["perturbation"] == "")]
-        for model, rows_ in costs.groupby("model"):  # a priced model: what the whole suite version cost
-            console.print(
-                f"  {escape(model)}: ${rows_['value'].sum():.4f} at its registry price over {len(rows_)} scenario(s), "
-                f"{int(rows_['count'].sum())} requests (total_cost_usd; cost_usd per instance)"
+        shown = (
+            None
+            if full
+            else (
+                {(c.scenario, c.metric, c.perturbation) for c in tables[fam].columns} - collapsed
+                if fam in tables
+                else set()
             )
-        for scorer in sorted(set(applies["scorer"]) - {""}):
-            console.print(f"  [dim]scored by {escape(scorer)}[/]")
-        undefined = applies[applies["value"].isna()]
-        if not full:  # of the cells shown: the headline ones
-            heads = {(c.scenario, c.metric, c.perturbation) for c in tables[fam].columns} if fam in tables else set()
-            heads -= collapsed
-            keys = zip(undefined["scenario"], undefined["metric"], undefined["perturbation"])
-            undefined = undefined.loc[[k in heads for k in keys]] if len(undefined) else undefined
-        for note, rows in undefined.groupby("note"):
-            console.print(f"  [dim]{escape(note)} ({len(rows)} of the cells above)[/]")
+        )
+        _print_notes(part, applies, shown, {} if full else nobody)
         if fam == "accuracy" and suite:
             for name, why in suite.not_here.items():
                 console.print(f"  [dim]{escape(name)}: {escape(why)}[/]")
+
+
+def _print_notes(part, applies, shown: set | None, nobody: dict[str, list[str]]) -> None:
+    """Under a family's table: the rows no model has a value for (`nobody`: why -> their scenarios), why rows do not
+    apply, what a priced model cost, which scorer scored, and why cells are undefined (`shown`: the headline cells
+    on screen; None: every cell)."""
+    for why, rows_ in nobody.items():  # one line per reason: each scenario with its number of such rows
+        where = ", ".join(f"{s} ({rows_.count(s)})" for s in dict.fromkeys(rows_))
+        why = escape(why.removeprefix("undefined: "))
+        console.print(f"  [dim]undefined for every model on {len(rows_)} row(s) ({why}): {escape(where)}[/]")
+    for note, rows in part[part["metric"] == ""].groupby("note"):  # one line per reason, under the table
+        console.print(f"  [dim]{escape(note)}: {', '.join(sorted(rows['scenario'].unique()))}[/]")
+    costs = applies[(applies["metric"] == "total_cost_usd") & (applies["perturbation"] == "")]
+    for model, rows_ in costs.groupby("model"):  # a priced model: what the whole suite version cost
+        console.print(
+            f"  {escape(model)}: ${rows_['value'].sum():.4f} at its registry price over {len(rows_)} scenario(s), "
+            f"{int(rows_['count'].sum())} requests (total_cost_usd; cost_usd per instance)"
+        )
+    for scorer in sorted(set(applies["scorer"]) - {""}):
+        console.print(f"  [dim]scored by {escape(scorer)}[/]")
+    undefined = applies[applies["value"].isna()]
+    if shown is not None and len(undefined):  # of the cells shown: the headline ones
+        keys = zip(undefined["scenario"], undefined["metric"], undefined["perturbation"])
+        undefined = undefined.loc[[k in shown for k in keys]]
+    for note, rows in undefined.groupby("note"):
+        console.print(f"  [dim]{escape(note)} ({len(rows)} of the cells above)[/]")
 
 
 def _suite(deployment, version: str):

@@ -11,19 +11,14 @@ here they are the test split, valid first, as HELM lists them.
 from __future__ import annotations
 
 from functools import lru_cache
-from urllib.parse import urlencode
 
 import numpy as np
-
-from holistic_dagster.errors import CatalogError
-from holistic_dagster.records import Instance, Reference, SourceFile, sha256_json
 
 ANIMALS = ("zebra", "cobra", "stork", "penguin", "shark", "lion", "buffalo", "whale", "seal", "eagle", "horse", "rat")
 FRUITS = ("apple", "peach", "watermelon", "banana", "grape", "kiwi", "pear", "strawberry", "blueberry", "blackberry")
 RULE_SYMBOLS = ("X", "Y", "Z")
 MATH_SYMBOLS = ("+", "-", "*", "=")
 MODES = ("pattern_match", "variable_substitution", "induction")
-GENERATOR_VERSION = "helm_synthetic_reasoning/1 (crfm-helm 0.5.16)"
 
 
 def _substituted(pattern: list[str], symbols: list[str], words: dict[str, str]) -> list[str]:
@@ -74,40 +69,9 @@ class _Draws:
 
 
 @lru_cache(maxsize=4)
-def _mode_rows(mode: str, seed: int, num_train: int, num_eval: int) -> tuple[tuple[str, int, str, str], ...]:
+def mode_rows(mode: str, seed: int, num_train: int, num_eval: int) -> tuple[tuple[str, int, str, str], ...]:
     draws = _Draws(seed)
     return tuple(
         ("train" if k < num_train else "test", k if k < num_train else k - num_train, *draws.example(mode))
         for k in range(num_train + num_eval)
     )
-
-
-def helm_synthetic_reasoning(
-    *, seed: int = 42, num_train: int = 1000, num_eval: int = 10_000, modes: tuple[str, ...] = MODES
-) -> list[Instance]:
-    """Every mode's instances as HELM generates them (its defaults: seed 42, 1,000 train, 5,000 + 5,000 eval)."""
-    unknown = set(modes) - set(MODES)
-    if unknown:
-        raise CatalogError(f"helm_synthetic_reasoning: unknown mode(s) {sorted(unknown)}; known: {list(MODES)}")
-    instances = []
-    for mode in modes:
-        rows = _mode_rows(mode, seed, num_train, num_eval)
-        params = {"mode": mode, "seed": seed, "num_train": num_train, "num_eval": num_eval}
-        source = SourceFile(
-            uri=f"generator://helm_synthetic_reasoning?{urlencode(params)}",
-            sha256=sha256_json(rows),
-            revision=GENERATOR_VERSION,
-        )
-        instances += [
-            Instance(
-                instance_id=f"{mode}/{split}/{i}",
-                split=split,
-                input=text,
-                references=(Reference(target, True),),
-                source=source,
-                record=f"#{i}",
-                subset=mode,
-            )
-            for split, i, text, target in rows
-        ]
-    return instances

@@ -82,41 +82,7 @@ def record_to_instance(
         if m.skip_empty_input:
             return None
         raise DataFormatError(path, where, "input is empty")
-    if m.choices is not None:
-        if choices is None:  # (already evaluated for the shuffle)
-            choices = _evaluate("choices", m.choices, record, path, where, template=False)
-        # (one choice is allowed: MMLU-Pro has such a question, and HELM asks it)
-        if not isinstance(choices, (list, tuple)) or not choices or not all(isinstance(c, str) for c in choices):
-            raise DataFormatError(path, where, f"choices must be a non-empty list of strings, got {choices!r}")
-        if len(choices) > len(CHOICE_LABELS):
-            raise DataFormatError(path, where, f"{len(choices)} choices; at most {len(CHOICE_LABELS)} are supported")
-        answer = _evaluate("answer_index", m.answer_index or "", record, path, where, template=False)
-        if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(choices):
-            raise DataFormatError(
-                path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
-            )
-        references = tuple(Reference(str(c).strip() if m.strip else str(c), i == answer) for i, c in enumerate(choices))
-        if order is not None:  # HELM's random.shuffle(references): the same swaps for the same length
-            references = tuple(references[i] for i in order)
-    elif m.targets is not None:
-        targets = _evaluate("targets", m.targets, record, path, where, template=False)
-        if (
-            isinstance(targets, str)
-            or not isinstance(targets, (list, tuple))
-            or not all(isinstance(t, str) for t in targets)
-        ):
-            raise DataFormatError(path, where, f"targets must be a list of strings, got {targets!r}")
-        distinct = list(dict.fromkeys(t.strip() for t in targets if t.strip()))
-        if not distinct:
-            raise DataFormatError(path, where, "targets (the correct answers) are empty")
-        references = tuple(Reference(t, True) for t in distinct)
-    elif m.target is not None:
-        target = _evaluate("target", m.target, record, path, where, template=True).strip()
-        if not target:
-            raise DataFormatError(path, where, "target (the correct answer) is empty")
-        references = (Reference(target, True),)
-    else:  # open-ended generation (BOLD): nothing to compare with, only bias, toxicity and efficiency apply
-        references = ()
+    references = _references(m, record, path, where, choices, order)
     metadata = {
         k: _evaluate(f"metadata.{k}", v, record, path, where, template=False, scope=scope)
         for k, v in m.metadata.items()
@@ -152,6 +118,47 @@ def record_to_instance(
         is_multiple_choice=m.choices is not None,
         metadata=metadata,
     )
+
+
+def _references(
+    m, record: dict[str, Any], path: Path, where: str, choices: Any, order: list[int] | None
+) -> tuple[Reference, ...]:
+    """The record's references as the instance mapping gives them: its choices (the correct one by answer_index, in
+    the shuffled order when there is one), its correct answers, its one target, or none."""
+    if m.choices is not None:
+        if choices is None:  # (already evaluated for the shuffle)
+            choices = _evaluate("choices", m.choices, record, path, where, template=False)
+        # (one choice is allowed: MMLU-Pro has such a question, and HELM asks it)
+        if not isinstance(choices, (list, tuple)) or not choices or not all(isinstance(c, str) for c in choices):
+            raise DataFormatError(path, where, f"choices must be a non-empty list of strings, got {choices!r}")
+        if len(choices) > len(CHOICE_LABELS):
+            raise DataFormatError(path, where, f"{len(choices)} choices; at most {len(CHOICE_LABELS)} are supported")
+        answer = _evaluate("answer_index", m.answer_index or "", record, path, where, template=False)
+        if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(choices):
+            raise DataFormatError(
+                path, where, f"answer_index must be an integer in 0..{len(choices) - 1}, got {answer!r}"
+            )
+        references = tuple(Reference(str(c).strip() if m.strip else str(c), i == answer) for i, c in enumerate(choices))
+        # HELM's random.shuffle(references): the same swaps for the same length
+        return references if order is None else tuple(references[i] for i in order)
+    if m.targets is not None:
+        targets = _evaluate("targets", m.targets, record, path, where, template=False)
+        if (
+            isinstance(targets, str)
+            or not isinstance(targets, (list, tuple))
+            or not all(isinstance(t, str) for t in targets)
+        ):
+            raise DataFormatError(path, where, f"targets must be a list of strings, got {targets!r}")
+        distinct = list(dict.fromkeys(t.strip() for t in targets if t.strip()))
+        if not distinct:
+            raise DataFormatError(path, where, "targets (the correct answers) are empty")
+        return tuple(Reference(t, True) for t in distinct)
+    if m.target is not None:
+        target = _evaluate("target", m.target, record, path, where, template=True).strip()
+        if not target:
+            raise DataFormatError(path, where, "target (the correct answer) is empty")
+        return (Reference(target, True),)
+    return ()  # open-ended generation (BOLD): nothing to compare with, only bias, toxicity and efficiency apply
 
 
 def _unicode(text: str, field: str, path: Path, where: str) -> None:

@@ -15,12 +15,14 @@ from urllib.parse import urlencode
 
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Instance, Reference, SourceFile, sha256_json
-from holistic_dagster.scenarios.helm_synthetic import helm_synthetic_reasoning
+from holistic_dagster.scenarios.helm_synthetic import MODES as HELM_MODES
+from holistic_dagster.scenarios.helm_synthetic import mode_rows
 
 WORDS = ("apple", "river", "cat", "stone", "cloud", "lamp", "tree", "bird", "door", "fish", "moon", "sand")
 VARIABLES = "ABCD"
 OPERATORS = ("+", "-", "*")
 GENERATOR_VERSION = "synthetic_reasoning/1"
+HELM_GENERATOR_VERSION = "helm_synthetic_reasoning/1 (crfm-helm 0.5.16)"
 
 
 def _rule(rng: random.Random) -> list[str]:
@@ -96,6 +98,32 @@ def synthetic_reasoning(
     source = SourceFile(
         uri=f"generator://synthetic_reasoning?{urlencode(params)}", sha256=sha256_json(rows), revision=GENERATOR_VERSION
     )
+    return _instances(rows, source)
+
+
+def helm_synthetic_reasoning(
+    *, seed: int = 42, num_train: int = 1000, num_eval: int = 10_000, modes: tuple[str, ...] = HELM_MODES
+) -> list[Instance]:
+    """Every mode's instances as HELM generates them (scenarios.helm_synthetic; its defaults: seed 42, 1,000 train,
+    5,000 + 5,000 eval)."""
+    unknown = set(modes) - set(HELM_MODES)
+    if unknown:
+        raise CatalogError(f"helm_synthetic_reasoning: unknown mode(s) {sorted(unknown)}; known: {list(HELM_MODES)}")
+    instances = []
+    for mode in modes:
+        rows = [(mode, *row) for row in mode_rows(mode, seed, num_train, num_eval)]
+        params = {"mode": mode, "seed": seed, "num_train": num_train, "num_eval": num_eval}
+        source = SourceFile(
+            uri=f"generator://helm_synthetic_reasoning?{urlencode(params)}",
+            sha256=sha256_json([row[1:] for row in rows]),
+            revision=HELM_GENERATOR_VERSION,
+        )
+        instances += _instances(rows, source)
+    return instances
+
+
+def _instances(rows, source: SourceFile) -> list[Instance]:
+    """(mode, split, number, question, answer) rows as the instances of one generated source."""
     return [
         Instance(
             instance_id=f"{mode}/{split}/{i}",

@@ -14,8 +14,8 @@ import pytest
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.scenarios import load_instances
-from holistic_dagster.scenarios.helm_synthetic import helm_synthetic_reasoning
 from holistic_dagster.scenarios.loaders import load_file_instances
+from holistic_dagster.scenarios.synthetic import helm_synthetic_reasoning
 from holistic_dagster.settings import REPO_ROOT
 from tests.conftest import write
 
