@@ -104,12 +104,14 @@ perturbations: {robustness: [typos, lowercase]}
 toxicity: {kind: lexicon}
 scenarios:
   boolq: {max_eval_instances: 4, seed: 1}
+  med_qa: {max_eval_instances: 2, optional: true}  # no data here: skipped, its reason on the leaderboard
 """
 
 
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory):
-    """The fast tier's suite_run: suite `s1` (BoolQ, four instances, two robustness perturbations) for the
+    """The fast tier's suite_run: suite `s1` (BoolQ, four instances, two robustness perturbations; MedQA, optional,
+    skipped without its data) for the
     untrained demo model, materialized through Dagster (datasets, evaluate_model, leaderboard_job with the
     report) into a real DuckDB file in seconds. Its catalog is a copy of assets/ with s1 added."""
     from holistic_dagster.definitions import build_definitions

@@ -108,9 +108,9 @@ def test_a_helm_leaderboard_shows_its_entries_that_cannot_run_here_in_their_plac
     path = small_run["catalog"].root / "suites" / "s1.yaml"
     before = path.read_text()
     entries = (
-        "{legalbench: 'no data (offline): LegalBench is not here', med_qa: 'no data (offline): MedQA is not here'}"
+        "{legalbench: 'no data (offline): LegalBench is not here', wmt_14: 'no data (offline): WMT14 is not here'}"
     )
-    path.write_text(before + f"columns: [legalbench, boolq, med_qa]\nnot_here: {entries}\n")
+    path.write_text(before + f"columns: [legalbench, boolq, wmt_14, med_qa]\nnot_here: {entries}\n")
     try:
         out = invoke(
             small_run, "leaderboard", "--version", "s1", "--family", "accuracy", "--db", str(small_run["path"])
@@ -119,9 +119,21 @@ def test_a_helm_leaderboard_shows_its_entries_that_cannot_run_here_in_their_plac
         path.write_text(before)
     assert out.exit_code == 0, out.stderr
     rows = [line.split("│")[1].strip() for line in out.stdout.splitlines() if line.count("│") > 2]
-    assert rows == ["mean win rate", "legalbench", "boolq", "med_qa"]  # the suite's order, as HELM's columns
-    assert out.stdout.count("no data (offline)") == 2 + 2  # a cell each, and each reason below the table
-    assert "med_qa: no data (offline): MedQA is not here" in out.stdout
+    # the suite's order, as HELM's columns; med_qa: an optional scenario without its data
+    assert rows == ["mean win rate", "legalbench", "boolq", "wmt_14", "med_qa"]
+    assert out.stdout.count("no data (offline)") == 3 + 3  # a cell each, and each reason below the table
+    assert "wmt_14: no data (offline): WMT14 is not here" in out.stdout
+
+
+def test_an_optional_scenario_without_data_is_a_row_of_no_data_with_the_reason(small_run):
+    out = invoke(small_run, "leaderboard", "--version", "s1", "--family", "accuracy", "--db", str(small_run["path"]))
+    assert out.exit_code == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.count("│") > 2]
+    assert rows[-1].split("│")[1].strip() == "med_qa" and "no data (offline)" in rows[-1]
+    assert "med_qa: no data (offline): no local copy of its data; downloaded from https://drive.google" in " ".join(
+        out.stdout.split()
+    )
+    assert small_run["wh"].df("SELECT count(*) FROM instances WHERE scenario = 'med_qa'").iat[0, 0] == 0
 
 
 def test_leaderboard_and_compare_in_process(small_run):

@@ -78,11 +78,17 @@ class Adapter:
         # instructions may name the subset, or use what the data says about it (RAFT's per-task instructions)
         named = {"subset": instance.subset.replace("_", " "), "metadata": instance.metadata}
         instructions = render(string_template(s.instructions), named)
+        # templates only where they say so (LegalBench's noun per task, WMT14's source language): rendering drops
+        # a final line break
+        input_prefix, output_prefix = (
+            render(string_template(text), named) if "{{" in text else text for text in (s.input_prefix, s.output_prefix)
+        )
         variables = {
             "instructions": instructions,
-            "input_prefix": s.input_prefix,
+            "instructions_suffix": s.instructions_suffix,
+            "input_prefix": input_prefix,
             "input_suffix": s.input_suffix,
-            "output_prefix": s.output_prefix,
+            "output_prefix": output_prefix,
             "output_suffix": s.output_suffix,
             "reference_prefix": s.reference_prefix,
             "global_suffix": s.global_suffix,
@@ -97,7 +103,7 @@ class Adapter:
         rendered = render_file(self.templates_dir, s.template_file, variables)
         body = rendered.removesuffix("\n")  # the template file's own final line break
         # HELM rstrips only the output prefix: without one, the prompt ends as the template does (IFEval's "\n")
-        ends_as_is = (instance.input and body.endswith(instance.input)) or not s.output_prefix
+        ends_as_is = (instance.input and body.endswith(instance.input)) or not output_prefix
         prompt = body if ends_as_is else rendered.rstrip()
         return self.budget.chat_prompt(prompt) if self.budget.chat_prompt else prompt
 

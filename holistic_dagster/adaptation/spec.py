@@ -26,9 +26,12 @@ class AdapterSpec(Strict):
     method: Literal[ADAPTER_METHODS]  # type: ignore[valid-type]
     template: str | None = None  # file in templates/; default: the method's (adaptation.methods)
     instructions: str = ""  # itself a template over the instance's subset
-    input_prefix: str = ""
+    # what ends the instructions before the first block: HELM's format_instructions adds "\n"; its translation
+    # adapter gives its instructions without one
+    instructions_suffix: str = "\n"
+    input_prefix: str = ""  # a template too where it has "{{" (WMT14's source language)
     input_suffix: str = "\n"
-    output_prefix: str = "Answer: "
+    output_prefix: str = "Answer: "  # a template too where it has "{{" (LegalBench's output noun per task)
     output_suffix: str = "\n"
     # the lettered choices' prefix (HELM's reference_prefix; its "A" becomes each choice's letter: GPQA's "(A) ")
     reference_prefix: str = "A. "

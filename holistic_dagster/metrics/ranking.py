@@ -6,7 +6,8 @@ An instance is one query; its references are the candidate passages in first-sta
 candidate, whether the passage answers the query; the candidates are then ordered by its answers (HELM's
 RankingMetric, `binary_ranking_key`) and the order is scored as trec_eval scores a run:
 - rr_at_10: trec_eval's recip_rank over the top 10 (HELM's RR@10), with relevance binarized as HELM does for
-  this track: grades 2-3 are relevant, 0-1 are not (HELM's binarize_dict maps 1 to 0);
+  the TREC track: grades 2-3 are relevant, 0-1 are not (HELM's binarize_dict maps 1 to 0); MS MARCO's dev qrels
+  (the regular track) have grade 1 alone, relevant (`metadata["relevant_from"]`, from the scenario's format);
 - ndcg_at_10: trec_eval's ndcg_cut.10 with graded relevance (gain = the grade).
 The same two measures of the first-stage order (bm25_*) are a baseline, the same for every model.
 """
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 CUTOFF = 10  # RR@10, NDCG@10
 RELEVANT_FROM = 2  # TREC DL 2019 passage qrels: 2 (highly relevant) and 3 (perfectly relevant) count as relevant
 
-declare("rr_at_10", "accuracy", "reciprocal rank of the first relevant passage (grade >= 2) in the model's top 10",
+declare("rr_at_10", "accuracy", "reciprocal rank of the first relevant passage in the model's top 10",
         per_instance=True, mean_of_instances=True)  # fmt: skip
 declare("ndcg_at_10", "accuracy", "NDCG@10 of the model's order, graded relevance as gain",
         per_instance=True, mean_of_instances=True)  # fmt: skip
@@ -106,6 +107,10 @@ def ranking(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetr
             top = order[0] if order else None
             carrier = by_index.get(top, p.carrier).request_id
             named = candidate_name(inst, top) if top is not None else "no candidate"
-            for name, value in (("rr_at_10", reciprocal_rank(ranked)), ("ndcg_at_10", ndcg(ranked))):
+            relevant_from = int(inst.metadata.get("relevant_from", RELEVANT_FROM))  # MS MARCO dev: 1
+            for name, value in (
+                ("rr_at_10", reciprocal_rank(ranked, relevant_from=relevant_from)),
+                ("ndcg_at_10", ndcg(ranked)),
+            ):
                 rows.append(InstanceScore(inst.instance_id, prefix + name, "accuracy", value, carrier, named))
     return rows, []

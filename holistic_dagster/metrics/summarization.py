@@ -193,3 +193,37 @@ def summarization(given: ScoringInput) -> tuple[list[InstanceScore], list[Scenar
         for name, value in summarization_stats(p.instance.input, p.text).items():
             rows.append(InstanceScore(p.instance.instance_id, name, "accuracy", value, p.carrier.request_id, p.text))
     return rows, []
+
+
+# --- HELM's BLEU (its translation headline, WMT14's bleu_4) ---
+
+
+@cache
+def _word_tokenize():
+    from nltk.tokenize import word_tokenize
+
+    from holistic_dagster.metrics.punkt import punkt_ready
+
+    punkt_ready()
+    return word_tokenize
+
+
+def _helm_bleu(gold: str, pred: str, weights: tuple[float, ...]) -> float:
+    import warnings
+
+    from nltk.translate.bleu_score import sentence_bleu
+
+    tokenize = _word_tokenize()
+    with warnings.catch_warnings():  # nltk warns when an n-gram order has no match (the score is then 0)
+        warnings.simplefilter("ignore")
+        return float(sentence_bleu([tokenize(gold)], tokenize(pred), weights=weights))
+
+
+@reference_metric("bleu_1", "HELM's BLEU-1: nltk's sentence_bleu, unigram precision only, on word_tokenize tokens")
+def bleu_1(gold: str, pred: str) -> float:
+    return _helm_bleu(gold, pred, (1, 0, 0, 0))
+
+
+@reference_metric("bleu_4", "HELM's BLEU-4 (WMT14's headline): nltk's sentence_bleu, 4-gram precision only")
+def bleu_4(gold: str, pred: str) -> float:
+    return _helm_bleu(gold, pred, (0, 0, 0, 1))

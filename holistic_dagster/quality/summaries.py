@@ -36,7 +36,7 @@ NO_SIGNIFICANT_REGRESSION = declare(
 
 @runs_checks("leaderboard")
 def leaderboard_checks(stage, version: str, scenario: str | None = None, model: str | None = None):
-    return check_leaderboard(stage.warehouse, version, list(stage.catalog.suite(version).scenarios))
+    return check_leaderboard(stage.warehouse, version, stage.deployment.runnable(version)[0])
 
 
 def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) -> list[CheckOutcome]:

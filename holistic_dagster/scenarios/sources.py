@@ -17,37 +17,66 @@ from holistic_dagster.errors import DataUnavailableError
 from holistic_dagster.records import sha256_file
 from holistic_dagster.scenarios.spec import ScenarioSpec, read_splits, split_file
 
+HUB = "hf://datasets/"
+
 
 def source_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) -> Path:
     """The directory holding the scenario's upstream files (the layout its `splits` patterns name): in one of
-    `data_dirs` (None: the environment's), else the download cache."""
+    `data_dirs` (None: the environment's), else the download cache (downloaded first when downloads are on)."""
     assert spec.source is not None
+    found, hint = _local_dir(spec, data_dirs)
+    if found is not None:
+        return found
+    if spec.source.download is None:
+        raise DataUnavailableError(f"scenario {spec.name!r}: no local copy of its data; {hint}")
+    if not settings.allow_download():
+        raise DataUnavailableError(f"scenario {spec.name!r}: no local copy and downloads are off; {hint}")
+    cache = settings.download_dir() / spec.name
+    try:
+        _download(spec, cache)
+    except OSError as e:
+        raise DataUnavailableError(
+            f"scenario {spec.name!r}: download of {spec.source.download.origin} failed ({e}); {hint}"
+        ) from None
+    return cache / spec.source.download.archive_dir
+
+
+def missing_data(spec: ScenarioSpec, data_dirs: Sequence[Path] | None, download: bool) -> str | None:
+    """Why the scenario's data cannot be read here, in one line without the scenario's name (None: it can, or it is
+    generated). download: fetch it when there is no copy (as source_dir does); otherwise a copy must be here or in
+    the download cache."""
+    if spec.source is None:
+        return None
+    if download:
+        try:
+            source_dir(spec, data_dirs)
+        except DataUnavailableError as e:
+            return str(e).removeprefix(f"scenario {spec.name!r}: ")
+        return None
+    found, hint = _local_dir(spec, data_dirs)
+    if found is not None:
+        return None
+    fetch = f"; downloaded from {spec.source.download.origin} when a network exists" if spec.source.download else ""
+    return f"no local copy of its data{fetch}; {hint}"
+
+
+def _local_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None) -> tuple[Path | None, str]:
+    """(the folder of a local copy or of a finished download, else None; where to put a copy, for the error)."""
     looked = []
     for root in settings.data_dirs() if data_dirs is None else data_dirs:
         candidate = root / spec.source.dir
         looked.append(str(candidate))
         if candidate.is_dir():
-            return candidate
+            return candidate, ""
     cache = settings.download_dir() / spec.name
-    marker = cache / ".complete"
-    if marker.exists():
-        return cache / (spec.source.download.archive_dir if spec.source.download else "")
+    if (cache / ".complete").exists():
+        return cache / (spec.source.download.archive_dir if spec.source.download else ""), ""
     hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/`" + (
         f" (looked in {', '.join(looked)})" if looked else ""
     )
     if spec.data_note:
         hint += f". {spec.data_note}"
-    if spec.source.download is None:
-        raise DataUnavailableError(f"scenario {spec.name!r}: no local copy of its data; {hint}")
-    if not settings.allow_download():
-        raise DataUnavailableError(f"scenario {spec.name!r}: no local copy and downloads are off; {hint}")
-    try:
-        _download(spec, cache)
-    except OSError as e:
-        raise DataUnavailableError(
-            f"scenario {spec.name!r}: download of {spec.source.download.url} failed ({e}); {hint}"
-        ) from None
-    return cache / spec.source.download.archive_dir
+    return None, hint
 
 
 def _download(spec: ScenarioSpec, cache: Path) -> None:
@@ -60,40 +89,69 @@ def _download(spec: ScenarioSpec, cache: Path) -> None:
             tmp_path = Path(tmp)
             target = tmp_path / "content"
             target.mkdir()
-            if any(f"{{{key}}}" in download.url for key in ("subset", "split", "file")):
-                # one upstream file per subset and split (BBQ, BOLD, HellaSwag, NQ-open): each goes where its
-                # pattern says ({file}: the file name the pattern gives)
-                for subset in spec.subsets:
-                    # the splits' files, and the contrast sets aligned with them
-                    for split, pattern in [*read_splits(spec).items(), *spec.contrast.items()]:
-                        url = download.url.format(
-                            subset=subset,
-                            split={"test": "val"}.get(split, split),
-                            file=split_file(pattern, subset).rsplit("/", 1)[-1],
-                        )
-                        dest = target / download.archive_dir / split_file(pattern, subset)
-                        dest.parent.mkdir(parents=True, exist_ok=True)
-                        _fetch(url, dest)
-            else:
-                name = download.url.rsplit("/", 1)[-1] or "download"
-                archive = tmp_path / name
-                _fetch(download.url, archive)
-                if download.sha256 and sha256_file(archive) != download.sha256:
-                    raise OSError(f"checksum mismatch for {download.url}")
-                if tarfile.is_tarfile(archive):
-                    with tarfile.open(archive) as tar:
-                        tar.extractall(target, filter="data")
-                elif zipfile.is_zipfile(archive):
-                    with zipfile.ZipFile(archive) as z:
-                        z.extractall(target)
-                else:  # a single data file: place it where the split pattern expects it
-                    dest = target / download.archive_dir / name
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.move(str(archive), dest)
-            (target / ".complete").write_text(download.url)
+            _fetch_main(spec, target, tmp_path)
+            for relative, url in download.files.items():
+                dest = target / download.archive_dir / relative
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                _fetch(url, dest)
+            (target / ".complete").write_text(download.origin)
             if cache.exists():
                 shutil.rmtree(cache)
             shutil.move(str(target), cache)
+
+
+def _fetch_main(spec: ScenarioSpec, target: Path, tmp_path: Path) -> None:
+    """The download's url into target: a Hugging Face repository's files, a file per subset and split, an archive
+    unpacked, or a single file."""
+    download = spec.source.download
+    if not download.url:
+        return  # the files alone
+    if download.url.startswith(HUB):  # a Hugging Face dataset repository's files
+        _fetch_hub(download.url, [p.format(subset=s) for p in download.patterns for s in spec.subsets], target)
+    elif any(f"{{{key}}}" in download.url for key in ("subset", "split", "file")):
+        # one upstream file per subset and split (BBQ, BOLD, HellaSwag, NQ-open): each goes where its
+        # pattern says ({file}: the file name the pattern gives)
+        for subset in spec.subsets:
+            # the splits' files, and the contrast sets aligned with them
+            for split, pattern in [*read_splits(spec).items(), *spec.contrast.items()]:
+                url = download.url.format(
+                    subset=subset,
+                    split={"test": "val"}.get(split, split),
+                    file=split_file(pattern, subset).rsplit("/", 1)[-1],
+                )
+                dest = target / download.archive_dir / split_file(pattern, subset)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                _fetch(url, dest)
+    else:
+        name = download.url.rsplit("/", 1)[-1] or "download"
+        archive = tmp_path / name
+        _fetch(download.url, archive)
+        if download.sha256 and sha256_file(archive) != download.sha256:
+            raise OSError(f"checksum mismatch for {download.url}")
+        if tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as tar:
+                tar.extractall(target, filter="data")
+        elif zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z:
+                z.extractall(target)
+        else:  # a single data file: place it where the split pattern expects it
+            dest = target / download.archive_dir / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(archive), dest)
+
+
+def _fetch_hub(url: str, patterns: list[str], dest: Path) -> None:
+    """hf://datasets/<repository>@<revision>: the repository's files that match the patterns, as the Hub lays them
+    out (huggingface_hub's snapshot_download)."""
+    from huggingface_hub import snapshot_download
+
+    repository, _, revision = url.removeprefix(HUB).partition("@")
+    try:
+        snapshot_download(
+            repository, repo_type="dataset", revision=revision or None, allow_patterns=patterns or None, local_dir=dest
+        )
+    except Exception as e:  # the Hub client's own errors (no network, unknown repository) are not OSErrors
+        raise OSError(" ".join(f"{type(e).__name__}: {e}".split())) from e  # one line
 
 
 def _fetch(url: str, dest: Path) -> None:

@@ -18,9 +18,27 @@ Family = Literal[FAMILIES]  # type: ignore[valid-type]
 
 
 class DownloadSpec(Strict):
-    url: str
+    # an archive or a file, or hf://datasets/<repository>@<revision>: files of a Hugging Face dataset repository;
+    # empty: the `files` alone
+    url: str = ""
+    patterns: tuple[str, ...] = ()  # hf:// only: the repository's files to fetch, {subset} substituted
     archive_dir: str = ""  # folder inside an archive that holds the files `splits` name
     sha256: str | None = None
+    # single files fetched beside it, {path in the scenario's folder: url} (LegalBench's prompt settings, which
+    # its authors keep on GitHub and its data on the Hugging Face Hub)
+    files: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _something(self) -> DownloadSpec:
+        if not self.url and not self.files:
+            raise ValueError("give a url, files, or both")
+        return self
+
+    @property
+    def origin(self) -> str:
+        """Where it comes from, for messages."""
+        first, *more = [self.url] if self.url else list(self.files.values())
+        return first + (f" and {len(more)} more file(s)" if more else "")
 
 
 class SourceSpec(Strict):
@@ -206,3 +224,6 @@ class SuiteScenario(Strict):
     # used instead on models that cannot give prompt log-probabilities (recorded in prompts.adapter_method)
     fallback_method: Literal["generation", "multiple_choice_joint"] | None = None
     perturbations: PerturbationsSpec | None = None  # overrides the suite's, for this scenario
+    # run where its data is here or can be downloaded; otherwise skipped with the reason (a HELM leaderboard's
+    # entries whose data is not here offline), where a missing file of a scenario that is not optional fails
+    optional: bool = False

@@ -107,3 +107,44 @@ def test_one_file_per_split_and_the_contrast_set_aligned_with_it_are_downloaded(
     instances = load_instances(Catalog(tmp_path / "assets").scenario("imdb_contrast_sets"))
     assert sorted(hits) == ["/contrast/dev_original.tsv", "/contrast/test_contrast.tsv", "/contrast/test_original.tsv"]
     assert sum(i.perturbation == "contrast_set" for i in instances) == 488
+
+
+def test_an_optional_scenario_is_downloaded_where_it_can_be_and_skipped_with_why_where_not(
+    tmp_path, upstream, monkeypatch, shared_data
+):
+    """NaturalQuestions' five full files (a download of `files`) for a suite that lists the scenario as optional:
+    skipped, saying where it would come from, until it is downloaded; then run, and read from the cache."""
+    from holistic_dagster.config.deployment import Deployment
+    from tests.scenarios.test_helm_loaders import write_nq_files
+
+    url, hits = upstream
+    served = tmp_path / "served"
+    write_nq_files(served / "nq")
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    edit_file(
+        tmp_path / "assets" / "scenarios" / "natural_qa_openbook_longans.yaml",
+        "https://storage.googleapis.com/natural_questions/v1.0/dev",
+        url + "/nq",
+        count=5,
+    )
+    suite = "version: o1\nscenarios:\n  boolq: {max_eval_instances: 2}\n"
+    suite += "  natural_qa_openbook_longans: {max_eval_instances: 2, optional: true}\n"
+    (tmp_path / "assets" / "suites" / "o1.yaml").write_text(suite)
+    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
+    deployment = Deployment.of(catalog=tmp_path / "assets", data_dirs=[shared_data])
+    runs, skipped = deployment.runnable("o1")
+    assert runs == ["boolq"] and list(skipped) == ["natural_qa_openbook_longans"]
+    assert (
+        f"downloaded from {url}/nq/nq-dev-00.jsonl.gz and 4 more file(s) when a network exists"
+        in skipped["natural_qa_openbook_longans"]
+    )
+    assert deployment.runnable("o1", download=True)[1]["natural_qa_openbook_longans"].startswith(
+        "no local copy and downloads are off"
+    )
+    monkeypatch.delenv("HOLISTIC_OFFLINE")
+    assert deployment.runnable("o1", download=True) == (["boolq", "natural_qa_openbook_longans"], {})
+    assert sorted(hits) == [f"/nq/nq-dev-0{n}.jsonl.gz" for n in range(5)]
+    monkeypatch.setenv("HOLISTIC_OFFLINE", "1")
+    assert deployment.runnable("o1") == (["boolq", "natural_qa_openbook_longans"], {})  # from the cache
+    spec = deployment.catalog().scenario("natural_qa_openbook_longans")
+    assert len(load_instances(spec)) == 30  # HELM's 30 of the 45 records (tests/scenarios/fixtures)

@@ -35,16 +35,20 @@ class TrecRun(FileFormat):
     def records(self, path, spec, root, split, subset) -> Records:
         return read_trec_run(path, read_qrels(beside(path, spec.trec_run.qrels, spec, split)))
 
+    def relevant_from(self, spec) -> int:
+        return spec.trec_run.relevant_from
+
     def references(self, record, spec, references, metadata):
         # the candidates, in first-stage order, are the references
         hits = record["hits"]
-        relevant_from = spec.trec_run.relevant_from
+        relevant_from = self.relevant_from(spec)
         references = tuple(Reference(str(h["content"]).strip(), h["relevance"] >= relevant_from) for h in hits)
         return references, {
             **metadata,
             "docids": [h["docid"] for h in hits],
             "relevance": [h["relevance"] for h in hits],
             "first_stage_rank": [int(h["rank"]) for h in hits],
+            "relevant_from": relevant_from,  # the grade from which RR counts a passage relevant
         }
 
 
