@@ -107,7 +107,10 @@ def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, s
     assert "dagster imported: False" in second.stderr
     assert "accuracy (suite s1)" in second.stdout  # the leaderboard, as after any evaluation
     forced = subprocess.run([*command, "--force"], env=env, capture_output=True, text=True, timeout=600)
-    assert forced.returncode == 0 and "skipped" not in forced.stdout, forced.stdout
+    assert forced.returncode == 0 and "inputs unchanged" not in forced.stdout, forced.stdout
+    # s1's optional scenario without data: skipped with its reason, in one line, on every run that runs
+    for run in (first, forced):
+        assert "> med_qa: skipped, no local copy of its data; downloaded from https://drive" in run.stdout
 
 
 @pytest.mark.slow  # two `holistic evaluate` processes and a run killed between them
