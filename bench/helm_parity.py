@@ -310,15 +310,15 @@ NOT_COMPARED = {
     "natural_qa_openbook_longans": "no data in ../shared/data (HELM's nq-dev-00..04.jsonl.gz); on 45 records written "
     "in their layout, the loader gives the 30 instances HELM's own NaturalQAScenario makes of them "
     "(tests/scenarios/fixtures/helm_nq_openbook_longans.json)",
-    "wmt_14": "no data in ../shared/data (the Hub's wmt14 Parquet shards); on shards written in that layout, the loader "
-    "gives HELM's WMT14Scenario's instances in its order, its shuffled and deduplicated train pool included "
+    "wmt_14": "no data in ../shared/data (the Hub's wmt14 Parquet shards); on shards written in that layout, the "
+    "loader gives HELM's WMT14Scenario's instances in its order, its shuffled and deduplicated train pool included "
     "(tests/scenarios/fixtures/helm_wmt_14.json); bleu_4 is HELM's (nltk on word_tokenize, 4-grams alone)",
     "legalbench": "no data in ../shared/data (nguha/legalbench and the authors' HELM prompt settings); tested on "
     "records in that layout with HELM's own test's first instance",
     "med_qa": "no data in ../shared/data (the authors' data_clean files); tested on records in that layout",
-    "msmarco_regular": "no data in ../shared/data (HELM's collection, dev queries, qrels and BM25 top 1,000); tested on "
-    "files in that layout: candidates are BM25's top 30 and the judged passages, in BM25's order where HELM shuffles "
-    "passage ids (each is asked alone, so no answer changes); examples from held-out dev queries, not train's",
+    "msmarco_regular": "no data in ../shared/data (HELM's collection, dev queries, qrels and BM25 top 1,000); tested "
+    "on files in that layout: candidates are BM25's top 30 and the judged passages, in BM25's order where HELM "
+    "shuffles passage ids (each is asked alone, so no answer changes); examples from held-out dev queries, not train's",
 }
 
 

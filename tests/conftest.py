@@ -50,6 +50,18 @@ def isolated_home(tmp_path_factory, shared_data):
         yield home
 
 
+@pytest.fixture(scope="session", autouse=True)
+def short_backoff():
+    """Retries wait a tenth of their backoff: the tests check who is retried and how often, not the waiting (the
+    delays themselves are tested on backoff_delay, imported before this applies)."""
+    from holistic_dagster.clients import http
+
+    original = http.backoff_delay
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(http, "backoff_delay", lambda *args: original(*args) / 10)
+        yield
+
+
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     return Catalog()
