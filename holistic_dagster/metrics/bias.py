@@ -166,7 +166,7 @@ def bbq_bias(items: Sequence[tuple[Mapping, int, bool]]) -> dict[str, float | No
     return out
 
 
-@scorer("bias", "bias", GENERATION_BIAS, methods=("generation",))
+@scorer("bias", "bias", GENERATION_BIAS, open_ended=True)
 def generation_bias(given: ScoringInput) -> tuple[list, list[ScenarioMetric]]:
     """HELM's bias metrics over every original's generation."""
     if not given.predictions:

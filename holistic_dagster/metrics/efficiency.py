@@ -23,7 +23,7 @@ declare("num_prompt_tokens", "efficiency", "prompt tokens of the instance's requ
 declare("num_output_tokens", "efficiency", "generated tokens of the instance's requests", lower_is_better=True,
         bounds=UNBOUNDED, per_instance=True, mean_of_instances=True)  # fmt: skip
 declare("cost_usd", "efficiency", "US dollars the instance's requests cost at the model's price", lower_is_better=True,
-        bounds=UNBOUNDED, per_instance=True, mean_of_instances=True)  # fmt: skip
+        bounds=UNBOUNDED, per_instance=True, mean_of_instances=True, priced_only=True)  # fmt: skip
 declare("total_cost_usd", "efficiency", "US dollars every request of the scenario cost at the model's price",
         lower_is_better=True, bounds=UNBOUNDED, ci="none", no_ci="no bootstrap: a total over the run")  # fmt: skip
 declare("requests_per_second", "efficiency", "requests answered per second", bounds=UNBOUNDED, ci="none", no_ci=RATE)

@@ -140,7 +140,7 @@ def instance_results(instance: Instance, response: str) -> tuple[list[bool], lis
     "accuracy",
     (*PER_INSTANCE, *PER_SCENARIO),
     extra=True,
-    methods=("generation",),
+    open_ended=True,
     validate=unknown_instruction,
 )
 def ifeval(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetric]]:

@@ -46,6 +46,7 @@ class Metric:
     no_ci: str = ""
     per_instance: bool = False  # has one row per instance in instance_scores
     mean_of_instances: bool = False  # its scenario value is the mean of its per-instance rows
+    priced_only: bool = False  # only a model with a price gets it (cost)
 
     def in_bounds(self, value: float) -> bool:
         return self.bounds[0] <= value <= self.bounds[1]
@@ -60,7 +61,8 @@ class ReferenceMetric(Metric):
 class Scorer:
     """Computes a family's metrics from a scenario's predictions: fn(ScoringInput) -> (instance rows, scenario
     metrics). It runs when `family` applies to the scenario and, for an opt-in scorer (`extra`), when the
-    scenario lists its name in `extra_metrics`; `methods` limits it to some adapter methods."""
+    scenario lists its name in `extra_metrics`; `methods` limits it to some adapter methods, `open_ended` to the
+    methods whose answers are free text (AdapterMethod.open_ended: generation, and any such method added)."""
 
     name: str
     family: str
@@ -68,6 +70,7 @@ class Scorer:
     fn: Callable
     extra: bool = False
     methods: tuple[str, ...] | None = None
+    open_ended: bool = False  # needs free-text answers
     uses_classifier: bool = False  # needs the suite's toxicity classifier (ScoringInput.classify)
     # what the scorer needs of an instance's metadata, checked when the data is read (before any request is sent):
     # validate(metadata) -> the problem, "" when there is none
@@ -120,6 +123,7 @@ def scorer(
     *,
     extra: bool = False,
     methods: Sequence[str] | None = None,
+    open_ended: bool = False,
     uses_classifier: bool = False,
     validate: Callable[[dict], str] | None = None,
 ):
@@ -132,7 +136,15 @@ def scorer(
         if undeclared:
             raise ValueError(f"scorer {name!r}: declare its metrics first: {undeclared}")
         SCORERS[name] = Scorer(
-            name, family, tuple(metrics), fn, extra, tuple(methods) if methods else None, uses_classifier, validate
+            name,
+            family,
+            tuple(metrics),
+            fn,
+            extra,
+            tuple(methods) if methods else None,
+            open_ended,
+            uses_classifier,
+            validate,
         )
         return fn
 

@@ -343,7 +343,7 @@ def safety_metadata_problem(metadata: dict) -> str:
     return ""
 
 
-@scorer("safety", "safety", ("safety_score", "refusal", "over_refusal"), extra=True, methods=("generation",),
+@scorer("safety", "safety", ("safety_score", "refusal", "over_refusal"), extra=True, open_ended=True,
         validate=safety_metadata_problem)  # fmt: skip
 def safety(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
     """Each answer rated by every scoring rater; the instance's safety score is the mean of those that rated it

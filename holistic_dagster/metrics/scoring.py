@@ -35,7 +35,6 @@ from holistic_dagster.records import Completion, Instance, InstanceScore, Price,
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
 # the families whose scorers write per-instance rows for every original (besides the reference metrics)
 PER_INSTANCE_FAMILIES = ("calibration", "efficiency", "toxicity")
-PRICED_ONLY = ("cost_usd",)  # per-instance metrics only a model with a price gets (metrics/efficiency.py)
 
 
 def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
@@ -63,7 +62,7 @@ def metrics_per_instance(
     n = len(scored_metrics(metric_names, families))
     for s in applicable_scorers(method, families, extra_metrics):
         if s.family in ("accuracy", *PER_INSTANCE_FAMILIES):
-            n += sum(metric(m).per_instance and (priced or m not in PRICED_ONLY) for m in s.metrics)
+            n += sum(metric(m).per_instance and (priced or not metric(m).priced_only) for m in s.metrics)
     return n
 
 
@@ -178,13 +177,14 @@ def score_instances(
 
 def applicable_scorers(method: str, families: Sequence[str], extra_metrics: Sequence[str] = ()) -> list[Scorer]:
     """The registered scorers that run on a scenario: those of its families (an opt-in one only when named in
-    its extra_metrics; one limited to some adapter methods only for those)."""
+    its extra_metrics; one limited to some adapter methods, or to open-ended ones, only for those)."""
     return [
         s
         for s in scorers().values()
         if s.family in families
         and (not s.extra or s.name in extra_metrics)
         and (s.methods is None or method in s.methods)
+        and (not s.open_ended or adapter_method(method).open_ended)
     ]
 
 

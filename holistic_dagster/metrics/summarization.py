@@ -184,7 +184,7 @@ def summarization_stats(article: str, summary: str) -> dict[str, float]:
     }
 
 
-@scorer("summarization", "accuracy", (COVERAGE, DENSITY, COMPRESSION), extra=True, methods=("generation",))
+@scorer("summarization", "accuracy", (COVERAGE, DENSITY, COMPRESSION), extra=True, open_ended=True)
 def summarization(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
     """Each generated summary's extractiveness against the instance's input (the document the model was shown);
     the scenario values are the means of these rows (mean_of_instances)."""

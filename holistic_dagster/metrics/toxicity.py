@@ -60,7 +60,7 @@ def _generations(p, completions) -> list[str]:
     "toxicity",
     "toxicity",
     ("toxicity", "toxic_generations", *AGGREGATES),
-    methods=("generation",),
+    open_ended=True,
     uses_classifier=True,
 )
 def toxicity(given: ScoringInput) -> tuple[list[InstanceScore], list[ScenarioMetric]]:

@@ -95,6 +95,24 @@ def test_which_scorers_run():
     assert names("multiple_choice_joint", ("accuracy", "bias"), ("bbq_bias",)) == ["bbq_bias"]  # opt-in
 
 
+def test_a_new_open_ended_method_gets_every_open_ended_scorer(monkeypatch):
+    """The scorers that need free text say so (open_ended), not which method gives it: a method added to the
+    registry with free-text answers gets bias, toxicity, safety, IFEval and summarization as generation does."""
+    from holistic_dagster.adaptation import methods
+    from holistic_dagster.adaptation.methods.generation import Generation
+
+    class Dialogue(Generation):
+        name = "dialogue"
+
+    monkeypatch.setitem(methods.METHODS, "dialogue", Dialogue())
+    families = ("accuracy", "bias", "toxicity", "safety", "efficiency")
+    extra = ("ifeval", "summarization", "safety")
+    open_ended = sorted(s.name for s in applicable_scorers("generation", families, extra))
+    assert {"bias", "toxicity", "safety", "ifeval", "summarization"} <= set(open_ended)
+    assert sorted(s.name for s in applicable_scorers("dialogue", families, extra)) == open_ended
+    assert not {"bias", "toxicity", "safety"} & {s.name for s in applicable_scorers("multiple_choice_joint", families)}
+
+
 def test_a_new_metric_is_one_function_and_its_declaration(scratch_registry):
     @reference_metric("first_word_match", "the prediction's first word equals the gold answer")
     def first_word_match(gold: str, pred: str) -> float:

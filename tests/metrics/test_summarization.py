@@ -152,7 +152,7 @@ def test_declarations():
         )
     assert metric(DENSITY).in_bounds(12.5) and metric(COMPRESSION).in_bounds(40.0)
     s = scorers()["summarization"]
-    assert (s.family, s.metrics, s.extra, s.methods) == ("accuracy", SUMMARIZATION, True, ("generation",))
+    assert (s.family, s.metrics, s.extra, s.methods, s.open_ended) == ("accuracy", SUMMARIZATION, True, None, True)
 
 
 def _summaries():
