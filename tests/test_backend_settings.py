@@ -117,3 +117,17 @@ def test_the_dagster_backend_resources_derive_from_the_schema(tmp_path):
     assert (resolved.batch_size, resolved.batch_tokens, resolved.dtype) == (32, "auto", "bfloat16")
     with pytest.raises(ValueError, match="batch_size"):
         BACKEND_RESOURCES["transformers"](batch_size="lots").resolve(models["local"])
+
+
+def test_an_entry_with_another_kinds_setting_is_refused_naming_it_and_its_own(tmp_path):
+    (tmp_path / "models.yaml").write_text(
+        'models:\n  tgi: {backend: tgi, path: t, base_url: "http://tgi:8080", slots: 4, device: cuda}\n'
+    )
+    with pytest.raises(CatalogError, match=r"device, slots: not a setting of a tgi model \(its settings: .*base_url"):
+        load_models(tmp_path / "models.yaml")
+    with pytest.raises(ValueError, match="base_url: not a setting of a transformers model"):
+        ModelSpec(name="x", backend="transformers", path="demo:x", base_url="http://127.0.0.1:1")
+    # the settings every kind takes, beside those a server's entry names (its address)
+    for kind, settings in BACKEND_SETTINGS.items():
+        own = {key: getattr(settings(), key) for key in settings.model_fields}
+        ModelSpec(name="x", backend=kind, path="p", **own, **dict.fromkeys(getattr(settings, "ENTRY_ONLY", ()), "u"))

@@ -15,7 +15,6 @@ from holistic_dagster.errors import CatalogError
 
 DEMO_PREFIX = "demo:"
 LADDER_PREFIX = "ladder:"
-SERVED = ("tgi", "openai")  # backends whose weights are on a server
 
 
 def ladder_file(name: str, home: Path) -> Path:
@@ -61,11 +60,9 @@ def local_checkpoint(spec: ModelSpec, home: Path) -> str:
 
 
 def checkpoint_files(spec: ModelSpec, home: Path) -> list[str]:
-    """The local files the weights come from, without building or converting anything (what a re-run compares);
-    none for a model on a server."""
+    """The local files a local model's weights come from, without building or converting anything (what a re-run
+    compares); clients.registry.model_files asks only for a backend whose weights are here."""
     path = spec.path
-    if spec.backend in SERVED or spec.base_url:
-        return []
     if path.startswith(LADDER_PREFIX):
         return [str(ladder_file(path.removeprefix(LADDER_PREFIX), home))]
     if path.startswith(DEMO_PREFIX):

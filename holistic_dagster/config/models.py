@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
@@ -50,6 +50,8 @@ class _HttpSettings(Strict):
 class TGISettings(_HttpSettings):
     """Deployment settings of TGI servers (each serves one model: base_url belongs to the model entry)."""
 
+    ENTRY_ONLY: ClassVar[tuple[str, ...]] = ("base_url",)  # another kind's setting its entries take too
+
     # TGI batches continuously on the server: more requests in flight keep it busy
     max_concurrency: int = Field(16, gt=0, description="requests in flight per model")
 
@@ -66,6 +68,8 @@ class OpenAISettings(_HttpSettings):
 class LlamaCppSettings(_HttpSettings):
     """Deployment settings of llama.cpp models: llama.cpp's server started in the evaluating process for the
     entry's GGUF file (or an external llama.cpp server at the entry's base_url)."""
+
+    ENTRY_ONLY: ClassVar[tuple[str, ...]] = ("base_url",)
 
     threads: int | None = Field(None, gt=0, description="CPU threads that decode; None: every core")
     slots: int = Field(2, gt=0, description="requests the server decodes at once (n_parallel)")
@@ -134,6 +138,14 @@ class _Model(Strict):
 
     @model_validator(mode="after")
     def _schema_defaults(self) -> _Model:
+        # an entry takes its own kind's settings: another kind's (a TGI entry's `device`) is a mistake, not a no-op
+        kind = BACKEND_SETTINGS[self.backend]
+        own = [*kind.model_fields, *getattr(kind, "ENTRY_ONLY", ())]
+        others = {key for settings in BACKEND_SETTINGS.values() for key in settings.model_fields} - set(own)
+        if wrong := sorted(others & self.model_fields_set):
+            raise ValueError(
+                f"{', '.join(wrong)}: not a setting of a {self.backend} model (its settings: {', '.join(own)})"
+            )
         # filled in place, so that model_fields_set still tells the entry's own settings from defaults
         defaults = BACKEND_SETTINGS[self.backend]()
         for key in type(defaults).model_fields:
