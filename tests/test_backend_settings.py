@@ -64,7 +64,7 @@ def test_the_entry_wins_over_backends_yaml_which_wins_over_the_schema(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("vllm: {}\n", r"backends.yaml: unknown backend kind 'vllm' \(known: transformers, tgi, openai, llamacpp\)"),
+        ("vllm: {}\n", rf"backends.yaml: unknown backend kind 'vllm' \(known: {', '.join(BACKEND_SETTINGS)}\)"),
         ("tgi:\n  batch_size: 4\n", r"backends.yaml: tgi: unknown setting\(s\) \['batch_size'\]; allowed: max_conc"),
         ("tgi:\n  max_concurrency: many\n", r"backends.yaml: tgi.max_concurrency: Input should be a valid integer"),
         ("tgi:\n  max_concurrency: 0\n", r"backends.yaml: tgi.max_concurrency: Input should be greater than 0"),

@@ -25,7 +25,7 @@ class Backend:
     client: str  # "module:Class", imported when a model of the kind is first used (torch loads only when needed)
     local: bool = False  # a model of its kind loads in a process of its own (clients.model_process)
     watchable: bool = False  # its server reports the revision it serves (`watch: true` in the registry)
-    served: bool = False  # its weights are on a server, never files here (what a re-run compares: none)
+    local_weights: bool = True  # its weights are files here (what a re-run compares); not a server's, not none
 
     def client_class(self) -> type:
         module, _, name = self.client.partition(":")
@@ -34,9 +34,12 @@ class Backend:
 
 BACKENDS: dict[str, Backend] = {
     "transformers": Backend("holistic_dagster.clients.transformers_client:TransformersClient", local=True),
-    "tgi": Backend("holistic_dagster.clients.tgi_client:TGIClient", watchable=True, served=True),
-    "openai": Backend("holistic_dagster.clients.openai_client:OpenAICompatibleClient", watchable=True, served=True),
+    "tgi": Backend("holistic_dagster.clients.tgi_client:TGIClient", watchable=True, local_weights=False),
+    "openai": Backend(
+        "holistic_dagster.clients.openai_client:OpenAICompatibleClient", watchable=True, local_weights=False
+    ),
     "llamacpp": Backend("holistic_dagster.clients.llamacpp_client:LlamaCppClient", watchable=True),
+    "echo": Backend("holistic_dagster.clients.echo_client:EchoClient", local_weights=False),  # weightless
 }
 assert set(BACKENDS) == set(BACKEND_SETTINGS), "every backend kind has its settings schema (config/models.py)"
 
@@ -70,8 +73,8 @@ def served_revision(spec: ModelSpec, timeout_s: float = 5.0) -> str:
 
 
 def model_files(spec: ModelSpec, home: Path) -> list[str]:
-    """The local files a model's weights come from (none for a served backend, or an entry given a server)."""
-    return [] if backend(spec).served or spec.base_url else checkpoint_files(spec, home)
+    """The local files a model's weights come from (none for a server's, or a weightless model)."""
+    return checkpoint_files(spec, home) if backend(spec).local_weights and not spec.base_url else []
 
 
 def installed_models(models: Mapping[str, ModelSpec], home: Path) -> tuple[dict[str, ModelSpec], list[str]]:

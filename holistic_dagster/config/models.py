@@ -83,12 +83,19 @@ class LlamaCppSettings(_HttpSettings):
     )
 
 
+class EchoSettings(Strict):
+    """Settings of the weightless echo model (clients.echo_client)."""
+
+    context_tokens: int = Field(4096, gt=0, description="the context window it reports (tokens: words)")
+
+
 # the one schema of backend settings: kind -> its settings and their defaults
 BACKEND_SETTINGS: dict[str, type[Strict]] = {
     "transformers": TransformersSettings,
     "tgi": TGISettings,
     "openai": OpenAISettings,
     "llamacpp": LlamaCppSettings,
+    "echo": EchoSettings,
 }
 
 
