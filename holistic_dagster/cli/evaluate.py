@@ -22,7 +22,7 @@ from holistic_dagster.cli.common import (
     deployment,
     fail,
 )
-from holistic_dagster.cli.results import print_leaderboard
+from holistic_dagster.cli.leaderboard_table import print_leaderboard
 from holistic_dagster.errors import HolisticError
 
 # the demo's models: a real language model and, as a floor beside it, a random-weight model of the same task shape
