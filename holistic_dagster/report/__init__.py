@@ -116,41 +116,17 @@ def build_report(
     ).set_index("scenario")["n"]
     num_predictions = {}
     for scenario in scenarios:
-        main = main_metric.get(scenario, "")
-        chart, chart_note = plots.perturbation_chart(cells, scenario, main)
-        reliability, reliability_note = plots.reliability_diagram(rows, scenario)
-        na = applicability[(applicability["scenario"] == scenario) & ~applicability["applies"].astype(bool)]
-        if "calibration" in set(na["family"]):
-            reliability_note = "calibration does not apply: " + na.loc[na["family"] == "calibration", "detail"].iat[0]
         items = predictions.get(scenario, [])
         num_predictions[scenario] = len(items)
         info = {
             "scenario": scenario,
-            "main_metric": main,
+            "main_metric": main_metric.get(scenario, ""),
             "num_evaluated": int(evaluated.get(scenario, 0)),
             "description": "",
             "method": "",
             **about.get(scenario, {}),
         }
-        pages[f"scenarios/{scenario}.html"] = env.get_template("scenario.html.j2").render(
-            **common,
-            **info,
-            root="../",
-            table=scenario_table(cells, scenario, models),
-            not_applicable=[(r.family, r.detail) for r in na.itertuples()],
-            chart=chart,
-            chart_note=chart_note,
-            reliability=reliability,
-            reliability_note=reliability_note,
-            num_sampled=len(items),
-        )
-        pages[f"predictions/{scenario}.html"] = env.get_template("predictions.html.j2").render(
-            **common,
-            **info,
-            root="../",
-            items=items,
-            perturbations=sorted({v.perturbation for i in items for v in i.variants if v.perturbation}),
-        )
+        pages.update(_scenario_pages(env, common, info, cells, rows, applicability, models, items))
     num_bytes = _write_folder(folder, pages)
     return {
         "path": str(folder / "index.html"),
@@ -161,6 +137,37 @@ def build_report(
         "num_files": len(pages),
         "num_bytes": num_bytes,
         "num_predictions": num_predictions,
+    }
+
+
+def _scenario_pages(env, common: dict, info: dict, cells, rows, applicability, models: list[str], items) -> dict:
+    """A scenario's two pages: its table, perturbation chart and reliability diagram; its sampled predictions."""
+    scenario, main = info["scenario"], info["main_metric"]
+    chart, chart_note = plots.perturbation_chart(cells, scenario, main)
+    reliability, reliability_note = plots.reliability_diagram(rows, scenario)
+    na = applicability[(applicability["scenario"] == scenario) & ~applicability["applies"].astype(bool)]
+    if "calibration" in set(na["family"]):
+        reliability_note = "calibration does not apply: " + na.loc[na["family"] == "calibration", "detail"].iat[0]
+    return {
+        f"scenarios/{scenario}.html": env.get_template("scenario.html.j2").render(
+            **common,
+            **info,
+            root="../",
+            table=scenario_table(cells, scenario, models),
+            not_applicable=[(r.family, r.detail) for r in na.itertuples()],
+            chart=chart,
+            chart_note=chart_note,
+            reliability=reliability,
+            reliability_note=reliability_note,
+            num_sampled=len(items),
+        ),
+        f"predictions/{scenario}.html": env.get_template("predictions.html.j2").render(
+            **common,
+            **info,
+            root="../",
+            items=items,
+            perturbations=sorted({v.perturbation for i in items for v in i.variants if v.perturbation}),
+        ),
     }
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import Warehouse
@@ -17,25 +16,7 @@ from holistic_dagster.warehouse.rows import json_list, metadata_of, references_o
 def trace_score(
     warehouse: Warehouse, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str = ""
 ) -> dict[str, Any]:
-    keys = [model, version, scenario, instance_id, metric]
-    where = "model = ? AND version = ? AND scenario = ? AND instance_id = ? AND metric = ?"
-    scores = warehouse.df(
-        f"SELECT * FROM instance_scores WHERE {where}" + (" AND family = ?" if family else "") + " ORDER BY family",
-        keys + ([family] if family else []),
-    )
-    if scores.empty:
-        known = warehouse.df(
-            "SELECT DISTINCT family || '/' || metric AS m FROM instance_scores WHERE model = ? AND version = ? "
-            "AND scenario = ? AND instance_id = ? ORDER BY 1",
-            keys[:4],
-        )["m"].tolist()
-        hint = f"; this instance has: {', '.join(known)}" if known else " (no scores for that instance: check the id)"
-        raise HolisticError(f"no score {metric!r} for {model} / {version} / {scenario} / {instance_id}{hint}")
-    if len(scores) > 1:
-        raise HolisticError(
-            f"{metric!r} exists in families {', '.join(scores['family'])} for this instance: pass --family"
-        )
-    score = scores.iloc[0]
+    score = _score(warehouse, model, version, scenario, instance_id, metric, family)
     run_keys = [model, version, scenario]
     completion = warehouse.df(
         "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ? AND request_id = ?",
@@ -59,15 +40,6 @@ def trace_score(
         [version, scenario, instance["source_uri"]],
     ).iloc[0]
     provenance = warehouse.df("SELECT * FROM provenance WHERE provenance_id = ?", [score["provenance_id"]]).iloc[0]
-    # a partition imported from HELM: the run folder it came from (the one for the instance's subset)
-    try:
-        imported = warehouse.df(
-            "SELECT run_name, folder, files FROM imported_runs WHERE version = ? AND scenario = ? AND model = ? "
-            "ORDER BY subset <> ?, run_name LIMIT 1",
-            [version, scenario, model, instance["subset"]],
-        )
-    except duckdb.CatalogException:  # a file no release with imports has written to yet
-        imported = pd.DataFrame()
     return {
         "score": {k: _plain(score[k]) for k in ("family", "metric", "perturbation", "value", "prediction", "scorer")},
         "completion": {
@@ -79,45 +51,62 @@ def trace_score(
             "latency_s": float(completion["latency_s"]),
             "error": completion["error"],
         },
-        "prompt": {
-            k: _plain(prompt[k])
-            for k in (
-                "kind",
-                "adapter_method",
-                "template",
-                "prompt",
-                "continuation",
-                "choice_index",
-                "num_train_instances",
-                "truncated",
-                "num_prompt_tokens",
-                "max_tokens",
-                "temperature",
-                "stop",
-            )
-        },  # fmt: skip
+        "prompt": {k: _plain(prompt[k]) for k in PROMPT_FIELDS},
         "instance": instance,
         "evaluated_instance": evaluated if evaluated is not instance else None,
         "original_instance": original,
         "source_file": {k: _plain(source[k]) for k in ("uri", "sha256", "revision", "num_bytes")},
-        "provenance": {
-            k: _plain(provenance[k])
-            for k in (
-                "backend",
-                "model_path",
-                "model_revision",
-                "batch_size",
-                "decoding",
-                "hardware",
-                "library_versions",
-                "dagster_run_id",
-                "created_at",
-            )
-        },  # fmt: skip
-        "imported_run": None
-        if imported.empty
-        else {**imported.iloc[0][["run_name", "folder"]].to_dict(), "files": json_list(imported["files"].iat[0])},
+        "provenance": {k: _plain(provenance[k]) for k in PROVENANCE_FIELDS},
+        "imported_run": _imported_run(warehouse, version, scenario, model, instance["subset"]),
     }
+
+
+PROMPT_FIELDS = (
+    "kind", "adapter_method", "template", "prompt", "continuation", "choice_index", "num_train_instances", "truncated",
+    "num_prompt_tokens", "max_tokens", "temperature", "stop",
+)  # fmt: skip
+PROVENANCE_FIELDS = (
+    "backend", "model_path", "model_revision", "batch_size", "decoding", "hardware", "library_versions",
+    "dagster_run_id", "created_at",
+)  # fmt: skip
+
+
+def _score(warehouse: Warehouse, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str):
+    """The one instance_scores row traced; an error saying what the instance has, or which families to choose from."""
+    keys = [model, version, scenario, instance_id, metric]
+    where = "model = ? AND version = ? AND scenario = ? AND instance_id = ? AND metric = ?"
+    scores = warehouse.df(
+        f"SELECT * FROM instance_scores WHERE {where}" + (" AND family = ?" if family else "") + " ORDER BY family",
+        keys + ([family] if family else []),
+    )
+    if scores.empty:
+        known = warehouse.df(
+            "SELECT DISTINCT family || '/' || metric AS m FROM instance_scores WHERE model = ? AND version = ? "
+            "AND scenario = ? AND instance_id = ? ORDER BY 1",
+            keys[:4],
+        )["m"].tolist()
+        hint = f"; this instance has: {', '.join(known)}" if known else " (no scores for that instance: check the id)"
+        raise HolisticError(f"no score {metric!r} for {model} / {version} / {scenario} / {instance_id}{hint}")
+    if len(scores) > 1:
+        raise HolisticError(
+            f"{metric!r} exists in families {', '.join(scores['family'])} for this instance: pass --family"
+        )
+    return scores.iloc[0]
+
+
+def _imported_run(warehouse: Warehouse, version: str, scenario: str, model: str, subset: str) -> dict | None:
+    """A partition imported from HELM: the run folder it came from (the one for the instance's subset)."""
+    try:
+        imported = warehouse.df(
+            "SELECT run_name, folder, files FROM imported_runs WHERE version = ? AND scenario = ? AND model = ? "
+            "ORDER BY subset <> ?, run_name LIMIT 1",
+            [version, scenario, model, subset],
+        )
+    except duckdb.CatalogException:  # a file no release with imports has written to yet
+        return None
+    if imported.empty:
+        return None
+    return {**imported.iloc[0][["run_name", "folder"]].to_dict(), "files": json_list(imported["files"].iat[0])}
 
 
 def _instance(warehouse: Warehouse, version: str, scenario: str, instance_id: str) -> dict[str, Any]:
