@@ -110,50 +110,53 @@ def arena_tables(warehouse: Warehouse, version: str) -> list[JudgeArena]:
             )  # fmt: skip
         )
     for judge, part in ratings.groupby("judge", sort=True):
-        by_method = {m: g.set_index("model") for m, g in part.groupby("method")}
-        bt = by_method.get("bradley_terry", pd.DataFrame(columns=part.columns).set_index("model"))
-        models = sorted(set(part["model"]), key=lambda m: (-bt["rating"].get(m, -math.inf), m))
-        columns = {
-            method: _ratings(by_method.get(method), models, ci=method == "bradley_terry")
-            for method in ("bradley_terry", "bradley_terry_style", "online_elo")
-        }
-        first = part.drop_duplicates("model").set_index("model")  # the counts are the same for every method
-        rows = [
-            RatingRow(
-                m,
-                columns["bradley_terry"][i],
-                columns["bradley_terry_style"][i],
-                columns["online_elo"][i],
-                int(first.at[m, "num_battles"]),
-                f"{first.at[m, 'wins']:g}",
-                f"{first.at[m, 'mean_answer_tokens']:.1f}",
-            )
-            for i, m in enumerate(models)
-        ]
-        if judge == HUMAN:
-            # the votes the ratings were fitted on (each vote is one battle of two models), not those cast since
-            fitted = int(first["num_battles"].sum()) // 2
-            cast = int(votes["n"].iat[0])
-            tally = {"num_battles": fitted, "num_voters": int(votes["voters"].iat[0]), "num_cast": cast}
-        elif judge in counts.index:
-            c = counts.loc[judge]
-            voted = int(c["n"] - c["no_verdict"])
-            rate = f"{c['inconsistent'] / voted:.1%}" if voted else "-"
-            tally = {"num_battles": int(c["n"]), "no_verdict": int(c["no_verdict"]), "inconsistency": rate}
-        else:
-            tally = {"num_battles": 0}
-        out.append(
-            JudgeArena(
-                judge,
-                HUMAN_LABEL if judge == HUMAN else f"judge {judge}",
-                str(part["baseline"].iat[0]),
-                rows,
-                _matrix(wins[wins["judge"] == judge], models),
-                **tally,
-                qualification=_qualification(decided.loc[judge]) if judge in decided.index else "",
-            )
-        )
+        out.append(_rated_judge(judge, part, counts, decided, votes, wins))
     return sorted(out, key=lambda a: (not a.qualified, a.judge))
+
+
+def _rated_judge(judge: str, part: pd.DataFrame, counts, decided, votes, wins) -> JudgeArena:
+    """A judge's (or the people's) ratings by every method, its battles' tally and its win-rate matrix."""
+    by_method = {m: g.set_index("model") for m, g in part.groupby("method")}
+    bt = by_method.get("bradley_terry", pd.DataFrame(columns=part.columns).set_index("model"))
+    models = sorted(set(part["model"]), key=lambda m: (-bt["rating"].get(m, -math.inf), m))
+    columns = {
+        method: _ratings(by_method.get(method), models, ci=method == "bradley_terry")
+        for method in ("bradley_terry", "bradley_terry_style", "online_elo")
+    }
+    first = part.drop_duplicates("model").set_index("model")  # the counts are the same for every method
+    rows = [
+        RatingRow(
+            m,
+            columns["bradley_terry"][i],
+            columns["bradley_terry_style"][i],
+            columns["online_elo"][i],
+            int(first.at[m, "num_battles"]),
+            f"{first.at[m, 'wins']:g}",
+            f"{first.at[m, 'mean_answer_tokens']:.1f}",
+        )
+        for i, m in enumerate(models)
+    ]
+    if judge == HUMAN:
+        # the votes the ratings were fitted on (each vote is one battle of two models), not those cast since
+        fitted = int(first["num_battles"].sum()) // 2
+        cast = int(votes["n"].iat[0])
+        tally = {"num_battles": fitted, "num_voters": int(votes["voters"].iat[0]), "num_cast": cast}
+    elif judge in counts.index:
+        c = counts.loc[judge]
+        voted = int(c["n"] - c["no_verdict"])
+        rate = f"{c['inconsistent'] / voted:.1%}" if voted else "-"
+        tally = {"num_battles": int(c["n"]), "no_verdict": int(c["no_verdict"]), "inconsistency": rate}
+    else:
+        tally = {"num_battles": 0}
+    return JudgeArena(
+        judge,
+        HUMAN_LABEL if judge == HUMAN else f"judge {judge}",
+        str(part["baseline"].iat[0]),
+        rows,
+        _matrix(wins[wins["judge"] == judge], models),
+        **tally,
+        qualification=_qualification(decided.loc[judge]) if judge in decided.index else "",
+    )
 
 
 def _judges(con: duckdb.DuckDBPyConnection, version: str) -> pd.DataFrame:
