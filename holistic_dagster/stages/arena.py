@@ -158,36 +158,7 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
                 f"battles: {', '.join(models)}): no ratings anchored at it"
             }
             continue
-        counts = _per_model(frame)
-        n_boot, seed = arena.bootstrap_samples, arena.seed
-        for method, table in (
-            ("bradley_terry", bootstrap_ratings(frame, baseline, n_boot=n_boot, seed=seed)),
-            ("bradley_terry_style", bootstrap_ratings(frame, baseline, n_boot=n_boot, seed=seed, style=["length"])),
-        ):
-            for r in table.itertuples(index=False):
-                ratings.append(
-                    _rating_row(
-                        version,
-                        judge,
-                        method,
-                        r.model,
-                        r.rating,
-                        r.ci_low,
-                        r.ci_high,
-                        counts,
-                        baseline,
-                        seed,
-                        n_boot,
-                        UNBOUNDED if r.unbounded else ONE_PROMPT if frame["prompt"].nunique() < 2 else "",
-                    )
-                )
-        for model, value in online_elo(frame, k=arena.k_factor, baseline=baseline).items():
-            note = (
-                f"sequential K={arena.k_factor:g} updates in battle order: depends on that order, unlike Bradley-Terry"
-            )
-            ratings.append(
-                _rating_row(version, judge, "online_elo", model, value, None, None, counts, baseline, seed, 0, note)
-            )
+        ratings += _judge_ratings(version, judge, frame, baseline, arena)
         matrices.append(_win_rates(version, judge, frame))
         metadata[judge] = {"num_votes": len(frame), "num_models": len(models), "baseline": baseline}
     stage.warehouse.replace(
@@ -199,6 +170,41 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
         },
     )
     return metadata
+
+
+def _judge_ratings(version: str, judge: str, frame: pd.DataFrame, baseline: str, arena) -> list[dict[str, Any]]:
+    """One judge's rating rows: Bradley-Terry with and without style control (bootstrap CIs), and online Elo."""
+    counts = _per_model(frame)
+    n_boot, seed = arena.bootstrap_samples, arena.seed
+    rows = []
+    for method, table in (
+        ("bradley_terry", bootstrap_ratings(frame, baseline, n_boot=n_boot, seed=seed)),
+        ("bradley_terry_style", bootstrap_ratings(frame, baseline, n_boot=n_boot, seed=seed, style=["length"])),
+    ):
+        for r in table.itertuples(index=False):
+            note = UNBOUNDED if r.unbounded else ONE_PROMPT if frame["prompt"].nunique() < 2 else ""
+            rows.append(
+                _rating_row(
+                    version,
+                    judge,
+                    method,
+                    r.model,
+                    r.rating,
+                    r.ci_low,
+                    r.ci_high,
+                    counts,
+                    baseline,
+                    seed,
+                    n_boot,
+                    note,
+                )  # fmt: skip
+            )
+    note = f"sequential K={arena.k_factor:g} updates in battle order: depends on that order, unlike Bradley-Terry"
+    for model, value in online_elo(frame, k=arena.k_factor, baseline=baseline).items():
+        rows.append(
+            _rating_row(version, judge, "online_elo", model, value, None, None, counts, baseline, seed, 0, note)
+        )
+    return rows
 
 
 RATING_COLUMNS = [
