@@ -4,6 +4,7 @@ the vocabulary, the environment, the errors and the entry point, and no module p
 
 from __future__ import annotations
 
+import ast
 import graphlib
 import subprocess
 import sys
@@ -66,6 +67,16 @@ def test_no_module_is_longer_than_450_lines():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert set(long) <= set(LONGER), long
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = {
+        f"{p.relative_to(PACKAGE)}:{node.name}": node.end_lineno - node.lineno + 1
+        for p in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80
+    }
+    assert not long, long
 
 
 def test_the_cli_loads_dagster_only_when_it_runs_something():

@@ -303,25 +303,7 @@ def _build(part: Partition, version: str, ours: dict[tuple, str] | None, now: da
                 scores.append({**keys, "instance_id": iid, "metric": ours_name, "family": family, "value": value,
                                "request_id": carrier, "prediction": prediction, "provenance_id": provenance_id,
                                "perturbation": "", "scorer": ""})  # fmt: skip
-        imported.append(
-            {
-                **keys,
-                "run_name": run.spec.name,
-                "subset": run.subset,
-                "folder": str(run.folder),
-                "files": json.dumps(
-                    [
-                        {"name": Path(f.uri).name, "sha256": f.sha256, "num_bytes": f.num_bytes}
-                        for f in run.files.values()
-                    ]
-                ),  # fmt: skip
-                "adapter_method": run.spec.adapter_spec.method,
-                "description": str(run.about.get("description", "")),
-                "run_spec": json.dumps(run.raw_spec),
-                "provenance_id": provenance_id,
-                "imported_at": now,
-            }
-        )
+        imported.append(_imported_row(run, keys, provenance_id, now))
     scores_frame = pd.DataFrame(scores)
     metrics = _scenario_metrics(part, scores_frame, keys, provenance_id, version, ours is not None)
     main = _main_metric(catalog, part.scenario, set(scores_frame["metric"]) if len(scores_frame) else set())
@@ -335,6 +317,23 @@ def _build(part: Partition, version: str, ours: dict[tuple, str] | None, now: da
         "instance_scores": scores_frame,
         "scenario_metrics": pd.DataFrame(metrics),
         "imported_runs": pd.DataFrame(imported),
+    }
+
+
+def _imported_row(run, keys: dict, provenance_id: str, now: datetime) -> dict:
+    """The imported_runs row of one HELM run: where it came from (its files with their checksums) and its spec."""
+    files = [{"name": Path(f.uri).name, "sha256": f.sha256, "num_bytes": f.num_bytes} for f in run.files.values()]
+    return {
+        **keys,
+        "run_name": run.spec.name,
+        "subset": run.subset,
+        "folder": str(run.folder),
+        "files": json.dumps(files),
+        "adapter_method": run.spec.adapter_spec.method,
+        "description": str(run.about.get("description", "")),
+        "run_spec": json.dumps(run.raw_spec),
+        "provenance_id": provenance_id,
+        "imported_at": now,
     }
 
 
