@@ -9,12 +9,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from holistic_dagster.cli.common import DbOption, console, default_version, deployment, fail
+from holistic_dagster.cli.common import DbOption, VersionOption, console, default_version, deployment, fail
 from holistic_dagster.errors import HolisticError
 
 
 def arena(
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     show: Annotated[bool, typer.Option("--show", help="print the stored ratings; judge nothing")] = False,
     db: DbOption = None,
 ) -> None:
@@ -48,7 +48,7 @@ def arena(
 
 
 def vote(
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     invite: Annotated[
         Optional[list[str]], typer.Option(help="print the invitation link of this voter (repeatable), one per person")
     ] = None,

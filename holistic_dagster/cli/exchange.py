@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from holistic_dagster.cli.common import DbOption, console, default_version, deployment, fail
+from holistic_dagster.cli.common import DbOption, VersionOption, console, default_version, deployment, fail
 from holistic_dagster.errors import HolisticError
 
 
@@ -76,7 +76,7 @@ def _record_in_dagster(chosen, version: str, parts) -> None:
 def export(
     out: Annotated[Path, typer.Option(help="folder to write into: its runs/<suite>/ is HELM's layout")],
     format: Annotated[str, typer.Option("--format", help="the layout to write (helm)")] = "helm",
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     suite: Annotated[Optional[str], typer.Option(help="HELM suite name (default: the version)")] = None,
     models: Annotated[
         Optional[list[str]], typer.Option("--model", help="only this model (repeatable; default: every model)")

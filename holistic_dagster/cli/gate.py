@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from holistic_dagster.cli.common import DbOption, console, default_version, deployment, err
+from holistic_dagster.cli.common import DbOption, VersionOption, console, default_version, deployment, err
 from holistic_dagster.errors import HolisticError
 
 
@@ -26,7 +26,7 @@ def gate(
     baseline: Annotated[
         Optional[str], typer.Option(help="the model to beat (default: as resources/alerts.yaml's `baseline` says)")
     ] = None,
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     alpha: Annotated[
         Optional[float], typer.Option(callback=_alpha, help="significance level in (0, 1) (default: the suite's)")
     ] = None,

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from holistic_dagster.cli.common import (
     DbOption,
+    VersionOption,
     console,
     default_version,
     deployment,
@@ -27,7 +28,7 @@ from holistic_dagster.errors import HolisticError
 
 
 def leaderboard(
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     family: Annotated[Optional[str], typer.Option(help="only this metric family (accuracy, calibration, ...)")] = None,
     all_metrics: Annotated[bool, typer.Option("--all", help="every metric, not just each family's headline")] = False,
     db: DbOption = None,
@@ -52,7 +53,7 @@ def leaderboard(
 def compare(
     model_a: Annotated[str, typer.Argument(help="the baseline (e.g. the previous revision)")],
     model_b: Annotated[str, typer.Argument(help="the model compared with it")],
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     alpha: Annotated[Optional[float], typer.Option(help="significance level (default: the suite's)")] = None,
     db: DbOption = None,
 ) -> None:
@@ -101,7 +102,7 @@ def trace(
     scenario: Annotated[str, typer.Argument(help="scenario")],
     instance: Annotated[str, typer.Argument(help="instance id (see the scores view)")],
     metric: Annotated[str, typer.Argument(help="metric, e.g. exact_match")],
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     family: Annotated[Optional[str], typer.Option(help="family, where the metric is in several")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the chain as JSON")] = False,
     db: DbOption = None,
@@ -203,7 +204,7 @@ def _print_answer(chain: dict, model: str, scenario: str, instance: str, version
 
 
 def report(
-    version: Annotated[Optional[str], typer.Option(help="suite version (default: the newest)")] = None,
+    version: VersionOption = None,
     db: DbOption = None,
     predictions: Annotated[
         Optional[int], typer.Option(min=1, help="instances per scenario on the predictions pages (default 20)")
