@@ -28,7 +28,7 @@ from holistic_dagster.clients import ladder
 from holistic_dagster.clients.checkpoints import gguf_file
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, server_json
 from holistic_dagster.clients.llamacpp_scoring import ForcedContinuationScoring
-from holistic_dagster.clients.protocol import OnDone, generated_completion
+from holistic_dagster.clients.protocol import OnDone, generated_completion, token_logprobs
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.records import Completion, Request, sha256_file
@@ -225,26 +225,8 @@ class LlamaCppClient(ForcedContinuationScoring, HttpClientBase):
         response = await session.post("/v1/completions", body)
         choice = response["choices"][0]
         text = choice["text"]
-        tokens, logprobs, top = _token_logprobs(choice.get("logprobs") or {})
+        tokens, logprobs, top = token_logprobs(choice.get("logprobs") or {})
         return generated_completion(
             request, text, tokens, logprobs, top, response.get("usage") or {}, choice.get("finish_reason") or "",
             started, self.count_tokens,
         )  # fmt: skip
-
-
-def _token_logprobs(logprobs: dict[str, Any]) -> tuple[list[str], list[float], list[dict[str, float]]]:
-    """Tokens, their log-probabilities and top alternatives, from llama.cpp's chat shape (`content[]`) or the
-    legacy completions shape (`tokens`, `token_logprobs`, `top_logprobs`)."""
-    if "content" in logprobs:
-        content = logprobs.get("content") or []
-        return (
-            [t["token"] for t in content],
-            [float(t["logprob"]) for t in content],
-            [{a["token"]: float(a["logprob"]) for a in (t.get("top_logprobs") or [])} for t in content],
-        )
-    tokens = list(logprobs.get("tokens") or [])
-    return (
-        tokens,
-        [float(x) for x in logprobs.get("token_logprobs") or []],
-        [dict(t) for t in logprobs.get("top_logprobs") or []],
-    )

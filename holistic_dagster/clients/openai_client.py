@@ -19,7 +19,7 @@ import openai
 import requests
 
 from holistic_dagster.clients.http import HttpClientBase, JsonSession, PermanentError, tls_context
-from holistic_dagster.clients.protocol import OnDone, generated_completion, scored_completion
+from holistic_dagster.clients.protocol import OnDone, generated_completion, scored_completion, token_logprobs
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.config.redaction import read_secret
 from holistic_dagster.errors import CatalogError
@@ -117,17 +117,11 @@ class OpenAICompatibleClient(HttpClientBase):
             response = await session.post("/chat/completions", body)
             choice = response["choices"][0]
             text = choice["message"].get("content") or ""
-            content = (choice.get("logprobs") or {}).get("content") or []
-            tokens, logprobs = [t["token"] for t in content], [float(t["logprob"]) for t in content]
-            top = [{a["token"]: a["logprob"] for a in (t.get("top_logprobs") or [])} for t in content]
         else:
             response = await session.post("/completions", body | {"prompt": request.prompt, "logprobs": TOP_N})
             choice = response["choices"][0]
             text = choice["text"]
-            lp = choice.get("logprobs") or {}
-            tokens = list(lp.get("tokens") or [])
-            logprobs = [float(x) for x in (lp.get("token_logprobs") or [])]
-            top = [dict(t) for t in (lp.get("top_logprobs") or []) if t]
+        tokens, logprobs, top = token_logprobs(choice.get("logprobs") or {"content": []})
         return generated_completion(
             request, text, tokens, logprobs, top, response.get("usage") or {}, choice.get("finish_reason") or "",
             started, self.count_tokens,

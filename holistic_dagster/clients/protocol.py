@@ -108,3 +108,22 @@ def generated_completion(
         finish_reason=finish_reason,
         top_logprobs=tuple(top),
     )
+
+
+def token_logprobs(logprobs: dict[str, Any]) -> tuple[list[str], list[float], list[dict[str, float]]]:
+    """Tokens, their log-probabilities and top alternatives from an OpenAI-shaped `logprobs` (OpenAI-compatible
+    servers, llama.cpp's): the chat shape (`content[]`) or the completions shape (`tokens`, `token_logprobs`,
+    `top_logprobs`)."""
+    if "content" in logprobs:
+        content = logprobs.get("content") or []
+        return (
+            [t["token"] for t in content],
+            [float(t["logprob"]) for t in content],
+            [{a["token"]: float(a["logprob"]) for a in (t.get("top_logprobs") or [])} for t in content],
+        )
+    tokens = list(logprobs.get("tokens") or [])
+    return (
+        tokens,
+        [float(x) for x in logprobs.get("token_logprobs") or []],
+        [dict(t) for t in logprobs.get("top_logprobs") or [] if t],
+    )
