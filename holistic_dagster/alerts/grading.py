@@ -138,20 +138,31 @@ def _stability_findings(rule: StabilityRule, agreement: dict, model: str, base: 
         if wide is None:
             continue
         result = paired_test(wide[base], wide[model], lower_better=False, alpha=alpha)
-        level, threshold, note = grade(rule, lambda t: metric_crossed(t, result, False), alpha)
-        numbers = (
-            f"agreement with its stored answers {_g(result.mean_b)} vs {_g(result.mean_a)} ({result.diff:+.3g}, "
-            f"95% CI [{_g(result.ci_low)}, {_g(result.ci_high)}], p = {_g(result.p_value)})"
-        )
-        out.append(
-            Finding(
-                level=level, rule=rule.label, model=model, baseline=base, scenario=scenario, family="stability",
-                metric="agreement", value=result.mean_b, baseline_value=result.mean_a, diff=result.diff, ratio=None,
-                ci_low=result.ci_low, ci_high=result.ci_high, p_value=result.p_value, n=result.n,
-                threshold=threshold, message=f"{model} vs {base} on {scenario}: {numbers}: {note}",
-            )
-        )  # fmt: skip
+        where = (model, base, scenario, "stability", "agreement")
+        out.append(_difference_finding(rule, where, "agreement with its stored answers", result, False, alpha))
     return out
+
+
+def _difference_finding(rule, where: tuple, what: str, result: PairedResult, lower: bool, alpha: float) -> Finding:
+    """A rule graded on a paired difference of means: where = (model, baseline, scenario, family, metric)."""
+    model, base, scenario, family, metric = where
+    level, threshold, note = grade(rule, lambda t: metric_crossed(t, result, lower), alpha)
+    numbers = (
+        f"{what} {_g(result.mean_b)} vs {_g(result.mean_a)} ({result.diff:+.3g}, "
+        f"95% CI [{_g(result.ci_low)}, {_g(result.ci_high)}], p = {_g(result.p_value)})"
+    )
+    return _finding(rule, where, level, threshold, f"{numbers}: {note}", result, result.mean_b, result.mean_a,
+                    diff=result.diff, ci=(result.ci_low, result.ci_high))  # fmt: skip
+
+
+def _finding(rule, where: tuple, level, threshold, text: str, result, value, baseline_value, *, diff=None, ratio=None,
+             ci=(None, None)) -> Finding:  # fmt: skip
+    model, base, scenario, family, metric = where
+    return Finding(
+        level=level, rule=rule.label, model=model, baseline=base, scenario=scenario, family=family, metric=metric,
+        value=value, baseline_value=baseline_value, diff=diff, ratio=ratio, ci_low=ci[0], ci_high=ci[1],
+        p_value=result.p_value, n=result.n, threshold=threshold, message=f"{model} vs {base} on {scenario}: {text}",
+    )  # fmt: skip
 
 
 def _latencies(warehouse: Warehouse, version: str, models: list[str]) -> pd.DataFrame:
@@ -186,20 +197,8 @@ def _metric_findings(rule: MetricRule, scores: dict, model: str, base: str, alph
             continue
         lower = lower_is_better(name)
         result = paired_test(wide[base], wide[model], lower_better=lower, alpha=alpha)
-        level, threshold, note = grade(rule, lambda t: metric_crossed(t, result, lower), alpha)
         what = name if rule.family == "accuracy" else f"{rule.family} {name}"
-        numbers = (
-            f"{what} {_g(result.mean_b)} vs {_g(result.mean_a)} ({result.diff:+.3g}, "
-            f"95% CI [{_g(result.ci_low)}, {_g(result.ci_high)}], p = {_g(result.p_value)})"
-        )
-        out.append(
-            Finding(
-                level=level, rule=rule.label, model=model, baseline=base, scenario=scenario, family=rule.family,
-                metric=name, value=result.mean_b, baseline_value=result.mean_a, diff=result.diff, ratio=None,
-                ci_low=result.ci_low, ci_high=result.ci_high, p_value=result.p_value, n=result.n,
-                threshold=threshold, message=f"{model} vs {base} on {scenario}: {numbers}: {note}",
-            )
-        )  # fmt: skip
+        out.append(_difference_finding(rule, (model, base, scenario, rule.family, name), what, result, lower, alpha))
     return out
 
 
@@ -220,14 +219,11 @@ def _latency_findings(rule: LatencyRule, latencies: dict, model: str, base: str,
             f"{rule.statistic} latency {_g(value)} s vs {_g(baseline_value)} s (x{_g(ratio)}, "
             f"95% CI [{_g(low)}, {_g(high)}], p = {_g(result.p_value)})"
         )
+        where = (model, base, scenario, "efficiency", f"latency_{rule.statistic}")
+        text = f"{numbers}: {note}"
         out.append(
-            Finding(
-                level=level, rule=rule.label, model=model, baseline=base, scenario=scenario, family="efficiency",
-                metric=f"latency_{rule.statistic}", value=value, baseline_value=baseline_value, diff=None,
-                ratio=ratio, ci_low=low, ci_high=high, p_value=result.p_value, n=result.n,
-                threshold=threshold, message=f"{model} vs {base} on {scenario}: {numbers}: {note}",
-            )
-        )  # fmt: skip
+            _finding(rule, where, level, threshold, text, result, value, baseline_value, ratio=ratio, ci=(low, high))
+        )
     return out
 
 
