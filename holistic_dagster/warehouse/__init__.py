@@ -19,22 +19,16 @@ import os
 from pathlib import Path
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse.local import (
-    SCHEMA_VERSION,
-    TABLES,
-    BackgroundWriter,
-    ReadOnlyError,
-    Warehouse,
-    WarehouseWriteError,
-    run_user_query,
-)
+from holistic_dagster.warehouse.local import SCHEMA_VERSION, TABLES, BackgroundWriter, Warehouse, WarehouseWriteError
 from holistic_dagster.warehouse.shared import SharedStore
+from holistic_dagster.warehouse.store import ReadOnlyError, ResultStore, run_user_query
 
 __all__ = [
     "SCHEMA_VERSION",
     "TABLES",
     "BackgroundWriter",
     "ReadOnlyError",
+    "ResultStore",
     "SharedStore",
     "Warehouse",
     "WarehouseWriteError",
@@ -43,7 +37,7 @@ __all__ = [
 ]
 
 
-def open_warehouse(path: Path | str) -> Warehouse | SharedStore:
+def open_warehouse(path: Path | str) -> ResultStore:
     """A path named *.duckdb, or an existing file, is one DuckDB file (one writer at a time); an existing folder,
     or a path ending in a separator, is a shared results store that many processes write at once."""
     if str(path).endswith(("/", os.sep)) or Path(path).is_dir():

@@ -20,6 +20,7 @@ import pandas as pd
 from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse.store import StoreReads
 
 SCHEMA_VERSION = "3"
 TABLES = (
@@ -63,10 +64,6 @@ _REKEYED = {"2": ("instance_scores", "scenario_metrics"), "3": ("undelivered_ale
 _SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema
 
 
-class ReadOnlyError(HolisticError):
-    pass
-
-
 class WarehouseWriteError(HolisticError):
     """A write that did not happen (full disk, read-only folder): the earlier rows are unchanged."""
 
@@ -85,20 +82,9 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     return con
 
 
-OUT_OF_REACH = "out of holistic query's reach"
-_OTHER_FILES = (
-    "holistic query reads the warehouse only: other files and databases (read_csv, ATTACH, COPY TO, EXPORT), "
-    "extensions and secrets are out of its reach."
-)
-_WRITES_REFUSED = (
-    "holistic query opens the warehouse read-only: statements that write (INSERT, UPDATE, DELETE, CREATE, DROP, ...) "
-    "are refused."
-)
-_ROW_WRITES = {duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE,
-               duckdb.StatementType.MERGE_INTO}  # fmt: skip
+class Warehouse(StoreReads):
+    """One DuckDB file (one writer at a time): the store.ResultStore a single machine uses."""
 
-
-class Warehouse:
     def __init__(self, path: Path | str, lock_timeout_s: float = 600):
         self.path = Path(path)
         self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
@@ -223,45 +209,6 @@ class Warehouse:
             con.register("incoming", frame)
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM incoming")
             con.unregister("incoming")
-
-    def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
-        """A query on a read-only connection."""
-        with self.connect(read_only=True) as con:
-            return con.execute(sql, params or []).df()
-
-    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
-        """A user's SQL on a read-only, sandboxed connection: statements that write, and any that reach another
-        file, another database, an extension or a setting, are refused by the engine."""
-        with self.connect(sandboxed=True) as con:
-            return run_user_query(con, sql)
-
-
-def run_user_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
-    """Runs a user's SQL on a sandboxed connection, saying in words what the sandbox refused."""
-    try:
-        cursor = con.execute(sql)
-    except duckdb.PermissionException as e:  # file system, extensions: enable_external_access
-        raise ReadOnlyError(_OTHER_FILES + f" ({e})") from None
-    except duckdb.InvalidInputException as e:
-        message = str(e).lower()
-        if "configuration" in message:  # SET / PRAGMA: lock_configuration
-            raise ReadOnlyError(
-                f"holistic query reads the warehouse only: its settings cannot be changed (SET, PRAGMA). ({e})"
-            ) from None
-        if "read-only" in message or "read only" in message:
-            raise ReadOnlyError(_WRITES_REFUSED + f" ({e})") from None
-        raise
-    except (duckdb.CatalogException, duckdb.BinderException) as e:
-        # a shared store's tables are views: writing rows into one fails when bound, before the read-only check
-        if any(statement.type in _ROW_WRITES for statement in con.extract_statements(sql)):
-            raise ReadOnlyError(_WRITES_REFUSED + f" ({e})") from None
-        raise
-    except duckdb.Error as e:
-        if OUT_OF_REACH in str(e):  # a shared store's files, which the sandbox reads through a read-only filesystem
-            raise ReadOnlyError(_OTHER_FILES + f" ({str(e).strip().splitlines()[-1]})") from None
-        raise
-    columns = [d[0] for d in cursor.description or []]
-    return columns, cursor.fetchall()
 
 
 class BackgroundWriter:

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pandas as pd
@@ -54,8 +53,8 @@ from holistic_dagster.warehouse.local import (
     WarehouseWriteError,
     _literal,
     lock_down,
-    run_user_query,
 )
+from holistic_dagster.warehouse.store import StoreReads
 from holistic_dagster.warehouse.store_files import StoreFiles, refuse_links
 
 MARKER = "holistic-store.json"
@@ -124,9 +123,9 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-class SharedStore:
-    """The Warehouse interface (replace, upsert, df, query, connect(read_only=True), ensure_schema, path) over a
-    directory of Parquet files that any number of processes write at the same time."""
+class SharedStore(StoreReads):
+    """The store.ResultStore interface over a directory of Parquet files that any number of processes write at the
+    same time."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path).expanduser().resolve()  # the views name files by absolute paths
@@ -358,15 +357,6 @@ class SharedStore:
                 yield con
             finally:
                 con.close()
-
-    def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
-        with self.connect(read_only=True) as con:
-            return con.execute(sql, params or []).df()
-
-    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
-        """A user's SQL, as Warehouse.query: reads the store and nothing else, writes nothing."""
-        with self.connect(sandboxed=True) as con:
-            return run_user_query(con, sql)
 
     def write_views_file(self, path: Path | str) -> Path:
         """A small DuckDB file holding only views over this store's files (absolute paths), for any DuckDB

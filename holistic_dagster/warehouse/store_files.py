@@ -10,7 +10,7 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse.local import OUT_OF_REACH
+from holistic_dagster.warehouse.store import OUT_OF_REACH
 
 
 def refuse_links(root: Path) -> None:

@@ -1,4 +1,5 @@
-"""The DuckDB warehouse: atomic partition replacement, read-only queries, the schema's views."""
+"""The DuckDB warehouse beyond the contract both stores keep (test_store_contract.py): its file lock, the sandbox of
+a user's query, the schema's views, migrations of older files, a full disk."""
 
 from __future__ import annotations
 
@@ -22,35 +23,6 @@ def _files(version: str, n: int) -> pd.DataFrame:
             for i in range(n)
         ]
     )
-
-
-def test_replace_swaps_one_partition_and_leaves_others(tmp_path):
-    wh = Warehouse(tmp_path / "w.duckdb")
-    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 3)})
-    wh.replace({"version": "v2", "scenario": "s"}, {"source_files": _files("v2", 2)})
-    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 1)})
-    counts = wh.df("SELECT version, count(*) AS n FROM source_files GROUP BY version ORDER BY version")
-    assert counts.to_dict("records") == [{"version": "v1", "n": 1}, {"version": "v2", "n": 2}]
-
-
-def test_a_failed_write_leaves_earlier_results_and_no_partial_rows(tmp_path):
-    wh = Warehouse(tmp_path / "w.duckdb")
-    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 3)})
-    bad_instances = pd.DataFrame([{"version": "v1", "scenario": "s", "instance_id": "i"}])  # NOT NULL columns missing
-    with pytest.raises(Exception, match="NOT NULL"):
-        wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 5), "instances": bad_instances})
-    assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 3  # the earlier 3, not 5
-    assert wh.df("SELECT count(*) AS n FROM instances")["n"].iat[0] == 0
-
-
-def test_query_is_read_only_and_says_so(tmp_path):
-    wh = Warehouse(tmp_path / "w.duckdb")
-    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
-    columns, rows = wh.query("SELECT uri FROM source_files ORDER BY uri")
-    assert columns == ["uri"] and rows == [("f0",), ("f1",)]
-    with pytest.raises(ReadOnlyError, match="opens the warehouse read-only: statements that write"):
-        wh.query("DELETE FROM source_files")
-    assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 2
 
 
 @pytest.mark.parametrize(
