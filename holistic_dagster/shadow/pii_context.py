@@ -165,14 +165,6 @@ _ID_AFTER_CUE = regex.compile(
 )
 
 
-_ID_CUE = regex.compile(rf"(?i)(?<![\p{{L}}])(?:{_ID_CUES})(?![\p{{L}}])")
-
-
-def named_as_identifier(text: str, start: int) -> bool:
-    """Whether a cue within the 40 characters before a number names it as a personal identifier."""
-    return _last_cue(_ID_CUE, text[max(0, start - 40) : start]) >= 0
-
-
 _PASSPORT = regex.compile(
     r"(?i:(?<![\p{L}])(?:passport|reisepass|pass-?nr|passnummer|passeport|pasaporte|passaporto|passaporte|paszport"
     r"|pasaport|паспорт|διαβατήριο|护照|護照|パスポート|여권|جواز))[\p{L}\s:：#.,-]{0,20}?"
