@@ -20,6 +20,7 @@ import numpy as np
 
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.metrics import (
+    PERTURBATION_FAMILIES,
     WORST,
     ReferenceMetric,
     Scorer,
@@ -34,7 +35,6 @@ from holistic_dagster.records import Completion, Instance, InstanceScore, Price,
 
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
 # the families whose scorers write per-instance rows for every original (besides the reference metrics)
-PER_INSTANCE_FAMILIES = ("calibration", "efficiency", "toxicity")
 
 
 def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
@@ -46,6 +46,12 @@ def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list
     listed = [n for n in metric_names if isinstance(metric(n), ReferenceMetric)]
     extra = [CORRECTNESS] if "calibration" in families and CORRECTNESS not in listed else []
     return [*listed, *extra]
+
+
+def on_every_original(name: str, family: str = "") -> bool:
+    """A metric with a row for every evaluated original instance (a robustness or fairness row is a perturbation's)."""
+    m = metric(name)
+    return m.per_instance and m.on_every_instance and family not in PERTURBATION_FAMILIES
 
 
 def metrics_per_instance(
@@ -61,8 +67,7 @@ def metrics_per_instance(
     max_prob rows: quality.check_scores expects one fewer then.)"""
     n = len(scored_metrics(metric_names, families))
     for s in applicable_scorers(method, families, extra_metrics):
-        if s.family in ("accuracy", *PER_INSTANCE_FAMILIES):
-            n += sum(metric(m).per_instance and (priced or not metric(m).priced_only) for m in s.metrics)
+        n += sum(on_every_original(m) and (priced or not metric(m).priced_only) for m in s.metrics)
     return n
 
 

@@ -9,7 +9,7 @@ from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics, scorers
 from holistic_dagster.metrics.calibration import NOT_COMPUTED
-from holistic_dagster.metrics.scoring import PER_INSTANCE_FAMILIES, metrics_per_instance
+from holistic_dagster.metrics.scoring import metrics_per_instance, on_every_original
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
@@ -234,7 +234,7 @@ def check_scores(
     )
     per_original = (
         frame[frame["instance_perturbation"] == ""]
-        .loc[lambda f: f["family"].isin(PER_ORIGINAL)]
+        .loc[lambda f: [on_every_original(m, fam) for m, fam in zip(f["metric"], f["family"])]]
         .groupby("instance_id")
         .size()
         .rename("num_rows")
@@ -298,9 +298,6 @@ def check_scores(
         )
         outcomes[-1] = CheckOutcome(last.name, False, f"{last.description} Found: {'; '.join(problems)}.", last.details)
     return outcomes
-
-
-PER_ORIGINAL = ("accuracy", *PER_INSTANCE_FAMILIES)  # the families with a row per original and metric
 
 
 def _within_bounds(frame: pd.DataFrame) -> list[tuple[pd.DataFrame, list]]:
