@@ -18,7 +18,7 @@ from holistic_dagster.config.redaction import visible
 from holistic_dagster.report import _write_folder, build_report, plots
 from holistic_dagster.report.markdown import headline_markdown
 from holistic_dagster.report.predictions import load_items, samples
-from holistic_dagster.report.tables import headline_tables, number
+from holistic_dagster.results.headline import headline_tables, number
 from tests.conftest import MODELS, SUITE
 from tests.test_cli import run
 

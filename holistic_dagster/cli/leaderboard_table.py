@@ -1,5 +1,5 @@
 """The leaderboard in the terminal: per family, the headline table the report's first screen and the Dagster UI show
-(report.tables), models as columns, or every metric of the leaderboard view; under each table, why cells are
+(results.headline), models as columns, or every metric of the leaderboard view; under each table, why cells are
 missing, and a suite's entries without results (HELM's leaderboards' "no data (offline)")."""
 
 from __future__ import annotations
@@ -12,29 +12,22 @@ from holistic_dagster.errors import HolisticError
 
 
 def print_leaderboard(deployment, version: str, full: bool, family: str | None = None) -> None:
-    """Per family, the headline table the report's first screen and the Dagster UI show (report.tables), models
+    """Per family, the headline table the report's first screen and the Dagster UI show (results.headline), models
     as columns; with `full`, every metric of the leaderboard view. Under each table, why cells are missing."""
     from holistic_dagster.metrics import FAMILIES
-    from holistic_dagster.report.tables import headline_tables
-    from holistic_dagster.results.leaderboard import imported_models, leaderboard, main_metrics
-    from holistic_dagster.results.statistics import summary_cells, summary_win_rates
+    from holistic_dagster.results.headline import suite_headline
+    from holistic_dagster.results.leaderboard import imported_models, leaderboard
 
     warehouse = deployment.warehouse()
     frame = leaderboard(warehouse, version, family)
     if frame.empty:
         fail(f"no results for suite version {version!r} in {warehouse.path}")
     imported = imported_models(warehouse, version)
-    main = main_metrics(warehouse, deployment.catalog(), version)
-    cells = summary_cells(warehouse, version)
-    rates = summary_win_rates(warehouse, version, cells, main)
+    head = suite_headline(warehouse, deployment.catalog(), version)
+    rates = head.rates
     suite = _suite(deployment, version)
     not_here = _not_here(deployment, suite, set(frame["scenario"]))
-    if full:
-        tables = {}
-    else:
-        applicability = warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])
-        order = suite.columns if suite else ()
-        tables = {t.family: t for t in headline_tables(cells, rates, applicability, main, order)}
+    tables = {} if full else {t.family: t for t in head.tables}
     for fam in [f for f in FAMILIES if f in set(frame["family"])]:
         part = frame[frame["family"] == fam]
         applies = part[part["metric"] != ""]
@@ -174,7 +167,7 @@ def _rate(value: float | None) -> str:
 
 
 def _headline_cell(cell) -> str:
-    """A report.tables.Cell as the terminal shows it: the value, its 95% CI, n."""
+    """A results.headline.Cell as the terminal shows it: the value, its 95% CI, n."""
     if cell is None:
         return "-"
     if cell.value is None:  # the note says why (e.g. no group words in the generations)

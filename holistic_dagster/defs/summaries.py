@@ -17,7 +17,7 @@ from holistic_dagster.defs.common import BY_VERSION, SUMMARY_FOLLOWS, check_resu
 from holistic_dagster.defs.partitions import model_version_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends
 from holistic_dagster.report.markdown import comparison_table, headline_markdown
-from holistic_dagster.report.tables import headline_tables
+from holistic_dagster.results.headline import suite_headline
 from holistic_dagster.stages import stability as stability_stage
 from holistic_dagster.stages import summaries
 
@@ -66,8 +66,7 @@ def leaderboard_asset(scenarios: list[str]) -> dg.AssetsDefinition:
         summary = summaries.summarize(stage, version)
         cells = summary["cells"]
         metadata = {"num_models": int(cells["model"].nunique()), "num_scenarios": int(cells["scenario"].nunique())}
-        applicability = stage.warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])
-        for table in headline_tables(cells, summary["win_rates"], applicability, summary["main_metric"]):
+        for table in suite_headline(stage.warehouse, stage.catalog, version).tables:
             metadata[table.family] = dg.MetadataValue.md(headline_markdown(table))
         yield dg.MaterializeResult(metadata=metadata)
         yield from check_results(quality.check_stage("leaderboard", stage, version), "leaderboard")

@@ -30,9 +30,9 @@ from holistic_dagster.report import plots
 from holistic_dagster.report.arena import arena_tables
 from holistic_dagster.report.helm_suites import mean_score_table, rater_agreement
 from holistic_dagster.report.predictions import load_items, samples
-from holistic_dagster.report.tables import headline_tables, number, scenario_table
+from holistic_dagster.report.tables import scenario_table
+from holistic_dagster.results.headline import headline, number
 from holistic_dagster.results.scores import original_scores
-from holistic_dagster.results.statistics import summary_cells
 from holistic_dagster.warehouse import Warehouse
 
 PREDICTIONS_PER_SCENARIO = 20  # original instances per scenario on a predictions page (with their perturbed copies)
@@ -66,17 +66,18 @@ def build_report(
     about: dict[str, dict[str, str]] | None = None,
     predictions_per_scenario: int = PREDICTIONS_PER_SCENARIO,
     mean_score: tuple[str, str] | None = None,
+    order: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Writes the report's folder (replacing the previous one as a whole) and returns what it holds.
     about: per scenario, what the page says of it (description, adapter method); mean_score: (title, family) of
-    the suite's own mean score (HELM Capabilities', HELM Safety's)."""
-    cells = warehouse.df("SELECT * FROM leaderboard_stats WHERE version = ?", [version])
-    if cells.empty:
+    the suite's own mean score (HELM Capabilities', HELM Safety's); order: the headline's column order (a HELM
+    leaderboard's)."""
+    stored = warehouse.df("SELECT count(*) AS n FROM leaderboard_stats WHERE version = ?", [version])
+    if not stored["n"].iat[0]:
         raise HolisticError(f"no leaderboard statistics for suite version {version!r}: materialize [leaderboard] first")
-    cells = summary_cells(warehouse, version)
-    rates = warehouse.df("SELECT * FROM win_rates WHERE version = ?", [version])
+    head = headline(warehouse, version, main_metric, order)
+    cells, applicability, tables = head.cells, head.applicability, head.tables
     comparisons = warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
-    applicability = warehouse.df("SELECT * FROM applicability WHERE version = ?", [version])
     rows = original_scores(warehouse, version)
     models = sorted(cells["model"].unique())
     scenarios = sorted(cells["scenario"].unique())
@@ -90,7 +91,6 @@ def build_report(
         "samples": int(cells["bootstrap_samples"].iat[0]),
     }
     pages: dict[str, str] = {}
-    tables = headline_tables(cells, rates, applicability, main_metric)
     worse = comparisons[comparisons["verdict"] == "worse"] if len(comparisons) else comparisons
     imported = warehouse.df("SELECT DISTINCT model FROM imported_runs WHERE version = ? ORDER BY 1", [version])
     pages["index.html"] = env.get_template("index.html.j2").render(

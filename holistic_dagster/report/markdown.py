@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from holistic_dagster.report.tables import HeadlineTable
+from holistic_dagster.results.headline import HeadlineTable
 
 
 def headline_markdown(table: HeadlineTable) -> str:

@@ -1,137 +1,14 @@
-"""The report's tables, computed once from `leaderboard_stats` and `win_rates` and rendered both as HTML (the
-report) and as Markdown (the Dagster UI's asset metadata):
-
-- the headline table of a family: models as rows (best mean win rate first), one column per scenario headline
-  (metrics.is_headline: the column the scenario adds to the family's win rate), each cell its value with its
-  95% CI; the legend says what each headline metric is and which direction is better;
-- the full table of a scenario: every metric of every family under every perturbation, models as columns.
-"""
+"""The report's own table: the full table of a scenario, every metric of every family under every perturbation,
+models as columns (the headline tables are results.headline's, which the terminal and the Dagster UI show too)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import pandas as pd
 
-from holistic_dagster.metrics import FAMILIES, WORST, metric
-from holistic_dagster.results.leaderboard import headline_columns
-
-
-def direction(name: str) -> str:
-    spec = metric(name)
-    if spec.absolute:
-        return "closer to 0 is better"
-    return "lower is better" if spec.lower_is_better else "higher is better"
-
-
-def number(value: float | None) -> str:
-    """A value as the report prints it: 3 decimals on bounded metrics' scale, fewer digits on large values."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "undefined"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3f}"
-
-
-@dataclass(frozen=True)
-class Cell:
-    value: float | None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int = 0
-    note: str = ""  # why there is no CI, or why the value is undefined
-    best: bool = False  # the column's best value (ties: every one of them)
-
-    @property
-    def text(self) -> str:
-        return number(self.value)
-
-    @property
-    def ci(self) -> str:
-        if self.ci_low is None or self.value is None:
-            return ""
-        return f"[{number(self.ci_low)}, {number(self.ci_high)}]"
-
-
-@dataclass(frozen=True)
-class Column:
-    scenario: str
-    metric: str
-    perturbation: str
-
-
-@dataclass
-class HeadlineTable:
-    family: str
-    columns: list[Column]
-    rows: list[tuple[str, float | None, int, list[Cell | None]]]  # model, mean win rate, its columns, cells
-    legend: list[tuple[str, str, str]]  # metric, what it is, which direction is better
-    not_applicable: list[tuple[str, str]] = field(default_factory=list)  # scenario, why
-
-
-def _float(v) -> float | None:
-    return None if v is None or pd.isna(v) else float(v)
-
-
-def _cell(r) -> Cell:
-    """A leaderboard_stats row as a cell; where the value is undefined, the note says why (scenario_metrics' note,
-    when the cells carry it)."""
-    value = _float(r.value)
-    why = getattr(r, "note", "") if value is None else ""
-    return Cell(value, _float(r.ci_low), _float(r.ci_high), int(r.n), why or r.ci_note)
-
-
-def _best(values: list[float | None], name: str) -> list[bool]:
-    spec = metric(name)
-    keyed = [None if v is None else (abs(v) if spec.absolute else v) for v in values]
-    present = [v for v in keyed if v is not None]
-    if len(present) < 2:
-        return [False] * len(values)
-    if min(present) == max(present):  # all tied: nothing stands out
-        return [False] * len(values)
-    target = min(present) if (spec.lower_is_better or spec.absolute) else max(present)
-    return [v is not None and v == target for v in keyed]
-
-
-def headline_tables(
-    cells: pd.DataFrame,
-    rates: pd.DataFrame,
-    applicability: pd.DataFrame,
-    main_metric: dict[str, str],
-    order: tuple[str, ...] = (),
-) -> list[HeadlineTable]:
-    """One table per family that has values, in FAMILIES order. `applicability`: the version's rows of the
-    table of that name (the families that do not apply to a scenario, and why). `order`: the scenarios' column
-    order (a HELM leaderboard's); by name otherwise, and after those it lists."""
-    place = {name: k for k, name in enumerate(order)}
-    models = sorted(cells["model"].unique())
-    heads = headline_columns(cells, main_metric)
-    out = []
-    for family in FAMILIES:
-        part = heads[heads["family"] == family]
-        if part.empty:
-            continue
-        keys = part[["scenario", "metric", "perturbation"]].drop_duplicates().sort_values(["scenario", "metric"])
-        columns = sorted(
-            (Column(*k) for k in keys.itertuples(index=False)), key=lambda c: place.get(c.scenario, len(place))
-        )
-        by_key = {(r.model, r.scenario, r.metric, r.perturbation): _cell(r) for r in part.itertuples(index=False)}
-        grid = {m: [by_key.get((m, c.scenario, c.metric, c.perturbation)) for c in columns] for m in models}
-        for j, column in enumerate(columns):  # mark each column's best value
-            best = _best([grid[m][j].value if grid[m][j] else None for m in models], column.metric)
-            for m, is_best in zip(models, best):
-                if is_best:
-                    grid[m][j] = replace(grid[m][j], best=True)
-        win = rates[rates["family"] == family].set_index("model")
-        rows = [
-            (m, _float(win["mean_win_rate"].get(m)), int(win["num_columns"].get(m, 0) or 0), grid[m]) for m in models
-        ]
-        rows.sort(key=lambda r: (-(r[1] if r[1] is not None else -1), r[0]))
-        legend = [(name, metric(name).description, direction(name)) for name in sorted({c.metric for c in columns})]
-        na = applicability[(applicability["family"] == family) & ~applicability["applies"].astype(bool)]
-        out.append(HeadlineTable(family, columns, rows, legend, [(r.scenario, r.detail) for r in na.itertuples()]))
-    return out
+from holistic_dagster.metrics import FAMILIES, WORST
+from holistic_dagster.results.headline import Cell, cell_of
 
 
 @dataclass
@@ -150,6 +27,6 @@ def scenario_table(cells: pd.DataFrame, scenario: str, models: list[str]) -> Sce
         keys.itertuples(index=False),
         key=lambda k: (order[k.family], k.metric, (k.perturbation != "", k.perturbation != WORST, k.perturbation)),
     )
-    by_key = {(r.model, r.family, r.metric, r.perturbation): _cell(r) for r in part.itertuples(index=False)}
+    by_key = {(r.model, r.family, r.metric, r.perturbation): cell_of(r) for r in part.itertuples(index=False)}
     rows = [(k.family, k.metric, k.perturbation, [by_key.get((m, *k)) for m in models]) for k in keys]
     return ScenarioTable(models, rows)
