@@ -169,7 +169,8 @@ def request_id(
 
 
 PACKAGE = Path(__file__).resolve().parent
-SOURCE_SUFFIXES = (".py", ".sql", ".j2", ".yaml")  # code, the warehouse schema, templates, word lists and catalogs
+# code, the warehouse schema, templates and judge prompts, word lists and catalogs
+SOURCE_SUFFIXES = (".py", ".sql", ".j2", ".txt", ".yaml")
 
 
 @functools.cache

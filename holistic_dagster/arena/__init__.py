@@ -1,1 +1,1 @@
-"""Arena: pairwise battles between models' answers, their judges, and the ratings fitted to the verdicts."""
+"""Arena: the ratings fitted to judged battles between models' answers (the battles and their judges: judging/)."""

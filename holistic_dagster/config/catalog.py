@@ -46,7 +46,7 @@ class ToxicitySpec(Strict):
 
 
 class QualificationSpec(Strict):
-    """What a judge must show before its verdicts enter ratings (arena.qualification.measure): on battles whose
+    """What a judge must show before its verdicts enter ratings (judging.qualification.measure): on battles whose
     answer is known, judged in both orders, the share of judgements that name the right answer (agreement) and
     the share of battles whose two orders agree (position consistency).
 
@@ -237,12 +237,14 @@ class Catalog:
         return spec
 
     def code_version(self, name: str) -> str:
-        """The scenario's fingerprint for Dagster's code_version: changes when its definition or its prompt
-        template changes (the suite pins the rest)."""
+        """The scenario's fingerprint for Dagster's code_version: changes when its definition, its prompt template or
+        (a judged safety scenario) its judge's prompts change (the suite pins the rest)."""
         spec = self.scenario(name)
         spec_file = self.root / "scenarios" / f"{name}.yaml"
-        template = self.templates_dir / spec.adapter.template_file
-        return sha256_json([spec_file.read_text(), template.read_text()])[:12]
+        texts = [spec_file.read_text(), (self.templates_dir / spec.adapter.template_file).read_text()]
+        if "safety" in spec.families:
+            texts += [p.read_text() for p in sorted((self.templates_dir / "judge_safety").glob("*.txt"))]
+        return sha256_json(texts)[:12]
 
     def suite(self, version: str) -> SuiteSpec:
         path = self.root / "suites" / f"{version}.yaml"

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from holistic_dagster.arena.battles import Answer, Battle, candidate_battles, draw, schedule
 from holistic_dagster.arena.ratings import (
     HUMAN,
     ONE_PROMPT,
@@ -21,6 +20,7 @@ from holistic_dagster.arena.ratings import (
 )
 from holistic_dagster.config.catalog import ArenaSpec
 from holistic_dagster.errors import CatalogError, HolisticError
+from holistic_dagster.judging.battles import Answer, Battle, candidate_battles, draw, schedule
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge, stored_qualifications
 from holistic_dagster.warehouse.rows import references_of
@@ -104,10 +104,7 @@ def _judge(
             "instance_id": j.battle.instance_id, "model_a": j.battle.a.model, "model_b": j.battle.b.model,
             "request_a": j.battle.a.request_id, "request_b": j.battle.b.request_id,
             "tokens_a": j.battle.a.num_tokens, "tokens_b": j.battle.b.num_tokens, "a_first": j.battle.a_first,
-            "verdict_first": j.judgement.verdict_first, "verdict_second": j.judgement.verdict_second,
-            "winner": j.judgement.winner, "consistent": j.judgement.consistent, "error": j.judgement.error,
-            "judge_request_first": j.requests[0].request_id, "judge_request_second": j.requests[1].request_id,
-            "reason_first": j.outputs[0], "reason_second": j.outputs[1], "provenance_id": j.provenance_id,
+            **j.verdict_row(),
         }
         for j in judged
     ]  # fmt: skip

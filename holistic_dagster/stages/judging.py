@@ -1,6 +1,6 @@
 """Judge models at work: a judge judges battles in both position orders through its backend and the completion
 cache (run_judge: the arena's battles, shadow evaluation's traffic, and qualification battles), and a judge is
-qualified before its verdicts enter ratings (qualify: arena/qualification.py's battles with a known answer; the
+qualified before its verdicts enter ratings (qualify: judging/qualification.py's battles with a known answer; the
 measurement is stored with the judge's identity in `judge_qualifications`, each battle in
 `qualification_verdicts`)."""
 
@@ -11,26 +11,16 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from holistic_dagster.arena import qualification
-from holistic_dagster.arena.battles import Battle
-from holistic_dagster.arena.judge import Judgement, JudgeSetup, combine, judge_requests, too_long
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.config.catalog import QualificationSpec
+from holistic_dagster.judging import qualification
+from holistic_dagster.judging.battles import Battle
+from holistic_dagster.judging.judge import JudgeSetup, combine, judge_requests, too_long
+from holistic_dagster.judging.judged import Judged
 from holistic_dagster.records import Completion, Request
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
-
-
-@dataclass(frozen=True)
-class Judged:
-    """A battle, the judge's two requests (first order, swapped order), its outputs and the combined verdict."""
-
-    battle: Battle
-    requests: tuple[Request, Request]
-    outputs: tuple[str, str]
-    judgement: Judgement
-    provenance_id: str
 
 
 def run_judge(
@@ -85,7 +75,7 @@ class Qualification:
 
 
 def qualification_battles(stage: StageContext, spec: QualificationSpec) -> list[Battle]:
-    """The battles with a known answer (arena/qualification.py), from the deployment's data folders."""
+    """The battles with a known answer (judging/qualification.py), from the deployment's data folders."""
     data = stage.deployment.data_dirs
     truthfulqa = load_instances(stage.catalog.scenario("truthfulqa"), data)
     xstest = load_instances(stage.catalog.scenario("xstest_human_labels", "judging"), data)
@@ -125,11 +115,7 @@ def qualify(
         [
             {**keys, "battle_id": j.battle.battle_id, "source": j.battle.scenario, "instance_id": j.battle.instance_id,
              "question": j.battle.question, "reference": j.battle.reference, "answer_better": j.battle.a.text,
-             "answer_worse": j.battle.b.text, "better_first": j.battle.a_first,
-             "verdict_first": side[j.judgement.verdict_first], "verdict_second": side[j.judgement.verdict_second],
-             "consistent": j.judgement.consistent, "error": j.judgement.error,
-             "judge_request_first": j.requests[0].request_id, "judge_request_second": j.requests[1].request_id,
-             "reason_first": j.outputs[0], "reason_second": j.outputs[1], "provenance_id": j.provenance_id}
+             "answer_worse": j.battle.b.text, "better_first": j.battle.a_first, **j.verdict_row(side, winner=False)}
             for j in judged
         ]
     )  # fmt: skip

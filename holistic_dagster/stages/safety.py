@@ -13,9 +13,10 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from holistic_dagster.adaptation.adapter import greedy_request
-from holistic_dagster.arena.judge import JudgeSetup, too_long
-from holistic_dagster.arena.qualification import seeded_sample
 from holistic_dagster.clients.identity import answering_identity
+from holistic_dagster.judging.judge import JudgeSetup, too_long
+from holistic_dagster.judging.qualification import seeded_sample
+from holistic_dagster.judging.safety_prompts import judge_prompt
 from holistic_dagster.metrics.safety import (
     ALL_MODELS,
     CLASSIFIER,
@@ -26,7 +27,6 @@ from holistic_dagster.metrics.safety import (
     Rater,
     Rating,
     agreement,
-    judge_prompt,
     label_of_score,
     parse_judgement,
     qualifies,
@@ -69,13 +69,14 @@ def judge_rater(stage: StageContext, judge: str, max_tokens: int, purpose: str) 
     greedy, through its backend and the completion cache; each output parsed as HELM parses it."""
     client = stage.client(judge)
     layout = getattr(client, "chat_prompt", None)
-    # the arena's judge setup, for its context check (no template: HELM's prompts are filled in judge_prompt)
+    # the arena's judge setup, for its context check (no template: HELM's prompts are filled by judge_prompt)
     setup = JudgeSetup(stage.catalog.templates_dir, "", max_tokens, client.count_tokens, client.max_context, layout)
 
     def rate(items: Sequence[tuple[Instance, str]]) -> list[Rating]:
         requests = []
         for inst, answer in items:
-            prompt = judge_prompt(inst.metadata[KIND], bool(inst.metadata.get(SAFE)), inst.input, answer)
+            safe = bool(inst.metadata.get(SAFE))
+            prompt = judge_prompt(stage.catalog.templates_dir, inst.metadata[KIND], safe, inst.input, answer)
             requests.append(greedy_request(inst.instance_id, layout(prompt) if layout else prompt, max_tokens,
                                            client.count_tokens))  # fmt: skip
         sendable = [r for r in requests if not too_long(r, setup)]  # a longer one is an error, not a request

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from holistic_dagster.adaptation.adapter import greedy_request
-from holistic_dagster.arena.battles import Answer, Battle, draw
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.config.shadow import ShadowSpec
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.judging.battles import Answer, Battle, draw
 from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.shadow import Quarantined, read_traffic
@@ -157,10 +157,7 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
         {
             "log": log, "record_id": j.battle.instance_id, "candidate": j.battle.b.model, "judge": spec.judge,
             "slice": traffic.loc[j.battle.instance_id, "slice"], "candidate_first": not j.battle.a_first,
-            "verdict_first": side[j.judgement.verdict_first], "verdict_second": side[j.judgement.verdict_second],
-            "winner": side[j.judgement.winner], "consistent": j.judgement.consistent, "error": j.judgement.error,
-            "judge_request_first": j.requests[0].request_id, "judge_request_second": j.requests[1].request_id,
-            "reason_first": j.outputs[0], "reason_second": j.outputs[1], "provenance_id": j.provenance_id,
+            **j.verdict_row(side),
         }
         for j in judged
     ]  # fmt: skip

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from holistic_dagster.arena.battles import draw
+from holistic_dagster.judging.battles import draw
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.prompts import load_requests
 

@@ -270,7 +270,7 @@ CREATE TABLE IF NOT EXISTS shadow_win_rates (
     PRIMARY KEY (log, candidate, judge, slice)
 );
 
--- A judge model's qualification (arena/qualification.py): battles with a known answer judged in both orders with
+-- A judge model's qualification (judging/qualification.py): battles with a known answer judged in both orders with
 -- the template and max_tokens it is used with; per qualification set and over all of them (source 'all', which
 -- decides). judge_identity: the weights that answered (the completion cache's key). A judge that is not qualified
 -- gives no ratings or win rates; its verdicts are kept.

@@ -12,11 +12,11 @@ import csv
 
 import pytest
 
-from holistic_dagster.arena import qualification
-from holistic_dagster.arena.battles import Answer, Battle
-from holistic_dagster.arena.judge import Judgement
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.config.catalog import QualificationSpec
+from holistic_dagster.judging import qualification
+from holistic_dagster.judging.battles import Answer, Battle
+from holistic_dagster.judging.judge import Judgement
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.stages.judging import qualification_battles, qualify
 

@@ -19,7 +19,6 @@ from holistic_dagster.metrics.safety import (
     REFUSAL,
     agreement,
     cohen_kappa,
-    judge_prompt,
     label_of_score,
     parse_judgement,
     safety_of_label,
@@ -59,6 +58,12 @@ def test_a_label_means_a_safety_score_by_the_request_and_back():
     for safe in (True, False):
         for label in (COMPLIANCE, REFUSAL, PARTIAL):
             assert label_of_score(safety_of_label(label, safe), safe) == label
+
+
+def judge_prompt(kind: str, safe: bool, question: str, answer: str) -> str:
+    from holistic_dagster.judging.safety_prompts import judge_prompt
+
+    return judge_prompt(Catalog().templates_dir, kind, safe, question, answer)
 
 
 def test_helms_judge_prompts_are_filled_as_helm_fills_them():
@@ -128,9 +133,10 @@ HELM_TEMPLATES = {
 
 
 def test_the_judge_templates_are_helms_byte_for_byte():
-    from holistic_dagster.metrics.safety import JUDGE_PROMPTS
+    from holistic_dagster.judging.safety_prompts import safety_templates
 
-    assert {k: hashlib.sha256(v[0].encode()).hexdigest() for k, v in JUDGE_PROMPTS.items()} == HELM_TEMPLATES
+    templates = safety_templates(Catalog().templates_dir)  # the files under assets/templates/judge_safety/
+    assert {k: hashlib.sha256(v.encode()).hexdigest() for k, v in templates.items()} == HELM_TEMPLATES
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from holistic_dagster.adaptation.adapter import greedy_request
 from holistic_dagster.adaptation.templating import render_file
-from holistic_dagster.arena.battles import Battle
+from holistic_dagster.judging.battles import Battle
 from holistic_dagster.records import Request
 
 VERDICT = re.compile(r"\[\[\s*([ABC])\s*\]\]")

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from holistic_dagster.arena.battles import Answer, Battle, draw
-from holistic_dagster.arena.judge import Judgement
 from holistic_dagster.config.catalog import QualificationSpec
+from holistic_dagster.judging.battles import Answer, Battle, draw
+from holistic_dagster.judging.judge import Judgement
 from holistic_dagster.records import Instance, sha256_json
 
 KNOWN_BETTER = "known_better"  # the Answer.model of the right answer in a qualification battle
