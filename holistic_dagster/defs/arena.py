@@ -3,7 +3,6 @@ people: holistic vote), the ratings fitted to them, their jobs, and the sensor t
 votes come in."""
 
 import dagster as dg
-import duckdb
 
 from holistic_dagster import quality
 from holistic_dagster.config.redaction import errors_redacted
@@ -11,6 +10,7 @@ from holistic_dagster.defs import jobs
 from holistic_dagster.defs.common import BY_VERSION, SUMMARY_FOLLOWS, check_results, check_specs, runs_for_changes
 from holistic_dagster.defs.partitions import version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends
+from holistic_dagster.results.arena import bradley_terry_table, votes_seen
 from holistic_dagster.stages import arena
 
 
@@ -78,12 +78,7 @@ def arena_assets(scenarios: list[str]) -> list[dg.AssetsDefinition]:
         version = context.partition_key
         stage = holistic.stage(context.run.run_id)
         metadata = arena.rate(stage, version)
-        table = stage.warehouse.df(
-            "SELECT judge, model, round(rating, 1) AS rating, round(ci_low, 1) AS ci_low, round(ci_high, 1) AS ci_high,"
-            " num_battles, round(mean_answer_tokens, 1) AS mean_answer_tokens FROM arena_ratings "
-            "WHERE version = ? AND method = 'bradley_terry' ORDER BY judge, rating DESC",
-            [version],
-        )
+        table = bradley_terry_table(stage.warehouse, version)
         yield dg.MaterializeResult(
             metadata={
                 **{k: dg.MetadataValue.json(v) for k, v in metadata.items()},
@@ -108,11 +103,9 @@ def make_votes_sensor(ratings_job):
         warehouse = holistic.deployment().warehouse()
         if not warehouse.path.exists():
             return dg.SkipReason("no warehouse yet")
-        try:
-            seen = warehouse.df("SELECT version, count(*) AS n, max(voted_at)::VARCHAR AS last FROM votes GROUP BY 1")
-        except duckdb.CatalogException:  # a warehouse from before the votes table
+        marks = votes_seen(warehouse)
+        if marks is None:  # a warehouse from before the votes table
             return dg.SkipReason("no votes yet")
-        marks = {r.version: f"{r.n}@{r.last}" for r in seen.itertuples()}
         return runs_for_changes(
             context, marks, ratings_job, version_partitions, lambda v, mark: f"votes:{v}:{mark}", "no new votes"
         )

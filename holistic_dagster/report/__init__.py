@@ -32,6 +32,7 @@ from holistic_dagster.report.helm_suites import mean_score_table, rater_agreemen
 from holistic_dagster.report.predictions import load_items, samples
 from holistic_dagster.report.tables import scenario_table
 from holistic_dagster.results.headline import headline, number
+from holistic_dagster.results.leaderboard import comparisons, evaluated_counts, has_statistics, imported_models
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -72,12 +73,11 @@ def build_report(
     about: per scenario, what the page says of it (description, adapter method); mean_score: (title, family) of
     the suite's own mean score (HELM Capabilities', HELM Safety's); order: the headline's column order (a HELM
     leaderboard's)."""
-    stored = warehouse.df("SELECT count(*) AS n FROM leaderboard_stats WHERE version = ?", [version])
-    if not stored["n"].iat[0]:
+    if not has_statistics(warehouse, version):
         raise HolisticError(f"no leaderboard statistics for suite version {version!r}: materialize [leaderboard] first")
     head = headline(warehouse, version, main_metric, order)
     cells, applicability, tables = head.cells, head.applicability, head.tables
-    comparisons = warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
+    compared = comparisons(warehouse, version)
     rows = original_scores(warehouse, version)
     models = sorted(cells["model"].unique())
     scenarios = sorted(cells["scenario"].unique())
@@ -91,15 +91,14 @@ def build_report(
         "samples": int(cells["bootstrap_samples"].iat[0]),
     }
     pages: dict[str, str] = {}
-    worse = comparisons[comparisons["verdict"] == "worse"] if len(comparisons) else comparisons
-    imported = warehouse.df("SELECT DISTINCT model FROM imported_runs WHERE version = ? ORDER BY 1", [version])
+    worse = compared[compared["verdict"] == "worse"] if len(compared) else compared
     pages["index.html"] = env.get_template("index.html.j2").render(
         **common,
         root="",
-        imported=imported["model"].tolist(),
+        imported=sorted(imported_models(warehouse, version)),
         tables=tables,
         scenarios=[(s, about.get(s, {}).get("description", ""), main_metric.get(s, "")) for s in scenarios],
-        comparisons=comparisons.to_dict("records"),
+        comparisons=compared.to_dict("records"),
         worse=worse.to_dict("records"),
         arena=arena_tables(warehouse, version),
         scatter=plots.efficiency_scatter(cells, main_metric),
@@ -109,11 +108,7 @@ def build_report(
     predictions = load_items(
         warehouse, version, samples(warehouse, version, predictions_per_scenario, PREDICTIONS_SEED), main_metric
     )
-    evaluated = warehouse.df(
-        "SELECT scenario, count(*) AS n FROM instances WHERE version = ? AND split = 'test' AND perturbation = '' "
-        "GROUP BY scenario",
-        [version],
-    ).set_index("scenario")["n"]
+    evaluated = evaluated_counts(warehouse, version)
     num_predictions = {}
     for scenario in scenarios:
         items = predictions.get(scenario, [])

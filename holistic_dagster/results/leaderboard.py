@@ -65,3 +65,22 @@ def imported_models(warehouse: Warehouse, version: str) -> set[str]:
     except duckdb.CatalogException:  # a warehouse from before imports
         return set()
     return set(frame["model"])
+
+
+def has_statistics(warehouse: Warehouse, version: str) -> bool:
+    """The version's summaries were computed (leaderboard_stats holds its cells)."""
+    return bool(warehouse.df("SELECT count(*) AS n FROM leaderboard_stats WHERE version = ?", [version])["n"].iat[0])
+
+
+def comparisons(warehouse: Warehouse, version: str) -> pd.DataFrame:
+    """The version's paired comparisons of each model with its baseline (the regressions' table)."""
+    return warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
+
+
+def evaluated_counts(warehouse: Warehouse, version: str) -> pd.Series:
+    """{scenario: its evaluated original test instances} for the version."""
+    return warehouse.df(
+        "SELECT scenario, count(*) AS n FROM instances WHERE version = ? AND split = 'test' AND perturbation = '' "
+        "GROUP BY scenario",
+        [version],
+    ).set_index("scenario")["n"]
