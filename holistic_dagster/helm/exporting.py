@@ -27,6 +27,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.helm.names import SUBSET_ARGUMENT, group_for_scenario, helm_metric
+from holistic_dagster.results.partition import partition_record
 from holistic_dagster.warehouse.rows import json_list, json_object, metadata_of, references_of
 
 # HELM's adapter spec fields for a run we built (those HELM's dataclass requires and ours can fill)
@@ -145,32 +146,9 @@ def _swap_in(staging: Path, target: Path, ours: dict[str, list[str]], written: d
 
 def _runs(warehouse, version: str, model: str, scenario: str):
     """(run folder name, {file: content}) per subset of one model partition."""
-    keys = [version, scenario, model]
-    where = "version = ? AND scenario = ? AND model = ?"
-    instances = warehouse.df(
-        'SELECT instance_id, split, subset, input, "references", metadata FROM instances WHERE version = ? AND '
-        "scenario = ? AND perturbation = '' AND instance_id IN "
-        f"(SELECT instance_id FROM instance_scores WHERE {where})",
-        [version, scenario, *keys],
-    )
-    prompts = warehouse.df(f"SELECT * FROM prompts WHERE {where} ORDER BY instance_id, choice_index NULLS FIRST", keys)
-    completions = warehouse.df(f"SELECT * FROM completions WHERE {where}", keys).set_index("request_id")
-    scores = warehouse.df(
-        f"SELECT instance_id, metric, family, value FROM instance_scores WHERE {where} AND perturbation = ''", keys
-    )
-    worst = warehouse.df(
-        f"SELECT instance_id, metric, family, value FROM instance_scores WHERE {where} AND perturbation = 'worst'", keys
-    )
-    run_metrics = warehouse.df(
-        f"SELECT metric, family, value FROM scenario_metrics WHERE {where} AND perturbation = '' AND value IS NOT NULL",
-        keys,
-    )
-    imported = warehouse.df(f"SELECT subset, run_spec, description FROM imported_runs WHERE {where}", keys)
-    provenance = warehouse.df(
-        "SELECT p.* FROM provenance p WHERE provenance_id IN (SELECT provenance_id FROM scenario_metrics "
-        f"WHERE {where})",
-        keys,
-    )
+    run = partition_record(warehouse, version, scenario, model)
+    instances, prompts, completions, scores = run.instances, run.prompts, run.completions, run.scores
+    worst, run_metrics, imported, provenance = run.worst, run.scenario_metrics, run.imported, run.provenance
     specs = {r.subset: json_object(r.run_spec) for r in imported.itertuples()}
     about = imported["description"].iat[0] if len(imported) else ""
     if not about:
