@@ -38,7 +38,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
         if full:
             table = _full_table(fam, version, part, applies, rates, imported)
         else:
-            absent = _NotHere(suite if fam == "accuracy" else None, not_here, 0)
+            absent = _NotHere(suite if fam == "accuracy" else None, not_here)
             table = _headline_table(fam, version, part, tables.get(fam), imported, absent, nobody, collapsed)
         if full or table.row_count:
             console.print(table)
@@ -75,7 +75,6 @@ def _headline_table(fam: str, version: str, part, headline, imported, absent, no
     rate = {model: r for model, r, *_ in headline.rows}
     by_model = {model: row for model, *_, row in headline.rows}
     table.add_row("mean win rate", "", *[_rate(rate.get(m)) for m in models])
-    absent.models = len(models)
     for j, column in enumerate(headline.columns):
         absent.rows_before(table, column.scenario)
         label = _label(column.metric, column.perturbation)
@@ -136,16 +135,15 @@ class _NotHere:
     """A suite's entries without results (_not_here) as rows of its accuracy table at their place in the suite's
     column order: "no data (offline)" for every model, never a zero."""
 
-    def __init__(self, suite, absent: dict[str, str], models: int):
+    def __init__(self, suite, absent: dict[str, str]):
         self.names = list(absent) if suite else []
         self.order = (list(suite.columns) or [*suite.scenarios, *suite.not_here]) if suite else []
-        self.models = models
 
     def rows_before(self, table: Table, scenario: str | None) -> None:
         """Adds the entries the order puts before `scenario` (None: every one left)."""
         stop = self.order.index(scenario) if scenario in self.order else len(self.order)
         for name in [n for n in self.names if n not in self.order[stop:]]:
-            table.add_row(escape(name), "", *["no data (offline)"] * self.models)
+            table.add_row(escape(name), "", *["no data (offline)"] * (len(table.columns) - 2))  # a cell per model
             self.names.remove(name)
 
 

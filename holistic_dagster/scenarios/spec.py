@@ -29,7 +29,7 @@ class DownloadSpec(Strict):
     files: dict[str, str] = {}
 
     @model_validator(mode="after")
-    def _something(self) -> DownloadSpec:
+    def _a_source(self) -> DownloadSpec:
         if not self.url and not self.files:
             raise ValueError("give a url, files, or both")
         return self
