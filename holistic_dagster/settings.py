@@ -3,9 +3,102 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class EnvironmentVariable:
+    name: str
+    default: str
+    meaning: str
+
+
+# Every environment variable the product reads (docs/reference/environment.md is generated from this; a test fails
+# on a HOLISTIC_ or DAGSTER_PG_ name in the code that is not listed). Secrets are read only where a file names
+# their variable (api_key_env, url_env): those variables are the deployment's own choice and are not listed.
+ENVIRONMENT = (
+    EnvironmentVariable(
+        "HOLISTIC_HOME",
+        "data/",
+        "converted GGUF models, demo models, downloads, reports, and the default warehouse and Dagster home",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_WAREHOUSE",
+        "<home>/warehouse.duckdb",
+        "the DuckDB results file; a folder (or a "
+        "value ending in /): the shared results store of the scale-out setup (`--db` for one command)",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_DATA_DIR",
+        "(none)",
+        "folders (separated by :) holding upstream data files, "
+        "searched before downloading, e.g. ../shared/data (`--data-dir` for one command)",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_OFFLINE",
+        "(unset)",
+        "1, true or yes: never download; a missing file is an error (an optional scenario is skipped with its reason)",
+    ),
+    EnvironmentVariable("HOLISTIC_CATALOG", "assets/", "another evaluation catalog: suites/, scenarios/, templates/"),
+    EnvironmentVariable(
+        "HOLISTIC_RESOURCES",
+        "resources/",
+        "another folder of deployment files: models.yaml, "
+        "backends.yaml, alerts.yaml, shadow.yaml, celery.yaml, automation.yaml",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_MAX_EVAL_INSTANCES",
+        "(unset)",
+        "a cap on every suite scenario's max_eval_instances (as `holistic evaluate --max-eval-instances`)",
+    ),
+    EnvironmentVariable(
+        "DAGSTER_HOME", "<home>/dagster", "Dagster's runs, events and check results (what `holistic ui` shows)"
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_EXECUTOR",
+        "in_process",
+        "celery: every step a Celery task on `holistic worker` processes (needs DAGSTER_PG_HOST and a broker)",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_CELERY_BROKER",
+        "(none)",
+        "the broker's Redis URL under HOLISTIC_EXECUTOR=celery (the name is `broker_env` in resources/celery.yaml)",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_CELERY_BACKEND",
+        "the broker",
+        "the Celery result backend's URL (`backend_env` in resources/celery.yaml)",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_ALERT_WEBHOOK",
+        "(unset: nothing posted)",
+        "the Slack-compatible webhook URL of graded alerts (`webhook.url_env` in resources/alerts.yaml)",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_VOTE_KEY", "a key file <home>/vote.key", "the key that signs `holistic vote`'s invitation links"
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_DEBUG", "(unset)", "1: an unexpected error shows its traceback (as `holistic --debug`)"
+    ),
+    EnvironmentVariable(
+        "DAGSTER_PG_HOST",
+        "(unset)",
+        "Dagster's storage in PostgreSQL (dagster.postgres.yaml); "
+        "with DAGSTER_PG_PORT, DAGSTER_PG_USER, DAGSTER_PG_PASSWORD and DAGSTER_PG_DB",
+    ),
+    EnvironmentVariable("DAGSTER_PG_PORT", "(unset)", "PostgreSQL's port, with DAGSTER_PG_HOST"),
+    EnvironmentVariable("DAGSTER_PG_USER", "(unset)", "PostgreSQL's user, with DAGSTER_PG_HOST"),
+    EnvironmentVariable("DAGSTER_PG_PASSWORD", "(unset)", "PostgreSQL's password, with DAGSTER_PG_HOST"),
+    EnvironmentVariable("DAGSTER_PG_DB", "(unset)", "PostgreSQL's database, with DAGSTER_PG_HOST"),
+    EnvironmentVariable(
+        "OPENAI_BASE_URL",
+        "(unset)",
+        "read by the openai SDK for an openai model without `base_url` (with OPENAI_ORG_ID and OPENAI_PROJECT_ID)",
+    ),
+)
 
 
 def _path(env: str, default: Path) -> Path:
@@ -83,7 +176,7 @@ EXECUTORS = ("in_process", "celery")
 def executor() -> str:
     """How Dagster runs a job's steps (HOLISTIC_EXECUTOR): `in_process` by default (the CLI runs in one process;
     runs launched from the UI use Dagster's multiprocess executor); `celery`: every step as a task on Celery
-    workers (resources/celery.yaml, docs/scaling.md)."""
+    workers (resources/celery.yaml, docs/how-to/scale-out.md)."""
     from holistic_dagster.errors import CatalogError
 
     value = os.environ.get("HOLISTIC_EXECUTOR", "") or "in_process"

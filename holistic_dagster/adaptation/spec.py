@@ -41,13 +41,13 @@ class AdapterSpec(Strict):
     global_suffix: str = ""  # text after the whole prompt (HELM's; the chain-of-thought request to reason)
     chain_of_thought_prefix: str = ""  # an example's reasoning is shown between these (HELM's)
     chain_of_thought_suffix: str = "\n"
-    max_train_instances: int = Field(0, ge=0)
-    max_tokens: int = Field(1, ge=0)
-    temperature: float = Field(0.0, ge=0.0)
+    max_train_instances: int = Field(0, ge=0)  # in-context examples drawn from the few-shot pool
+    max_tokens: int = Field(1, ge=0)  # the most tokens generated
+    temperature: float = Field(0.0, ge=0.0)  # 0: greedy
     # generations per instance (HELM's num_outputs: RealToxicityPrompts samples 25 at temperature 0.9); the first is
     # the one the reference metrics score, every one enters the toxicity metrics
     num_outputs: int = Field(1, ge=1)
-    stop_sequences: tuple[str, ...] = ("\n",)
+    stop_sequences: tuple[str, ...] = ("\n",)  # generation stops before the first of these
 
     @property
     def template_file(self) -> str:

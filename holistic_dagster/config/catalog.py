@@ -107,24 +107,24 @@ class MeanScoreSpec(Strict):
     """A suite's own headline: the mean over its scenarios of their main score in one family (HELM Capabilities'
     mean score, HELM Safety's mean safety score), per model with a bootstrap CI (results/suite_score.py)."""
 
-    title: str
-    family: Literal["accuracy", "safety"]
+    title: str  # the headline's name ("Mean score")
+    family: Literal["accuracy", "safety"]  # whose main scores are averaged
 
 
 class SuiteSpec(Strict):
-    version: str
-    description: str = ""
+    version: str  # the suite version: the file's name without .yaml
+    description: str = ""  # what the suite is for, shown with its leaderboard
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
-    conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # see CONVENTIONS
+    conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # how instances and examples are drawn and read (CONVENTIONS)
     regression_alpha: float = Field(0.05, gt=0.0, lt=1.0, allow_inf_nan=False)  # the regressions check's level
     # the most (USD) an evaluation of one priced model on this suite may cost: estimated from the built prompts
     # (prompt tokens and max_tokens at the model's price, cached requests excluded) before any request is sent
     max_cost: float | None = Field(None, ge=0.0)
-    perturbations: PerturbationsSpec = PerturbationsSpec()
-    toxicity: ToxicitySpec = ToxicitySpec()
-    safety: SafetySpec = SafetySpec()
-    mean_score: MeanScoreSpec | None = None
-    scenarios: dict[str, SuiteScenario]
+    perturbations: PerturbationsSpec = PerturbationsSpec()  # robustness and fairness perturbations, every scenario
+    toxicity: ToxicitySpec = ToxicitySpec()  # the classifier that scores generations' toxicity
+    safety: SafetySpec = SafetySpec()  # who rates HELM Safety's answers
+    mean_score: MeanScoreSpec | None = None  # a headline mean over the scenarios (HELM Capabilities, Safety)
+    scenarios: dict[str, SuiteScenario]  # scenario name (assets/scenarios/) -> how much of it, how
     # a leaderboard's entries this catalog cannot run here (no loader, or no data offline): name -> why. The
     # leaderboard lists them as "no data (offline)" rather than leaving them out or showing a zero
     not_here: dict[str, str] = {}
@@ -142,7 +142,7 @@ class SuiteSpec(Strict):
             raise ValueError(f"not_here entries {unplaced} are not in columns: say where they stand")
         return self
 
-    arena: ArenaSpec | None = None
+    arena: ArenaSpec | None = None  # pairwise battles between the models' answers, judged
 
 
 class Catalog:

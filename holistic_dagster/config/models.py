@@ -43,7 +43,7 @@ class TransformersSettings(Strict):
 
 class _HttpSettings(Strict):
     max_concurrency: int = Field(8, gt=0, description="requests in flight per model")
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0, description="seconds one request may take before it is retried")
     max_attempts: int = Field(5, gt=0, description="retries on timeouts, 429 and 5xx, with backoff and jitter")
 
 
@@ -110,15 +110,16 @@ BackendSettings = create_model(
 
 
 class _Model(Strict):
-    name: str
+    name: str  # the model partition's key (filled in from the registry's key)
+    # the kind of client: transformers, tgi, openai, llamacpp or echo (its settings are below)
     backend: Literal[tuple(BACKEND_SETTINGS)]  # type: ignore[valid-type]
     # transformers: a local checkpoint directory, a hub id, demo:<name> for a built-in demo model, or
     # gguf:<package>/<file>.gguf (a GGUF file shipped in an installed package; or gguf:<path>), converted once;
     # openai: the model id the server knows; tgi: a label (the server serves one model, /info names it)
     path: str
-    revision: str | None = None
-    description: str = ""
-    max_context: int | None = Field(None, gt=0)
+    revision: str | None = None  # pin a revision; otherwise a checkpoint's content hash or what the server reports
+    description: str = ""  # what the model is, shown by the CLI, the report and the UI
+    max_context: int | None = Field(None, gt=0)  # the context window in tokens; default: what the model says
     # openai: use /v1/chat/completions instead of /v1/completions; transformers: lay every prompt out with the
     # model's chat template (as lm-eval's --apply_chat_template; off by default, as in lm-eval: HELM 0.5 turns it on
     # for a local Hugging Face model whose tokenizer has a chat template)

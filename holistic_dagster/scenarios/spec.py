@@ -23,7 +23,7 @@ class DownloadSpec(Strict):
     url: str = ""
     patterns: tuple[str, ...] = ()  # hf:// only: the repository's files to fetch, {subset} substituted
     archive_dir: str = ""  # folder inside an archive that holds the files `splits` name
-    sha256: str | None = None
+    sha256: str | None = None  # the download's checksum, checked before it is used
     # single files fetched beside it, {path in the scenario's folder: url} (LegalBench's prompt settings, which
     # its authors keep on GitHub and its data on the Hugging Face Hub)
     files: dict[str, str] = {}
@@ -43,7 +43,7 @@ class DownloadSpec(Strict):
 
 class SourceSpec(Strict):
     dir: str  # sub-folder of a data dir holding the upstream files
-    revision: str
+    revision: str  # the upstream revision the files are (a commit, a release), recorded with them
     download: DownloadSpec | None = None
 
 
@@ -118,10 +118,10 @@ class HelmReadingSpec(Strict):
 
 
 class _Scenario(Strict):
-    name: str
-    description: str
-    source: SourceSpec | None = None
-    generator: GeneratorSpec | None = None
+    name: str  # the file's name without .yaml
+    description: str  # one line, shown in the report
+    source: SourceSpec | None = None  # where the upstream files are, and how to download them
+    generator: GeneratorSpec | None = None  # or: the data is generated (seeded), not read
     # the upstream file format (scenarios.formats: csv, jsonl, nested_json, story, text_files, trec_run, raft, quac);
     # a format's options are the section of the file named after it (`csv:`, `nested_json:`, ...)
     format: Literal[tuple(FORMATS)] | None = None  # type: ignore[valid-type]
@@ -130,7 +130,7 @@ class _Scenario(Strict):
     contrast: dict[Literal["test"], str] = {}
     # what a user must fetch when the data cannot be downloaded from upstream (shown when it is missing)
     data_note: str = ""
-    subsets: tuple[str, ...] = ("",)
+    subsets: tuple[str, ...] = ("",)  # e.g. MMLU's subjects; each is evaluated and reported on its own
     # file pattern per split; {subset} is substituted, and {subset_file} by the subset's part before a colon (MATH's
     # subset `algebra:level_1` reads algebra's file)
     splits: dict[Literal["train", "test"], str] = {}
@@ -145,8 +145,8 @@ class _Scenario(Strict):
     # no train file, conventions helm: the first fraction of the test records (file order) is the few-shot pool
     # and only the rest are evaluated, as HELM splits such a file (TruthfulQA: 0.2); legacy suites use train_holdout
     train_head: float | None = Field(None, gt=0.0, lt=1.0)
-    instance: InstanceSpec | None = None
-    adapter: AdapterSpec
+    instance: InstanceSpec | None = None  # how a record becomes an instance (Jinja2 over its fields)
+    adapter: AdapterSpec  # how it is asked
     metrics: tuple[str, ...] = ()  # accuracy metrics; none for a scenario without references (BOLD)
     # the metric families that apply; the others are reported "not applicable"
     families: tuple[Family, ...] = ("accuracy", "calibration", "efficiency")  # type: ignore[valid-type]
@@ -182,7 +182,9 @@ ScenarioSpec = create_model(
     __module__=__name__,
     __doc__="A scenario file: its data, how a record becomes an Instance, how it is asked, what is measured.",
     **{
-        name: (f.options, f.default_options) if f.default_options is not None else (f.options | None, None)
+        name: (f.options, Field(f.default_options, description=f"options of the {name} format"))
+        if f.default_options is not None
+        else (f.options | None, Field(None, description=f"options of the {name} format"))
         for name, f in FORMATS.items()
         if f.options is not None
     },
@@ -202,22 +204,23 @@ def split_file(pattern: str, subset: str) -> str:
 class PerturbationsSpec(Strict):
     """Which perturbations make the robustness and fairness instances (names from holistic_dagster.perturbations)."""
 
-    robustness: tuple[str, ...] = ()
-    fairness: tuple[str, ...] = ()
+    robustness: tuple[str, ...] = ()  # typos, lowercase, contractions, expansions, misspellings, ...
+    fairness: tuple[str, ...] = ()  # dialect, gender, person_names
 
 
 class SuiteScenario(Strict):
-    max_eval_instances: int = Field(gt=0)
-    max_train_instances: int | None = Field(None, ge=0)
+    max_eval_instances: int = Field(gt=0)  # instances evaluated per subset, drawn by the conventions
+    max_train_instances: int | None = Field(None, ge=0)  # in-context examples; default: the scenario's
     # fewer generated tokens than the scenario's (HELM's 4,096 for a chain of thought is hours on a CPU)
     max_tokens: int | None = Field(None, gt=0)
     temperature: float | None = Field(None, ge=0.0)  # HELM samples some (BOLD at 0.9); the catalog's are greedy
     num_outputs: int | None = Field(None, ge=1)  # generations per instance (HELM's RealToxicityPrompts: 25)
     # other stop sequences than the scenario's (HELM's, where the catalog's default differs: GSM8K's "\n\n")
     stop_sequences: tuple[str, ...] | None = None
-    seed: int = 0
+    seed: int = 0  # of the draws (HELM's draws need 0)
     conventions: Literal[CONVENTIONS] | None = None  # type: ignore[valid-type]  # default: the suite's
-    subsets: tuple[str, ...] | None = None
+    subsets: tuple[str, ...] | None = None  # which subsets (MMLU subjects, ...); default: the scenario's
+    # another adapter method than the scenario's (e.g. language_modeling, or joint for separate)
     method: Literal[ADAPTER_METHODS] | None = None  # type: ignore[valid-type]
     # ranking: evaluate the first-stage top k candidates of each query (HELM's valid_topk)
     max_candidates: int | None = Field(None, gt=0)

@@ -2,6 +2,7 @@
 -- came from, so any score joins back to its completion, prompt, instance and source file (view `lineage`).
 -- Partition keys: version (suite version), scenario, model. Each stage replaces its partition atomically.
 
+-- The warehouse's own settings: its schema version (schema_version), which readers check.
 CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR);
 
 -- Upstream files (or generators) that instances were read from, with their checksum.
@@ -146,7 +147,7 @@ CREATE TABLE IF NOT EXISTS alerts (
     PRIMARY KEY (version, rule, model, scenario, metric)
 );
 
--- The inputs of each step's last successful run (holistic_dagster/freshness.py): an evaluation skips a step
+-- The inputs of each step's last successful run (holistic_dagster/automation/freshness.py): an evaluation skips a step
 -- whose inputs are unchanged. files: JSON [[path, size, mtime_ns], ...] of the files it read.
 CREATE TABLE IF NOT EXISTS step_inputs (
     step VARCHAR NOT NULL, partition VARCHAR NOT NULL, fingerprint VARCHAR NOT NULL, files JSON NOT NULL,
@@ -296,6 +297,7 @@ CREATE TABLE IF NOT EXISTS qualification_verdicts (
     PRIMARY KEY (judge, template, max_tokens, battle_id)
 );
 
+-- Every per-instance score with how it was produced (instance_scores joined with provenance).
 CREATE OR REPLACE VIEW scores AS
 SELECT s.model, s.version, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value, s.prediction,
        s.scorer, s.request_id,
@@ -331,6 +333,7 @@ WHERE NOT EXISTS (
     SELECT 1 FROM scenario_metrics x WHERE x.version = s.version AND x.scenario = s.scenario AND x.model = e.model
       AND x.family = s.family AND x.metric = s.metric AND x.perturbation = s.perturbation);
 
+-- One score traced to its source: score -> completion -> prompt -> instance (-> original instance) -> source file.
 CREATE OR REPLACE VIEW lineage AS
 SELECT s.model, s.version, s.scenario, s.instance_id, s.metric, s.family, s.perturbation, s.value, s.prediction,
        s.scorer, i.original_instance_id, s.request_id, c.text AS completion_text, c.logprob AS completion_logprob, c.finish_reason,
@@ -379,3 +382,181 @@ CREATE TABLE IF NOT EXISTS safety_agreement (
     answers_of VARCHAR NOT NULL DEFAULT 'gpt4',   -- measured before schema version 3: on GPT-4's answers alone
     PRIMARY KEY (model, version, scenario, rater, answers_of, human_label)
 );
+
+-- Columns: what a column name means in every table and view that has it, unless its own line's comment says
+-- otherwise (the reference docs/reference/warehouse.md is generated from this file; a test fails on a column
+-- that has no meaning here or on its line).
+-- column version: the suite version (assets/suites/<version>.yaml), or the version HELM runs were imported into
+-- column scenario: the scenario's name (assets/scenarios/<scenario>.yaml)
+-- column model: the registered model's name (resources/models.yaml), or HELM's name for an imported one
+-- column provenance_id: the provenance row: how the row was produced (backend, revision, decoding, run)
+-- column family: the metric family: accuracy, calibration, robustness, fairness, bias, toxicity, efficiency, safety
+-- column instance_id: the instance within the scenario and version (its subset, split and record in instances)
+-- column metric: the metric's name (its family, direction and bounds are declared in holistic_dagster/metrics)
+-- column value: the metric's value (NULL where it is undefined: note says why)
+-- column judge: the judging model's registered name, or 'human' for people's votes
+-- column error: why the request or judgement failed ('' when it did not)
+-- column request_id: the request: a hash of the prompt, continuation and decoding parameters
+-- column perturbation: '' for the original instance; a perturbation's name; 'worst' for the worst case over them
+-- column n: the number of instances (or records) behind the value
+-- column text: the model's output text
+-- column log: the traffic log file (one partition per file)
+-- column ci_low: the lower end of the 95% confidence interval
+-- column ci_high: the upper end of the 95% confidence interval
+-- column consistent: both position orders gave the same verdict
+-- column num_prompt_tokens: tokens in the prompt, by the model's tokenizer (or as the server reports them)
+-- column num_completion_tokens: tokens the model generated
+-- column scorer: what produced the value beyond a formula (a toxicity classifier, a rater); '' for a formula
+-- column model_revision: the model's revision: a checkpoint's hash, a file's sha256, or what its server reports
+-- column backend: transformers | tgi | openai | llamacpp | echo | helm (imported)
+-- column prompt: the prompt text exactly as sent to the model
+-- column dagster_run_id: the Dagster run that produced the row
+-- column agreement: the share of judgements that agree with the known or human answer
+-- column reason: why, in words
+-- column note: why a value is missing, or what to know about it ('' otherwise)
+-- column battle_id: the battle: a hash of the version, scenario, instance and the two models
+-- column model_a: the first model of the pair
+-- column model_b: the second model of the pair
+-- column judge_request_first: the judge's request for the first position order (a key of the completion cache)
+-- column judge_request_second: the judge's request for the second position order
+-- column latency_s: seconds from sending the request to its answer
+-- column finish_reason: why generation stopped: stop, length, or the backend's own word
+-- column adapter_method: how the instance was asked: generation, multiple_choice_joint, ... (HELM's adapters)
+-- column prediction: the answer that was scored (the completion's text, or the chosen option)
+-- column template: the prompt template's name
+-- column max_tokens: the most tokens a request may generate
+-- column record_id: the logged call's id within its log
+-- column slice: the value of the traffic's slice field ('' = all traffic)
+-- column level: critical | warning | ok
+-- column baseline: the model compared against (arena: the model fixed at rating 1000)
+-- column diff: the paired difference (candidate minus baseline, model_b minus model_a)
+-- column p_value: the paired test's p-value
+-- column qualified: the judge passed its qualification and its verdicts count
+-- column position_consistency: the share of battles whose two position orders agree
+-- column bootstrap_seed: the seed of the bootstrap resampling
+-- column bootstrap_samples: the number of bootstrap resamples
+-- column win_rate: the share of battles won (ties count half)
+-- column request_a: model_a's judged completion (a request id of the completions table)
+-- column request_b: model_b's judged completion
+-- column tokens_a: model_a's answer length in tokens
+-- column tokens_b: model_b's answer length in tokens
+-- column winner: the verdict over both orders: a | b | tie (shadow: candidate | production | tie), '' for none
+-- column tokens: the generated tokens, as a JSON list of strings
+-- column logprobs: each generated token's log-probability (JSON list; empty where the backend gives none)
+-- column logprob: the completion's total log-probability (for a scored continuation: the continuation's)
+-- column top_logprobs: per generated token, the top alternatives with their log-probabilities (JSON)
+-- column created_at: when the row was written (UTC)
+-- column split: test (evaluated) or train (the few-shot pool); valid for HELM's validation instances
+-- column original_instance_id: for a perturbed instance, the instance it was made from ('' for an original)
+-- column source: the qualification set (truthfulqa, xstest) or 'all'
+-- column agreeing: judgements that agree with the known or human answer
+-- column measured_at: when the measurement was taken (UTC)
+-- column count: the number of instances behind the value
+-- column continuation: the text scored after the prompt (separate multiple choice, ranking, language modeling)
+-- column num_train_instances: in-context examples in the prompt (after fitting it to the context window)
+-- column truncated: the prompt was cut to fit the model's context window
+-- column source_uri: the file (or generator) the record was read from
+-- column source_sha256: the sha256 of that file
+-- column temperature: the sampling temperature (0: greedy)
+-- column batch_size: rows per forward pass of a local model (NULL for a server)
+-- column decoding: the decoding settings and prompt format, and the price where the model has one (JSON)
+-- column hardware: the device that ran the model (CPU model, GPU name) or the server's address
+-- column library_versions: the versions of the libraries that produced the row (JSON)
+-- column reason_first: the judge's raw output for the first position order
+-- column reason_second: the judge's raw output for the second position order
+-- column rater: the rater: a refusal classifier or a judge model's name
+-- column rater_identity: the rater's weights or version (for a judge: the completion cache's model key)
+-- column candidate: the candidate model
+-- column recorded_at: when the row was written (UTC)
+-- column line: the line number in the log file (from 1)
+-- column rule: the alert rule's name (resources/alerts.yaml)
+-- column baseline_value: the baseline's value of the metric
+-- column ratio: candidate over baseline (latency rules)
+-- column threshold: the rule's threshold, as written in the alerts file
+-- column message: the finding in words
+-- column rating: the rating on the Elo scale (baseline 1000)
+-- column mean_answer_tokens: the model's mean answer length in tokens over its battles
+-- column opponent: the column model
+-- column num_battles: battles the model took part in
+-- column mean_a: model_a's mean over the shared instances
+-- column mean_b: model_b's mean over the shared instances
+-- column verdict: regression | improvement | no significant difference, at alpha
+-- column alpha: the significance level of the verdict
+-- column seed: the seed of the bootstrap and the permutation test
+-- column model_key: the model's identity (backend, path, revision) that answered
+-- column sample_index: which sample of a sampled request (0 for a greedy one)
+-- column run_name: HELM's run name (e.g. mmlu:subject=anatomy,...)
+-- column description: HELM's description of the run
+-- column run_spec: HELM's run_spec.json as written (JSON)
+-- column main_metric: the metric the scenario is ranked by
+-- column imported_at: when the run was imported (UTC)
+-- column subset: the subset (an MMLU subject, a BBQ category, a RAFT task; '' where there is none)
+-- column input: the instance's input text
+-- column num_correct_references: how many references are correct answers
+-- column is_multiple_choice: the references are the choices of a multiple-choice question
+-- column metadata: fields a metric needs beyond input and references (JSON)
+-- column judge_identity: the judge's weights that answered (the completion cache's model key)
+-- column battles: battles with a known answer judged
+-- column judgements: judgements made (two per battle, one per order)
+-- column agreement_ci_low: the lower end of agreement's Wilson 95% interval
+-- column agreement_ci_high: the upper end of agreement's Wilson 95% interval
+-- column no_verdict: judgements without a verdict
+-- column min_agreement: the agreement the judge needed
+-- column min_consistency: the position consistency the judge needed
+-- column completion_text: the model's output text
+-- column completion_logprob: the completion's total log-probability
+-- column instance_input: the instance's input text
+-- column references: the references as [{"output": str, "correct": bool}, ...]
+-- column source_record: the record (line or row) of the source file
+-- column source_revision: the upstream revision of the source file
+-- column choice_index: which choice the request scores (separate multiple choice; NULL otherwise)
+-- column is_null_context: the request scores a choice without its question (calibrated multiple choice)
+-- column stop: the stop sequences (JSON list)
+-- column model_path: where the weights are (a checkpoint folder, a GGUF file) or the served model's name
+-- column max_context: the model's context window in tokens
+-- column question: the question the judge was shown
+-- column reference: the reference answer the judge was shown ('' for none)
+-- column answer_better: the known-better answer
+-- column answer_worse: the known-worse answer
+-- column better_first: the first judgement showed the better answer as "Assistant A"
+-- column cost_usd: the request's cost in US dollars at its recorded price
+-- column human_label: the people's label of the answer (full compliance, full refusal, ...; 'all' for every one)
+-- column kappa: Cohen's kappa between the rater and people over the labels
+-- column score: the rating's score (NULL when the rating failed)
+-- column label: the rater's label of the answer
+-- column judge_request_id: the rater's request (a key of the completion cache; '' for a classifier)
+-- column raw_output: the rater's raw output
+-- column key: the setting's name (schema_version)
+-- column candidate_first: the first judgement showed the candidate's answer as "Assistant A"
+-- column verdict_first: the verdict in the first position order
+-- column verdict_second: the verdict in the second position order
+-- column wins: records the candidate won
+-- column ties: records judged a tie
+-- column losses: records production won
+-- column sha256: the file's sha256 (of the generator's name and parameters for generated data)
+-- column revision: the upstream revision (a commit, a release, or the download's URL)
+-- column num_bytes: the file's size in bytes
+-- column repeat: which repeat of the request (from 0)
+-- column agrees: the repeated answer equals the stored completion's text
+-- column step: the step: datasets, a model's evaluation, or the summaries
+-- column partition: the step's partition (version, or version and model)
+-- column fingerprint: a hash of the step's inputs (code, suite, scenarios, registry entry, rows read)
+-- column files: the files the step read, with size and modification time (JSON)
+-- column run_id: the Dagster run of the step's last success
+-- column messages: the request's messages, PII removed (JSON)
+-- column production: the production model's name as logged
+-- column production_text: production's answer, PII removed
+-- column production_tokens: tokens in production's answer
+-- column production_latency_s: production's latency as logged (NULL where not logged)
+-- column logged_at: when the call was logged (UTC)
+-- column title: the alert's title
+-- column voter: the voter's id (from their signed invitation)
+-- column voted_at: when the vote was cast (UTC)
+-- column mean_win_rate: HELM's mean win rate in the family (ties count half)
+-- column num_columns: the scenario columns the win rate averages over
+-- column shown_first: the model whose answer was shown as "Answer 1"
+-- column a_first: the first judgement showed model_a's answer as "Assistant A"
+-- column uri: the local path, or generator://name?params
+-- column applies: the family applies to the scenario
+-- column detail: the perturbations that apply, or why the family does not apply
+-- column kind: generate | score
