@@ -56,7 +56,7 @@ E2E_CASES = ("mmlu joint 5-shot", "boolq 0-shot")
 E2E_MMLU = ("computer_security", "us_foreign_policy")
 OUR_MODEL = "smollm2-135m-instruct"
 HELM_SMOLLM2 = "SmolLM2 Instruct (135M)"  # how HELM's tables name huggingface/smollm2-135m-instruct
-# why a column of HELM's tables differs between HELM's run of SmolLM2 and ours (see the README)
+# why a column of HELM's tables differs between HELM's run of SmolLM2 and ours (docs/how-to/helm-exchange.md)
 WHY = {
     "calibration": "HELM's local Hugging Face client gives generated tokens log-probability 0 (max prob 1.0), so "
     "HELM computes no ECE or selective accuracy; ours has the tokens' log-probabilities",

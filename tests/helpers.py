@@ -4,6 +4,8 @@ system Chromium driven headless by Playwright."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -127,6 +129,18 @@ def fill_up(folder: Path, leave_bytes: int) -> None:
 
 
 CHROMIUM = "/usr/bin/chromium"
+# set to a folder (e.g. docs/images) and the browser tests also keep their pictures there, under the docs' names
+DOCS_PICTURES_ENV = "HOLISTIC_DOCS_PICTURES"
+
+
+def keep_for_docs(shot: Path, name: str) -> None:
+    """Copies a browser test's screenshot to $HOLISTIC_DOCS_PICTURES/name: how README.md's pictures are taken."""
+    folder = os.environ.get(DOCS_PICTURES_ENV)
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, Path(folder) / name)
+
+
 # Chromium's background services try the network, which these machines close: keep them off
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]  # fmt: skip

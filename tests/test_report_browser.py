@@ -15,7 +15,7 @@ from holistic_dagster.stages import StageContext
 from holistic_dagster.stages.summaries import write_report
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import MODELS, SUITE
-from tests.helpers import chromium_page
+from tests.helpers import chromium_page, keep_for_docs
 
 pytestmark = pytest.mark.slow  # the two-model suite (suite_run) and a browser
 
@@ -110,4 +110,5 @@ def test_from_the_first_screen_to_a_prediction_in_a_browser(hostile_report):
         assert page.locator("div.variant:visible").count() == 1  # the original, without its perturbed copies
     for name in ("first_screen.png", "scenario.png", "predictions.png"):
         assert (shots / name).stat().st_size > 10_000, name
+    keep_for_docs(shots / "first_screen.png", "report.png")
     print(f"screenshots in {shots}")

@@ -38,7 +38,7 @@ def worker(
     concurrency: Annotated[int, typer.Option(help="steps this worker runs at once (one process each)")] = 1,
 ) -> None:
     """Start a Celery worker for scale-out (HOLISTIC_EXECUTOR=celery): it runs the steps that runs send to its
-    queues, on the broker named in resources/celery.yaml, with this checkout's code. See docs/scaling.md."""
+    queues, on the broker named in resources/celery.yaml, with this checkout's code. See docs/how-to/scale-out.md."""
     try:
         config = deployment().celery()
         config.broker()  # a clear error now, not Celery's retry loop against localhost

@@ -112,10 +112,12 @@ class MeanScoreSpec(Strict):
 
 
 class SuiteSpec(Strict):
+    """A suite version (assets/suites/<version>.yaml): what is evaluated, how much of it, and how."""
+
     version: str  # the suite version: the file's name without .yaml
     description: str = ""  # what the suite is for, shown with its leaderboard
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
-    conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # how instances and examples are drawn and read (CONVENTIONS)
+    conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # helm: HELM's draws and readings; helm_draws: its draws (v5); legacy (v1-v4)
     regression_alpha: float = Field(0.05, gt=0.0, lt=1.0, allow_inf_nan=False)  # the regressions check's level
     # the most (USD) an evaluation of one priced model on this suite may cost: estimated from the built prompts
     # (prompt tokens and max_tokens at the model's price, cached requests excluded) before any request is sent

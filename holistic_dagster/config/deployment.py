@@ -121,7 +121,7 @@ class Deployment:
         if not self.shadow_path.exists():
             raise CatalogError(
                 f"shadow evaluation is not configured: no {self.shadow_path} (name the candidate models and the judge "
-                "there; see the README's shadow-evaluation section)"
+                "there; see docs/how-to/shadow.md)"
             )
         return load_shadow_spec(self.shadow_path)
 

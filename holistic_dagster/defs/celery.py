@@ -78,7 +78,7 @@ class HolisticCeleryExecutor(CeleryExecutor):
 
 @executor(name="holistic_celery", requirements=multiple_process_executor_requirements())
 def holistic_celery_executor(_init_context) -> HolisticCeleryExecutor:
-    """Every step as a task on the Celery workers of resources/celery.yaml's broker (see docs/scaling.md)."""
+    """Every step as a task on the Celery workers of resources/celery.yaml's broker (see docs/how-to/scale-out.md)."""
     return HolisticCeleryExecutor(Deployment().celery())
 
 

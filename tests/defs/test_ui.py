@@ -11,7 +11,7 @@ from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.config.deployment import Deployment
 from tests.defs.dagster_dev import dagster_dev as start_dagster_dev
 from tests.defs.dagster_dev import graphql, wait_for_run
-from tests.helpers import chromium_page, wait_until
+from tests.helpers import chromium_page, keep_for_docs, wait_until
 
 pytestmark = pytest.mark.slow  # `dagster dev` (webserver and daemon) and a headless browser
 
@@ -119,4 +119,5 @@ def test_the_ui_in_a_browser_shows_the_graph_a_partitioned_asset_and_its_checks(
         assert page.get_by_text("Succeeded").count() >= 2
     for name in ("asset_graph.png", "lineage.png", "partitions.png", "checks.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name
+    keep_for_docs(tmp_path / "asset_graph.png", "ui.png")
     print(f"screenshots in {tmp_path}")
