@@ -94,6 +94,9 @@ def workspace(root: Path, shared_data: Path) -> tuple[Path, dict[str, str]]:
     the documented commands run in: offline, its own data/, catalog and deployment files."""
     import shutil
 
+    # the copy's scripts/ensure-env must find the install up to date: were it to install, pip would write the copy's
+    # path into the shared .venv's scripts. So any install happens here first, from the repository itself
+    subprocess.run([str(REPO_ROOT / "scripts" / "ensure-env")], check=True, capture_output=True, timeout=1800)
     main = root / "main"
     main.mkdir(parents=True)
     (root / "shared").symlink_to(shared_data.parent)
