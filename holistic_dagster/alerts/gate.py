@@ -23,6 +23,7 @@ from holistic_dagster.alerts.grading import grade, metric_crossed
 from holistic_dagster.config.alerts import MAIN, AlertsSpec, Level, MetricRule, MetricThreshold
 from holistic_dagster.metrics import lower_is_better
 from holistic_dagster.metrics.statistics import PairedResult, paired_test
+from holistic_dagster.results.predictions import worse_instances
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -188,15 +189,8 @@ def regression_examples(
     """Up to `limit` original instances of a row where the candidate did worse than the baseline (for a 0/1
     metric: the baseline right, the candidate wrong): instance_id, input and both predictions. Instances in
     `prefer` (e.g. those the report's predictions page shows) come first, then the largest differences."""
-    worse = "c.value > b.value" if lower_is_better(row.metric) else "c.value < b.value"
-    frame = warehouse.df(
-        "SELECT i.instance_id, i.input, b.prediction AS baseline_prediction, c.prediction AS candidate_prediction, "
-        "abs(c.value - b.value) AS size FROM instance_scores b "
-        "JOIN instance_scores c USING (version, scenario, instance_id, family, metric, perturbation) "
-        "JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE b.version = ? AND b.scenario = ? AND b.family = ? AND b.metric = ? AND b.perturbation = '' "
-        f"AND b.model = ? AND c.model = ? AND i.split = 'test' AND i.perturbation = '' AND {worse}",
-        [result.version, row.scenario, row.family, row.metric, result.baseline, result.candidate],
+    frame = worse_instances(
+        warehouse, result.version, row.scenario, row.family, row.metric, result.baseline, result.candidate
     )
     rank = {i: k for k, i in enumerate(prefer)}
     frame = frame.assign(_rank=frame["instance_id"].map(lambda i: rank.get(i, len(rank))))

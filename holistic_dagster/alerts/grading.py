@@ -17,7 +17,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pandas as pd
 
@@ -38,6 +37,8 @@ from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.metrics import lower_is_better
 from holistic_dagster.metrics.statistics import PairedResult, bootstrap_statistic_ci, paired_test
+from holistic_dagster.results.requests import latencies as request_latencies
+from holistic_dagster.results.requests import stability_agreement
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -103,10 +104,10 @@ def evaluate_alerts(
         rows = original_scores(warehouse, version, involved)
         scores = {k: g for k, g in rows.groupby(["scenario", "family", "metric"])}
     if any(r.kind == "latency" for r in spec.rules):
-        latencies = {k: g for k, g in _latencies(warehouse, version, involved).groupby("scenario")}
+        latencies = {k: g for k, g in request_latencies(warehouse, version, involved).groupby("scenario")}
     agreement = {}
     if any(r.kind == "stability" for r in spec.rules):
-        agreement = {k: g for k, g in _agreement(warehouse, version, involved).groupby("scenario")}
+        agreement = {k: g for k, g in stability_agreement(warehouse, version, involved).groupby("scenario")}
     out = []
     for model, base in sorted(pairs.items()):
         for rule in spec.rules:
@@ -117,18 +118,6 @@ def evaluate_alerts(
             else:
                 out += _latency_findings(rule, latencies, model, base, alpha)
     return out
-
-
-def _agreement(warehouse: Warehouse, version: str, models: list[str]) -> pd.DataFrame:
-    """Per model, scenario and instance: the share of its re-asked answers equal to the stored one."""
-    try:
-        return warehouse.df(
-            "SELECT model, scenario, instance_id, avg(agrees::DOUBLE) AS value FROM stability "
-            "WHERE version = ? AND error = '' AND model IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL",
-            [version, models],
-        )
-    except duckdb.CatalogException:  # a warehouse from before the stability table
-        return pd.DataFrame(columns=["model", "scenario", "instance_id", "value"])
 
 
 def _stability_findings(rule: StabilityRule, agreement: dict, model: str, base: str, alpha: float) -> list:
@@ -163,14 +152,6 @@ def _finding(rule, where: tuple, level, threshold, text: str, result, value, bas
         value=value, baseline_value=baseline_value, diff=diff, ratio=ratio, ci_low=ci[0], ci_high=ci[1],
         p_value=result.p_value, n=result.n, threshold=threshold, message=f"{model} vs {base} on {scenario}: {text}",
     )  # fmt: skip
-
-
-def _latencies(warehouse: Warehouse, version: str, models: list[str]) -> pd.DataFrame:
-    return warehouse.df(
-        "SELECT model, scenario, request_id, latency_s FROM completions "
-        "WHERE version = ? AND error = '' AND model IN (SELECT unnest(?::VARCHAR[]))",
-        [version, models],
-    )
 
 
 def _paired(part: pd.DataFrame, index: str, value: str, model: str, base: str) -> pd.DataFrame | None:

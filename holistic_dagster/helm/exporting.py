@@ -27,7 +27,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.helm.names import SUBSET_ARGUMENT, group_for_scenario, helm_metric
-from holistic_dagster.results.partition import partition_record
+from holistic_dagster.results.partition import partition_record, scored_partitions
 from holistic_dagster.warehouse.rows import json_list, json_object, metadata_of, references_of
 
 # HELM's adapter spec fields for a run we built (those HELM's dataclass requires and ours can fill)
@@ -48,9 +48,7 @@ def export_runs(
     suite = suite or version
     if not suite or suite in (".", "..") or any(c in suite for c in "/\\\0"):
         raise HolisticError(f"suite name {suite!r}: a folder name under runs/ (no path separators, not . or ..)")
-    scored = warehouse.df(
-        "SELECT DISTINCT model, scenario FROM instance_scores WHERE version = ? ORDER BY model, scenario", [version]
-    )
+    scored = scored_partitions(warehouse, version)
     if models:
         unknown = sorted(set(models) - set(scored["model"]))
         if unknown:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import duckdb
 import pandas as pd
 
 from holistic_dagster.arena.ratings import HUMAN, ONE_PROMPT
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.results.arena import arena_record
+from holistic_dagster.warehouse import ResultStore
 
 HUMAN_LABEL = "people's votes (holistic vote)"
 UNBOUNDED_PREFIX = "unbounded"  # how stages.arena notes a rating the data do not bound
@@ -70,29 +70,15 @@ class JudgeArena:
         return any(r.bradley_terry.unbounded or r.style.unbounded for r in self.rows)
 
 
-def arena_tables(warehouse: Warehouse, version: str) -> list[JudgeArena]:
+def arena_tables(store: ResultStore, version: str) -> list[JudgeArena]:
     """Per judge with ratings (sorted by name), what the arena section shows; empty when the version has no
     ratings, or the warehouse predates the arena tables."""
-    try:
-        with warehouse.connect(read_only=True) as con:
-            ratings = con.execute("SELECT * FROM arena_ratings WHERE version = ?", [version]).df()
-            judges = _judges(con, version)
-            if ratings.empty and judges.empty:
-                return []
-            battles = con.execute(
-                "SELECT judge, count(*) AS n, count(*) FILTER (WHERE winner = '') AS no_verdict, "
-                "count(*) FILTER (WHERE winner <> '' AND NOT consistent) AS inconsistent "
-                "FROM battles WHERE version = ? GROUP BY judge",
-                [version],
-            ).df()
-            votes = con.execute(
-                "SELECT count(*) AS n, count(DISTINCT voter) AS voters FROM votes WHERE version = ?", [version]
-            ).df()
-            wins = con.execute("SELECT * FROM arena_win_rates WHERE version = ?", [version]).df()
-    except duckdb.CatalogException:  # a warehouse from before the arena
+    record = arena_record(store, version)
+    if record is None:
         return []
-    counts = battles.set_index("judge")
-    decided = judges.set_index("judge")
+    ratings, votes, wins = record.ratings, record.votes, record.wins
+    counts = record.battle_counts.set_index("judge")
+    decided = record.judges.set_index("judge")
     out = []
     for judge in sorted(decided.index[~decided["qualified"].astype(bool)]):
         c = counts.loc[judge] if judge in counts.index else None
@@ -157,14 +143,6 @@ def _rated_judge(judge: str, part: pd.DataFrame, counts, decided, votes, wins) -
         **tally,
         qualification=_qualification(decided.loc[judge]) if judge in decided.index else "",
     )
-
-
-def _judges(con: duckdb.DuckDBPyConnection, version: str) -> pd.DataFrame:
-    """The version's judge qualifications (none in a warehouse from before them: its judges were not measured)."""
-    try:
-        return con.execute("SELECT * FROM arena_judges WHERE version = ?", [version]).df()
-    except duckdb.CatalogException:
-        return pd.DataFrame(columns=["judge", "qualified", "agreement", "position_consistency", "reason"])
 
 
 def _qualification(row: pd.Series) -> str:

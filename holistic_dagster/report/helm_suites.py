@@ -11,6 +11,7 @@ import pandas as pd
 
 from holistic_dagster.metrics import METRICS
 from holistic_dagster.metrics.safety import ALL_MODELS
+from holistic_dagster.results.safety import latest_rater_agreement
 from holistic_dagster.results.suite_score import mean_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -44,12 +45,7 @@ def rater_agreement(warehouse: Warehouse, version: str) -> list[dict[str, Any]]:
     """Per rater (as last measured for this version): its agreement with people overall and per human label,
     Cohen's kappa, and its kappa on each answering model's answers (a rater scores only when each clears the
     suite's min_kappa). A measurement from before schema version 3 was on GPT-4's answers alone."""
-    frame = warehouse.df(
-        "SELECT rater, rater_identity, answers_of, human_label, n, agreeing, agreement, kappa, scores "
-        "FROM safety_agreement WHERE version = ? QUALIFY row_number() OVER "
-        "(PARTITION BY rater, answers_of, human_label ORDER BY measured_at DESC) = 1 ORDER BY rater, human_label",
-        [version],
-    )
+    frame = latest_rater_agreement(warehouse, version)
     out = []
     for rater, part in frame.groupby("rater", sort=True):
         models = sorted(set(part["answers_of"]) - {ALL_MODELS})

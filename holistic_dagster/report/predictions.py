@@ -1,7 +1,7 @@
 """What the report's predictions pages show: for a scenario, a seeded sample of its evaluated instances (the same
 sample for every model), each with its perturbed copies, and per model the exact prompt, the completion, the
 per-instance scores, the requests behind the prediction and the top alternative tokens where the backend gave
-them. Read straight from the warehouse rows, so the page shows what `lineage` and `holistic trace` show."""
+them. The rows come from results/predictions.py, so the page shows what `lineage` and `holistic trace` show."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from holistic_dagster.metrics import WORST
+from holistic_dagster.results.predictions import prediction_rows, scored_originals
 from holistic_dagster.warehouse import Warehouse
 from holistic_dagster.warehouse.rows import references_of, tokens_of
 
-ORIGINAL_ID = "coalesce(nullif(original_instance_id, ''), instance_id)"  # an instance's original (itself if one)
 MAX_TOKENS_SHOWN = 16  # generated tokens whose log-probabilities (and alternatives) a prediction lists
 MAX_ALTERNATIVES = 5
 
@@ -80,21 +80,11 @@ def sample_order(instance_id: str, seed: int) -> str:
 def samples(warehouse: Warehouse, version: str, limit: int, seed: int = 0) -> dict[str, list[str]]:
     """Per scenario, up to `limit` of its original evaluated instances that some model was scored on (a seeded
     sample, the same for every model); and the number of evaluated originals per scenario."""
-    ids = warehouse.df(
-        "SELECT DISTINCT i.scenario, i.instance_id FROM instances i JOIN instance_scores s "
-        "USING (version, scenario, instance_id) WHERE i.version = ? AND i.split = 'test' AND i.perturbation = ''",
-        [version],
-    )
+    ids = scored_originals(warehouse, version)
     return {
         scenario: sorted(part["instance_id"], key=lambda i: sample_order(i, seed))[:limit]
         for scenario, part in ids.groupby("scenario")
     }
-
-
-def _among(scenario: str, instance_id: str) -> str:
-    """SQL: the row's (scenario, instance id) is among a list parameter of "scenario<US>id" keys (pairs in one
-    list parameter; the unit separator occurs in neither)."""
-    return f"{scenario} || chr(31) || {instance_id} IN (SELECT unnest(?::VARCHAR[]))"
 
 
 def load_items(
@@ -102,27 +92,8 @@ def load_items(
 ) -> dict[str, list[Item]]:
     """Per scenario, the sampled instances with their perturbed copies, and what every model did on each (three
     queries for the whole version)."""
-    originals = [f"{scenario}\x1f{i}" for scenario, ids in sample.items() for i in ids]
-    instances = warehouse.df(
-        'SELECT scenario, instance_id, perturbation, original_instance_id, input, "references" FROM instances '
-        f"WHERE version = ? AND {_among('scenario', ORIGINAL_ID)}",
-        [version, originals],
-    ).to_dict("records")
-    variants = [f"{r['scenario']}\x1f{r['instance_id']}" for r in instances]
-    requests = warehouse.df(
-        "SELECT p.scenario, p.model, p.instance_id, p.request_id, p.prompt, p.continuation, p.choice_index, "
-        "c.text, c.logprob, c.tokens, c.logprobs, c.top_logprobs, c.finish_reason, c.error, c.latency_s "
-        "FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
-        f"WHERE p.version = ? AND {_among('p.scenario', 'p.instance_id')} "
-        "ORDER BY p.model, p.instance_id, p.choice_index NULLS FIRST, p.request_id",
-        [version, variants],
-    ).to_dict("records")
-    scores = warehouse.df(
-        "SELECT scenario, model, instance_id, family, metric, perturbation, value, request_id, prediction "
-        f"FROM instance_scores WHERE version = ? AND {_among('scenario', 'instance_id')} "
-        "ORDER BY model, instance_id, family, metric, perturbation",
-        [version, variants],
-    ).to_dict("records")
+    rows = prediction_rows(warehouse, version, sample)
+    instances, requests, scores = rows.instances, rows.requests, rows.scores
     requests_of: dict[tuple, list[dict]] = {}
     for r in requests:
         requests_of.setdefault((r["scenario"], r["model"], r["instance_id"]), []).append(r)

@@ -50,3 +50,10 @@ def partition_record(store: ResultStore, version: str, scenario: str, model: str
             keys,
         ),
     )
+
+
+def scored_partitions(store: ResultStore, version: str) -> pd.DataFrame:
+    """(model, scenario) of every partition of the version that has scores, in that order."""
+    return store.df(
+        "SELECT DISTINCT model, scenario FROM instance_scores WHERE version = ? ORDER BY model, scenario", [version]
+    )

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.results.arena import vote_of
 from holistic_dagster.stages.arena import record_vote, shown_order, voting_queue
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.vote import invitations
@@ -141,10 +142,7 @@ async def _form(request: Request) -> dict[str, str]:
 
 def _reveal(stage: StageContext, version: str, voter: str, battle_id: str) -> dict[str, str] | None:
     """The models behind the voter's last vote (shown only once it is cast)."""
-    rows = stage.warehouse.df(
-        "SELECT model_a, model_b, shown_first, winner FROM votes WHERE version = ? AND voter = ? AND battle_id = ?",
-        [version, voter, battle_id],
-    )
+    rows = vote_of(stage.warehouse, version, voter, battle_id)
     if rows.empty:
         return None
     r = rows.iloc[0]
