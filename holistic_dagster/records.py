@@ -32,7 +32,9 @@ class Strict(BaseModel):
 class Price(Strict):
     """What a model's provider charges, in US dollars per million tokens (a registry entry's `price`)."""
 
+    # US dollars per million prompt tokens
     input_per_million: float = Field(ge=0.0)
+    # US dollars per million generated tokens
     output_per_million: float = Field(ge=0.0)
 
     def cost(self, prompt_tokens: float, output_tokens: float) -> float:

@@ -23,6 +23,7 @@ CONVENTIONS = ("helm", "helm_draws", "legacy")
 class AdapterSpec(Strict):
     """How to ask: HELM's adapter spec, with the prompt layout in a Jinja2 template."""
 
+    # the adapter method: generation, multiple_choice_joint, multiple_choice_separate_original, ... (HELM's)
     method: Literal[ADAPTER_METHODS]  # type: ignore[valid-type]
     template: str | None = None  # file in templates/; default: the method's (adaptation.methods)
     instructions: str = ""  # itself a template over the instance's subset
@@ -30,8 +31,10 @@ class AdapterSpec(Strict):
     # adapter gives its instructions without one
     instructions_suffix: str = "\n"
     input_prefix: str = ""  # a template too where it has "{{" (WMT14's source language)
+    # text after an instance's input
     input_suffix: str = "\n"
     output_prefix: str = "Answer: "  # a template too where it has "{{" (LegalBench's output noun per task)
+    # text after an example's answer
     output_suffix: str = "\n"
     # the lettered choices' prefix (HELM's reference_prefix; its "A" becomes each choice's letter: GPQA's "(A) ")
     reference_prefix: str = "A. "
@@ -40,6 +43,7 @@ class AdapterSpec(Strict):
     instance_prefix: str = "\n"
     global_suffix: str = ""  # text after the whole prompt (HELM's; the chain-of-thought request to reason)
     chain_of_thought_prefix: str = ""  # an example's reasoning is shown between these (HELM's)
+    # text after an example's reasoning
     chain_of_thought_suffix: str = "\n"
     max_train_instances: int = Field(0, ge=0)  # in-context examples drawn from the few-shot pool
     max_tokens: int = Field(1, ge=0)  # the most tokens generated

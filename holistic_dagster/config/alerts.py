@@ -32,7 +32,9 @@ class MetricThreshold(Strict):
 
     # NaN would never be crossed (every comparison with it is false): a rule that cannot fire is refused
     below: float | None = Field(None, allow_inf_nan=False)
+    # the candidate's mean above this (for a lower-is-better metric)
     above: float | None = Field(None, allow_inf_nan=False)
+    # worse than the baseline by more than this, and significantly so
     drop: float | None = Field(None, ge=0.0, allow_inf_nan=False)
 
     @model_validator(mode="after")
@@ -46,6 +48,7 @@ class MetricThreshold(Strict):
 class LatencyThreshold(Strict):
     """The candidate's latency statistic over the baseline's is above `ratio`, and significantly slower."""
 
+    # the candidate's statistic over the baseline's
     ratio: float = Field(ge=1.0)
 
 
@@ -63,9 +66,12 @@ def _check_thresholds(warning, critical) -> None:
 
 
 class MetricRule(Strict):
+    # a rule on a metric's value
     kind: Literal["metric"]
     name: str | None = None  # a short label; default "<family> <metric>"
+    # the metric's family
     family: Family = "accuracy"
+    # a metric's name, or `main`: each scenario's main accuracy metric
     metric: str = MAIN
     scenarios: tuple[str, ...] | None = None  # default: every scenario
     warning: MetricThreshold | None = None
@@ -98,9 +104,12 @@ class MetricRule(Strict):
 
 
 class LatencyRule(Strict):
+    # a rule on request latency
     kind: Literal["latency"]
     name: str | None = None  # a short label; default "latency <statistic>"
+    # the latency percentile compared
     statistic: Literal["p50", "p95"] = "p95"
+    # default: every scenario
     scenarios: tuple[str, ...] | None = None
     warning: LatencyThreshold | None = None
     critical: LatencyThreshold | None = None
@@ -119,8 +128,10 @@ class StabilityRule(Strict):
     """Output stability: the share of re-asked requests (asset `stability`) whose answer is the stored one,
     per instance, paired between candidate and baseline on the instances both were re-asked."""
 
+    # a rule on output stability (the `stability` asset's re-asked requests)
     kind: Literal["stability"]
     name: str | None = None  # a short label; default "stability"
+    # default: every scenario
     scenarios: tuple[str, ...] | None = None
     warning: MetricThreshold | None = None
     critical: MetricThreshold | None = None
@@ -142,7 +153,9 @@ Rule = Annotated[MetricRule | LatencyRule | StabilityRule, Field(discriminator="
 
 class WebhookSpec(Strict):
     url_env: str = DEFAULT_URL_ENV  # the NAME of the variable holding the URL, never the URL
+    # the least severe finding that is posted
     min_level: Literal["warning", "critical"] = "warning"
+    # seconds one post may take, as a whole
     timeout_s: float = Field(10.0, gt=0)
 
     @field_validator("url_env")
@@ -158,7 +171,9 @@ class WebhookSpec(Strict):
 
 class AlertsSpec(Strict):
     baseline: str = PREVIOUS  # `previous`, or a model's name
+    # the rules each model is graded by (kind: metric, latency or stability)
     rules: tuple[Rule, ...] = ()
+    # where failed checks are posted
     webhook: WebhookSpec = WebhookSpec()
 
     @field_validator("rules")

@@ -21,12 +21,19 @@ CODE_VERSION_COMMAND = "holistic_code_version"
 
 
 class CelerySettings(Strict):
+    # the NAME of the variable holding the broker's URL
     broker_env: str = "HOLISTIC_CELERY_BROKER"
+    # the NAME of the variable holding the result backend's URL (unset: the broker)
     backend_env: str = "HOLISTIC_CELERY_BACKEND"
+    # the queue of datasets, prompts, scores and summaries
     cpu_queue: str = Field("cpu", pattern=QUEUE_PATTERN)
+    # the queue of model requests of models without a `queue`
     requests_queue: str = Field("requests", pattern=QUEUE_PATTERN)
+    # how many times a step is sent at most (its worker died: sent again)
     max_sends: int = Field(3, ge=1)
+    # seconds between pings of a running step's worker
     worker_check_s: float = Field(5, gt=0)
+    # pings a worker may miss before its step is sent again
     missed_pings: int = Field(3, ge=1)
     worker_wait_s: float = Field(30, ge=0)  # how long a run waits for a worker on a step's queue (workers starting)
     _source: Path = PrivateAttr(default=Path("resources/celery.yaml"))  # the file these were read from (messages)

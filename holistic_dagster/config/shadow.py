@@ -94,10 +94,14 @@ class ShadowSpec(Strict):
     max_tokens: int = Field(256, gt=0)  # of a candidate's answer (greedy)
     max_records: int | None = Field(None, gt=0)  # per log file: the first this many
     template: str = "judge_pairwise.j2"  # the arena's judge template (no reference answer)
+    # the most tokens of the judge's verdict
     judge_max_tokens: int = Field(256, gt=0)
     max_failure_rate: float = Field(0.1, ge=0.0, le=1.0)  # judgements without a verdict a check tolerates
+    # resamples of records for the win rates' 95% CIs
     bootstrap_samples: int = Field(1000, gt=0)
+    # the seed of the answer order shown to the judge and of the bootstrap
     seed: int = 0
+    # what is removed from traffic before anything is stored, sent or logged
     pii: PiiSpec = PiiSpec()
     qualification: QualificationSpec = QualificationSpec()  # a judge below it gives no win rates (verdicts kept)
 

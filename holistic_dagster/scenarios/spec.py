@@ -44,6 +44,7 @@ class DownloadSpec(Strict):
 class SourceSpec(Strict):
     dir: str  # sub-folder of a data dir holding the upstream files
     revision: str  # the upstream revision the files are (a commit, a release), recorded with them
+    # where to fetch the files when no data folder has them
     download: DownloadSpec | None = None
 
 
@@ -80,7 +81,9 @@ class InstanceSpec(Strict):
 
 
 class GeneratorSpec(Strict):
+    # the generator's name (scenarios/generators)
     name: str
+    # its parameters
     params: dict[str, Any] = {}
 
 
@@ -88,8 +91,8 @@ class EvaluatedFromTrainSpec(Strict):
     """The train records whose text is listed in these TSV files (a header line, then `label<TAB>text` rows; paths
     relative to the scenario's data folder): HELM evaluates them with the test split."""
 
-    files: tuple[str, ...]
-    column: int = Field(1, ge=0)
+    files: tuple[str, ...]  # the TSV files
+    column: int = Field(1, ge=0)  # the column that holds the text (from 0)
 
 
 class HelmReadingSpec(Strict):

@@ -105,6 +105,8 @@ def test_the_references_cover_every_verb_table_column_and_variable():
     ):
         assert f"## {heading}" in config
     assert "| `prompt_logprobs` | bool |" in config
+    undocumented = [line for line in config.splitlines() if re.match(r"^\| `\w+` \|.*\|\s*\|$", line)]
+    assert undocumented == [], "a configuration key without a comment saying what it means"
     assert set(REFERENCES) == {"cli", "warehouse", "configuration", "environment"}
 
 

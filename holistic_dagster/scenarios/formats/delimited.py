@@ -18,6 +18,7 @@ from holistic_dagster.scenarios.formats.base import FileFormat, Records, open_te
 
 
 class CsvSpec(Strict):
+    # the first row names the columns
     header: bool = True
     columns: tuple[str, ...] = ()  # names for a header-less file; required columns for one with a header
     delimiter: str = Field(",", min_length=1, max_length=1)  # "\t" for TSV
@@ -25,6 +26,7 @@ class CsvSpec(Strict):
     # authors publish theirs with the archive, so that the questions are not published in plain text: the member
     # is decrypted in memory, never written out)
     zip_member: str = ""
+    # the file is read in memory from a password-protected zip (GPQA)
     zip_password: str = ""
 
 

@@ -26,6 +26,7 @@ class SplitRead(Strict):
 
 
 class HfParquetSpec(Strict):
+    # the splits, in the order HELM reads them
     order: tuple[str, ...] = ("train", "validation", "test")
     read: dict[str, SplitRead] = {}  # Hugging Face split name -> how HELM reads it
 

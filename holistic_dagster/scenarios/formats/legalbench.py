@@ -19,6 +19,7 @@ class LegalBenchSpec(Strict):
     each {task: value}: the fields in prompt order as [label, column], the instructions, the answer's column, the
     output noun, the number of shots."""
 
+    # the authors' HELM prompt settings file, in the scenario's folder
     settings: str
 
 

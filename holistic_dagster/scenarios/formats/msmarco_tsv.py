@@ -21,8 +21,11 @@ class MsmarcoTsvSpec(Strict):
     """The files beside a split's queries file (`qid<TAB>text`): qrels (`qid 0 docid grade`), the first stage's
     top k (`qid<TAB>docid<TAB>rank`) and the collection (`docid<TAB>text`)."""
 
+    # the relevance judgements file
     qrels: str
+    # BM25's top-k run file
     topk: str
+    # the passages file
     collection: str
     # HELM's valid_topk: a query is evaluated when the first stage ranked at least this many passages for it, and its
     # candidates are those and every judged passage

@@ -16,7 +16,9 @@ class NestedJsonSpec(Strict):
     """One JSON object per file whose nested keys are fields and whose leaves are lists of records, e.g. BOLD's
     {group: {entity: [prompt, ...]}} with keys [group, entity] and leaf `prompt`."""
 
+    # names given to the nesting levels' keys, outermost first
     keys: tuple[str, ...]
+    # the name given to the innermost value
     leaf: str
 
 

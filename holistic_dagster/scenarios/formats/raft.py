@@ -20,6 +20,7 @@ class RaftSpec(Strict):
     """RAFT's prompt construction settings: a 2-line JSON file, line 1 {task: [fields in prompt order]},
     line 2 {task: instructions}."""
 
+    # the prompt construction settings file (fields, instructions), in the scenario's folder
     settings: str
 
 
