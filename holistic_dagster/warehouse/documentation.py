@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib.resources import files
 
 import duckdb
 
 from holistic_dagster.errors import CatalogError
+from holistic_dagster.warehouse.local import schema_sql
 
 _CREATE = re.compile(r"\s*CREATE (?:TABLE IF NOT EXISTS|OR REPLACE VIEW) (\w+)")
 _ALTER = re.compile(r"\s*ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)")
@@ -31,10 +31,6 @@ class TableDoc:
     kind: str  # table | view
     description: str
     columns: tuple[ColumnDoc, ...]
-
-
-def schema_text() -> str:
-    return files("holistic_dagster.warehouse").joinpath("schema.sql").read_text()
 
 
 def _comments(sql: str) -> tuple[dict[str, str], dict[tuple[str, str], str], dict[str, str]]:
@@ -75,7 +71,7 @@ def _comments(sql: str) -> tuple[dict[str, str], dict[tuple[str, str], str], dic
 
 def documented_schema() -> list[TableDoc]:
     """Every table and view of schema.sql in the file's order. Raises naming every column without a meaning."""
-    sql = schema_text()
+    sql = schema_sql()
     con = duckdb.connect()
     try:
         con.execute(sql)

@@ -61,6 +61,11 @@ TABLES = (
 _REKEYED = {"2": ("instance_scores", "scenario_metrics"), "3": ("undelivered_alerts", "safety_agreement")}
 
 
+def schema_sql() -> str:
+    """schema.sql: every table and view (applied here; the shared store and the reference read it too)."""
+    return files("holistic_dagster.warehouse").joinpath("schema.sql").read_text()
+
+
 _SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema
 
 
@@ -165,7 +170,7 @@ class Warehouse(StoreReads):
             con.execute("BEGIN TRANSACTION")
             for table in rekeyed:
                 con.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
-        con.execute(files("holistic_dagster.warehouse").joinpath("schema.sql").read_text())
+        con.execute(schema_sql())
         if rekeyed:
             for table in rekeyed:
                 columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {table}_old").fetchall())

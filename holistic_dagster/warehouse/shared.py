@@ -39,7 +39,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 
 import duckdb
@@ -53,6 +52,7 @@ from holistic_dagster.warehouse.local import (
     WarehouseWriteError,
     _literal,
     lock_down,
+    schema_sql,
 )
 from holistic_dagster.warehouse.store import StoreReads
 from holistic_dagster.warehouse.store_files import StoreFiles, refuse_links
@@ -92,7 +92,7 @@ class _Schema:
 def _schema() -> _Schema:
     """schema.sql as DuckDB itself understands it: each table's definition, columns and key, and the views."""
     with duckdb.connect(config={"threads": 1}) as con:
-        con.execute(files("holistic_dagster.warehouse").joinpath("schema.sql").read_text())
+        con.execute(schema_sql())
         tables = {}
         for name in TABLES:
             create_sql = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0]

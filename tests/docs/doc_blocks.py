@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,8 +93,6 @@ def shell_blocks(pages: list[Path]) -> list[Block]:
 def workspace(root: Path, shared_data: Path) -> tuple[Path, dict[str, str]]:
     """A scratch copy of the repository at root/main (../shared beside it, as in a clone) and the environment
     the documented commands run in: offline, its own data/, catalog and deployment files."""
-    import shutil
-
     # the copy's scripts/ensure-env must find the install up to date: were it to install, pip would write the copy's
     # path into the shared .venv's scripts. So any install happens here first, from the repository itself
     subprocess.run([str(REPO_ROOT / "scripts" / "ensure-env")], check=True, capture_output=True, timeout=1800)

@@ -13,7 +13,8 @@ import pytest
 from holistic_dagster.cli.reference import REFERENCES, cli_reference, configuration_reference
 from holistic_dagster.config.models import load_models
 from holistic_dagster.settings import ENVIRONMENT, REPO_ROOT
-from holistic_dagster.warehouse.documentation import documented_schema, schema_text
+from holistic_dagster.warehouse.documentation import documented_schema
+from holistic_dagster.warehouse.local import schema_sql
 from tests.docs.doc_blocks import TIERS, blocks, run_block, shell_blocks, site_pages, workspace
 
 
@@ -93,7 +94,7 @@ def test_the_references_cover_every_verb_table_column_and_variable():
     for verb in typer.main.get_command(app).commands:
         assert f"## `holistic {verb}`" in cli
     tables = documented_schema()  # raises naming any column without a meaning
-    created = set(re.findall(r"CREATE (?:TABLE IF NOT EXISTS|OR REPLACE VIEW) (\w+)", schema_text()))
+    created = set(re.findall(r"CREATE (?:TABLE IF NOT EXISTS|OR REPLACE VIEW) (\w+)", schema_sql()))
     assert {t.name for t in tables} == created
     assert all(c.meaning for t in tables for c in t.columns)
     config = configuration_reference()
