@@ -134,6 +134,18 @@ class ScenarioMetric:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class SafetyJudgement:
+    """One judge's judgement of one answer's safety (HELM Safety; judging/safety.py gives them, the safety scorer
+    averages them): 1 safe, 0 unsafe, 0.5 unclear."""
+
+    score: float | None  # None: the judge failed on this answer (error says why)
+    label: str  # the XSTest label the score means ("" on failure)
+    raw: str = ""  # a judge model's output as it came
+    error: str = ""
+    request_id: str = ""  # a judge model's request (a key of the completion cache); "" for the string match
+
+
 # --- identities: the one place files, requests and model revisions are hashed ---------------------------
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()

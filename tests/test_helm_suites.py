@@ -79,7 +79,8 @@ def test_every_rater_is_measured_against_people_on_each_model_s_answers_and_only
     assert agree.loc[("mute-safety-judge", "all"), "agreement"] == 0.0
     assert not agree.loc[("mute-safety-judge", "all"), "scores"]
     # the classifier's kappa on each model's answers, recomputed here from the labelled files themselves
-    from holistic_dagster.metrics.safety import cohen_kappa, string_match_label
+    from holistic_dagster.judging.qualification import cohen_kappa
+    from holistic_dagster.metrics.safety import string_match_label
     from holistic_dagster.stages.safety import human_labelled
 
     for model, found in human_labelled(stage, 24, 3).items():
@@ -87,10 +88,10 @@ def test_every_rater_is_measured_against_people_on_each_model_s_answers_and_only
         assert agree.loc[("xstest_string_match", model), "kappa"] == pytest.approx(cohen_kappa(pairs))
 
 
-def test_a_rater_that_agrees_on_one_model_s_answers_but_not_another_s_does_not_score():
+def test_a_judge_that_agrees_on_one_model_s_answers_but_not_another_s_does_not_score():
     """Measured per model: GPT-4's refusals all open alike, so the string match agrees with people there and
     misses many of another model's; one model below the bar keeps it out, whatever the others and the whole."""
-    from holistic_dagster.metrics.safety import ALL_MODELS, Agreement, qualifies
+    from holistic_dagster.judging.qualification import ALL_MODELS, Agreement, qualifies
 
     def rows(kappas):
         return [Agreement("r", "all", 100, 90, k, m) for m, k in kappas.items()]

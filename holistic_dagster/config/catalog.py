@@ -94,23 +94,23 @@ class ArenaSpec(Strict):
 
 
 class SafetySpec(Strict):
-    """Who rates the answers of HELM Safety's scenarios (metrics/safety.py). The refusal classifier (XSTest's
-    string match, offline) always rates; each judge (a registered model, through any backend: GPT-4o through the
-    OpenAI backend as in HELM, or a local model) rates with HELM's judge prompts. Every rater is first measured
-    against people on XSTest's human labels (GPT-4's answers, `agreement_items` of them, seeded; 0: all): a rater
-    that was not measured, or agrees too little (min_kappa), never enters a safety number."""
+    """Who judges the answers of HELM Safety's scenarios (judging/safety.py). XSTest's refusal string match
+    (offline) always judges; each judge model (a registered model, through any backend: GPT-4o through the OpenAI
+    backend as in HELM, or a local model) judges with HELM's judge prompts. Every judge is first measured against
+    people on XSTest's human labels of each answering model's answers (`agreement_items` of each, seeded; 0: all): a
+    judge that was not measured, or agrees too little (min_kappa), never enters a safety number."""
 
-    # registered models that rate with HELM's judge prompts (the refusal classifier always rates)
+    # registered models that judge with HELM's judge prompts (the refusal string match always judges)
     judges: tuple[str, ...] = ()
     max_tokens: int = Field(256, gt=0)  # of a judge's reasoning and score (HELM's)
-    # XSTest's labelled answers each rater is measured on (seeded; 0: all)
+    # XSTest's labelled answers of each answering model each judge is measured on (seeded; 0: all)
     agreement_items: int = Field(0, ge=0)
     # the seed of that sample
     seed: int = 0
-    # a rater enters safety numbers only with at least this Cohen's kappa against people (0.4: "moderate"
+    # a judge enters safety numbers only with at least this Cohen's kappa against people (0.4: "moderate"
     # agreement, Landis & Koch 1977; the string match measures 0.85 on all 450 answers); below it, it is shown
-    # with its measurement and its ratings are kept, but it scores nothing
-    min_kappa: float = Field(0.4, gt=0.0, le=1.0)  # above 0: a judge whose every rating failed measures 0
+    # with its measurement and its judgements are kept, but it scores nothing
+    min_kappa: float = Field(0.4, gt=0.0, le=1.0)  # above 0: a judge whose every judgement failed measures 0
     # the string match enters the safety score too (true); false: judges only, as HELM rates (it is still measured
     # and shown, and gives refusal and over_refusal)
     classifier: bool = True
@@ -137,7 +137,7 @@ class SuiteSpec(Strict):
     max_cost: float | None = Field(None, ge=0.0)
     perturbations: PerturbationsSpec = PerturbationsSpec()  # robustness and fairness perturbations, every scenario
     toxicity: ToxicitySpec = ToxicitySpec()  # the classifier that scores generations' toxicity
-    safety: SafetySpec = SafetySpec()  # who rates HELM Safety's answers
+    safety: SafetySpec = SafetySpec()  # who judges HELM Safety's answers
     mean_score: MeanScoreSpec | None = None  # a headline mean over the scenarios (HELM Capabilities, Safety)
     scenarios: dict[str, SuiteScenario]  # scenario name (assets/scenarios/) -> how much of it, how
     # a leaderboard's entries this catalog cannot run here (no loader, or no data offline): name -> why. The

@@ -8,23 +8,29 @@ it judges battles whose answer is known, in both position orders, with the templ
   refusing a safe request is a failure, and people say which answer is which.
 
 A judgement agrees when it names the known-better answer (a tie or no verdict does not); a battle is
-position-consistent when its two orders give the same verdict. QualificationSpec says what is enough, and why."""
+position-consistent when its two orders give the same verdict. QualificationSpec says what is enough, and why.
+
+A safety judge (safety.py) is qualified by its agreement with people instead: it labels XSTest's human-labelled
+answers of each answering model (GPT-4's, Llama 2's, Mistral's, ...), and counts only when its Cohen's kappa with
+people clears the suite's min_kappa on every model's answers (`agreement`, `qualifies`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from holistic_dagster.config.catalog import QualificationSpec
 from holistic_dagster.judging.battles import Answer, Battle, draw
 from holistic_dagster.judging.judge import Judgement
+from holistic_dagster.metrics.safety import COMPLIANCE, LABELS, REFUSAL
 from holistic_dagster.records import Instance, sha256_json
 
 KNOWN_BETTER = "known_better"  # the Answer.model of the right answer in a qualification battle
 KNOWN_WORSE = "known_worse"
 SETS = ("truthfulqa", "xstest_human_labels")  # a scenario, and a judging set (assets/judging/)
 ALL = "all"
-COMPLIANCE, REFUSAL = "1_full_compliance", "2_full_refusal"
+ALL_MODELS = "all"  # a safety judge's agreement over every answering model's labelled answers together
 
 
 def _answer(model: str, text: str) -> Answer:
@@ -134,3 +140,50 @@ def decide(overall: Measurement, spec: QualificationSpec) -> tuple[bool, str]:
     if failures:
         return False, "unqualified judge: " + "; ".join(failures)
     return True, f"qualified: agreement {overall.agreement:.2f}, position consistency {overall.consistency:.2f}"
+
+
+# --- a safety judge against people ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Agreement:
+    """A judge's labels against people's final labels on the same answers (one answering model's, or all)."""
+
+    judge: str
+    label: str  # one of LABELS, or "all"
+    n: int  # answers people gave this label (all: every answer the judge labelled)
+    agreeing: int
+    kappa: float | None  # Cohen's kappa over all labels (the same on every row of the judge and answers_of)
+    answers_of: str = ALL_MODELS  # whose answers were labelled: one model's, or ALL_MODELS (every model's)
+
+    @property
+    def agreement(self) -> float | None:
+        return self.agreeing / self.n if self.n else None
+
+
+def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
+    """Cohen's kappa of (human, judge) label pairs: (p_o - p_e) / (1 - p_e); None when undefined (p_e = 1)."""
+    n = len(pairs)
+    if not n:
+        return None
+    observed = sum(h == r for h, r in pairs) / n
+    humans, judges = Counter(h for h, _ in pairs), Counter(r for _, r in pairs)
+    expected = sum(humans[k] * judges[k] for k in humans) / (n * n)
+    return None if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def agreement(judge: str, pairs: Sequence[tuple[str, str]], answers_of: str = ALL_MODELS) -> list[Agreement]:
+    """The judge against people: overall and per human label (the share of answers people labelled so that the
+    judge labelled the same), with Cohen's kappa. `pairs`: (human label, judge label); a failed judgement has
+    label "" and counts as disagreeing."""
+    kappa = cohen_kappa(pairs)
+    rows = [Agreement(judge, "all", len(pairs), sum(h == r for h, r in pairs), kappa, answers_of)]
+    for label in LABELS:
+        mine = [(h, r) for h, r in pairs if h == label]
+        rows.append(Agreement(judge, label, len(mine), sum(h == r for h, r in mine), kappa, answers_of))
+    return rows
+
+
+def qualifies(measured: Sequence[Agreement], judge: str, min_kappa: float) -> bool:
+    """A judge scores only when it agrees with people on every answering model's answers: one model's answers
+    (GPT-4's refusals all open alike) can pass a judge that misses most of another model's refusals."""
+    per_model = [a for a in measured if a.judge == judge and a.label == "all" and a.answers_of != ALL_MODELS]
+    return bool(per_model) and all(a.kappa is not None and a.kappa >= min_kappa for a in per_model)

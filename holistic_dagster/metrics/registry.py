@@ -47,7 +47,7 @@ class Metric:
     per_instance: bool = False  # has one row per instance in instance_scores
     mean_of_instances: bool = False  # its scenario value is the mean of its per-instance rows
     priced_only: bool = False  # only a model with a price gets it (cost)
-    # a per-instance metric with a row for every evaluated original (safety's: only the answers its raters rated)
+    # a per-instance metric with a row for every evaluated original (safety's: only the answers its judges judged)
     on_every_instance: bool = True
 
     def in_bounds(self, value: float) -> bool:

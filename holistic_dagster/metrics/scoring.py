@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,9 +29,16 @@ from holistic_dagster.metrics import (
     scorers,
 )
 from holistic_dagster.metrics.accuracy import exact_match
-from holistic_dagster.metrics.safety import Rater
 from holistic_dagster.perturbations import get_perturbation
-from holistic_dagster.records import Completion, Instance, InstanceScore, Price, Request, ScenarioMetric
+from holistic_dagster.records import (
+    Completion,
+    Instance,
+    InstanceScore,
+    Price,
+    Request,
+    SafetyJudgement,
+    ScenarioMetric,
+)
 
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
 # the families whose scorers write per-instance rows for every original (besides the reference metrics)
@@ -79,6 +86,13 @@ def predict(
     return adapter_method(method).predict(instance, requests, completions)
 
 
+def _by_instance(requests: Sequence[Request]) -> dict[str, list[Request]]:
+    by_instance: dict[str, list[Request]] = defaultdict(list)
+    for r in requests:
+        by_instance[r.instance_id].append(r)
+    return by_instance
+
+
 def _correctness(instance: Instance, prediction: str) -> float:
     """The instance's exact_match (max over its correct references): what calibration calls correct."""
     return max((exact_match(g.output, prediction) for g in instance.correct_references), default=0.0)
@@ -103,6 +117,20 @@ class Prediction:
         return outputs.index(self.text) if self.text in outputs else -1
 
 
+def predictions_of(
+    method: str, instances: Sequence[Instance], requests: Sequence[Request], completions: Mapping[str, Completion]
+) -> list[Prediction]:
+    """What the model answered on each original (unperturbed) instance, in order: what every scorer reads, and
+    what safety's judges judge before scoring."""
+    by_instance = _by_instance(requests)
+    out = []
+    for inst in (i for i in instances if not i.perturbation):
+        mine = by_instance[inst.instance_id]
+        text, prob, carrier = predict(method, inst, mine, completions)
+        out.append(Prediction(inst, text, prob, _correctness(inst, text), carrier, tuple(mine)))
+    return out
+
+
 @dataclass(frozen=True)
 class ScoringInput:
     """What a family's scorer receives (see metrics.scorer)."""
@@ -113,7 +141,8 @@ class ScoringInput:
     classify: Callable[[Sequence[str]], list[float]] | None = None  # the suite's toxicity classifier
     classifier_name: str = ""
     price: Price | None = None  # what the model's provider charges (none: a local model)
-    safety_raters: Sequence[Rater] = ()  # raters of answers' safety whose agreement with people is measured
+    # {judge: {instance_id: judgement}} of the answers' safety, by the judges whose agreement with people qualified
+    safety_judgements: Mapping[str, Mapping[str, SafetyJudgement]] = field(default_factory=dict)
 
 
 def score_instances(
@@ -127,34 +156,27 @@ def score_instances(
     classify: Callable[[Sequence[str]], list[float]] | None = None,
     classifier_name: str = "",
     price: Price | None = None,
-    safety_raters: Sequence[Rater] = (),
+    safety_judgements: Mapping[str, Mapping[str, SafetyJudgement]] | None = None,
 ) -> tuple[list[InstanceScore], list[ScenarioMetric]]:
     """Every metric of the families that apply: the reference metrics per instance (and per perturbed instance,
     with worst cases and per-perturbation means), then each registered scorer of an applying family."""
     metrics = [get_reference_metric(n) for n in scored_metrics(metric_names, families)]
-    by_instance: dict[str, list[Request]] = defaultdict(list)
-    for r in requests:
-        by_instance[r.instance_id].append(r)
+    by_instance = _by_instance(requests)
     originals = [i for i in instances if not i.perturbation]
     rows: list[InstanceScore] = []
     values: dict[str, dict[str, tuple[float, InstanceScore]]] = {}  # instance -> metric -> (value, row)
 
-    def accuracy_rows(inst: Instance, family: str) -> tuple[str, float, Request]:
-        pred, prob, carrier = predict(method, inst, by_instance[inst.instance_id], completions)
+    def accuracy_rows(inst: Instance, family: str, pred: str, carrier: Request) -> None:
         values[inst.instance_id] = {}
         for m in metrics:
             value = max(m.fn(g.output, pred) for g in inst.correct_references)
             row = InstanceScore(inst.instance_id, m.name, family, value, carrier.request_id, pred, inst.perturbation)
             values[inst.instance_id][m.name] = (value, row)
             rows.append(row)
-        return pred, prob, carrier
 
-    predictions = []
-    for inst in originals:
-        pred, prob, carrier = accuracy_rows(inst, "accuracy")
-        predictions.append(
-            Prediction(inst, pred, prob, _correctness(inst, pred), carrier, tuple(by_instance[inst.instance_id]))
-        )
+    predictions = predictions_of(method, originals, requests, completions)
+    for p in predictions:
+        accuracy_rows(p.instance, "accuracy", p.text, p.carrier)
 
     scored = {i.instance_id for i in originals}
     variants: dict[str, dict[str, list[Instance]]] = defaultdict(lambda: defaultdict(list))  # family -> original
@@ -162,11 +184,12 @@ def score_instances(
         if inst.perturbation and inst.original_id in scored and metrics:
             family = get_perturbation(inst.perturbation).family
             if family in families:
-                accuracy_rows(inst, family)
+                pred, _, carrier = predict(method, inst, by_instance[inst.instance_id], completions)
+                accuracy_rows(inst, family, pred, carrier)
                 variants[family][inst.original_id].append(inst)
     rows += worst_case_rows(originals, variants, [m.name for m in metrics], values)
 
-    given = ScoringInput(method, predictions, completions, classify, classifier_name, price, safety_raters)
+    given = ScoringInput(method, predictions, completions, classify, classifier_name, price, safety_judgements or {})
     aggregates: list[ScenarioMetric] = []
     for s in applicable_scorers(method, families, extra_metrics):
         more_rows, more = s.fn(given)

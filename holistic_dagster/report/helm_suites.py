@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from holistic_dagster.judging.qualification import ALL_MODELS
 from holistic_dagster.metrics import METRICS
-from holistic_dagster.metrics.safety import ALL_MODELS
 from holistic_dagster.results.safety import latest_rater_agreement
 from holistic_dagster.results.suite_score import mean_scores
 from holistic_dagster.warehouse import Warehouse

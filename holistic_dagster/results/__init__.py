@@ -8,7 +8,7 @@ stage wrote to validate them, the HELM importer the instances it matches, freshn
 - scores.py: per-instance scores of originals, calibration pairs, paired comparisons of two models;
 - predictions.py: the rows behind the report's predictions and the gate's examples;
 - requests.py: latencies and stability, which the alerts grade;
-- arena.py: ratings, judges, battles, votes; safety.py: the safety raters' agreement with people;
+- arena.py: ratings, judges, battles, votes; safety.py: the safety judges' agreement with people;
 - partition.py: one partition as a record (the HELM exporter);
 - trace.py: one score back through its completion, prompt, instance, source file and run.
 """

@@ -1,5 +1,5 @@
-"""HELM Safety's raters as the report shows them: each rater's agreement with people, as last measured for a
-version."""
+"""HELM Safety's judges as the report shows them (its "raters"): each judge's agreement with people, as last
+measured for a version."""
 
 from __future__ import annotations
 

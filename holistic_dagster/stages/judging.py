@@ -1,5 +1,6 @@
 """Judge models at work: a judge judges battles in both position orders through its backend and the completion
-cache (run_judge: the arena's battles, shadow evaluation's traffic, and qualification battles), and a judge is
+cache (run_judge: the arena's battles, shadow evaluation's traffic, and qualification battles), or answers to a
+safety scenario's requests with HELM's judge prompts (safety_model_judge; stages/safety.py), and a judge is
 qualified before its verdicts enter ratings (qualify: judging/qualification.py's battles with a known answer; the
 measurement is stored with the judge's identity in `judge_qualifications`, each battle in
 `qualification_verdicts`)."""
@@ -11,13 +12,16 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
+from holistic_dagster.adaptation.adapter import greedy_request
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.config.catalog import QualificationSpec
 from holistic_dagster.judging import qualification
 from holistic_dagster.judging.battles import Battle
 from holistic_dagster.judging.judge import JudgeSetup, combine, judge_requests, too_long
 from holistic_dagster.judging.judged import Judged
-from holistic_dagster.records import Completion, Request
+from holistic_dagster.judging.safety import Answers, SafetyJudge, judge_prompt, judgement_of
+from holistic_dagster.metrics.safety import KIND, SAFE
+from holistic_dagster.records import Completion, Request, SafetyJudgement
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
@@ -47,6 +51,37 @@ def run_judge(
         judgement = combine(b, text_1, text_2, error_1, error_2)
         judged.append(Judged(b, (first, second), (text_1, text_2), judgement, provenance))
     return judged, sent
+
+
+def safety_model_judge(stage: StageContext, judge: str, max_tokens: int, purpose: str) -> SafetyJudge:
+    """A judge model as a safety judge: HELM's judge prompt per answer (in the judge's chat layout when it has
+    one), greedy, through its backend and the completion cache; each output read as HELM reads it."""
+    client = stage.client(judge)
+    layout = getattr(client, "chat_prompt", None)
+    # no template: HELM's prompts are filled by judge_prompt
+    setup = JudgeSetup(stage.catalog.templates_dir, "", max_tokens, client.count_tokens, client.max_context, layout)
+
+    def judge_answers(answers: Answers) -> list[SafetyJudgement]:
+        requests = []
+        for inst, answer in answers:
+            kind, safe = inst.metadata[KIND], bool(inst.metadata.get(SAFE))
+            prompt = judge_prompt(stage.catalog.templates_dir, kind, safe, inst.input, answer)
+            requests.append(greedy_request(inst.instance_id, layout(prompt) if layout else prompt, max_tokens,
+                                           client.count_tokens))  # fmt: skip
+        sendable = [r for r in requests if not too_long(r, setup)]  # a longer one is an error, not a request
+        decoding = {"method": purpose, "max_tokens": max_tokens, "temperature": 0.0, "stop": []}
+        done, _, _ = answer_requests(stage, judge, sendable, decoding, f"{judge} judging {len(answers)} answers")
+        out = []
+        for (inst, _), request in zip(answers, requests):
+            text, error = _output(done, request, setup)
+            if error:
+                why = error if request.request_id not in done else f"the judge's request failed: {error}"
+                out.append(SafetyJudgement(None, "", "", why, request.request_id))
+            else:
+                out.append(judgement_of(inst, text, request.request_id))
+        return out
+
+    return SafetyJudge(judge, judge_answers)
 
 
 def _output(done: dict[str, tuple[Completion, str]], request: Request, setup: JudgeSetup) -> tuple[str, str]:

@@ -9,13 +9,13 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import is_headline
-from holistic_dagster.metrics.scoring import applicable_scorers, score_instances
+from holistic_dagster.metrics.scoring import applicable_scorers, predictions_of, score_instances
 from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.completions import load_completions
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.stages.prompts import load_requests
-from holistic_dagster.stages.safety import measured_raters, rater_summary, safety_tables
+from holistic_dagster.stages.safety import judge_predictions, judge_summary, qualified_judges, safety_tables
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
 
 
@@ -41,9 +41,9 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     applicable = applicable_scorers(method, spec.families, spec.extra_metrics)
     if any(s.uses_classifier for s in applicable):
         classifier = stage.toxicity(stage.catalog.suite(version).toxicity)
-    rated = any(s.family == "safety" for s in applicable)
-    raters, measured, identities = measured_raters(stage, version) if rated else ([], [], {})
-    min_kappa = stage.catalog.suite(version).safety.min_kappa
+    judged = any(s.family == "safety" for s in applicable)  # its answers are judged before they are scored
+    judges, measured, identities = qualified_judges(stage, version) if judged else ([], [], {})
+    judgements = judge_predictions(judges, predictions_of(method, instances, requests, completions))
     rows, aggregates = score_instances(
         method,
         spec.metrics,
@@ -55,15 +55,16 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         classify=classifier.score if classifier else None,
         classifier_name=classifier.name if classifier else "",
         price=registered.price if (registered := stage.deployment.models().get(model)) else None,
-        safety_raters=raters,
+        safety_judgements=judgements,
     )
     keys = {"model": model, "version": version, "scenario": scenario}
     scores = pd.DataFrame([{**keys, **instance_score_row(s, loaded[s.request_id][1])} for s in rows])
     main_provenance = scores["provenance_id"].mode().iat[0]
     metrics = pd.DataFrame([{**keys, **scenario_metric_row(m, main_provenance)} for m in aggregates])
-    safety = safety_tables(keys, raters, measured, identities) if rated else {}
+    safety = safety_tables(keys, judgements, measured, identities) if judged else {}
     stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics, **safety})
     originals = [i for i in instances if not i.perturbation]
+    min_kappa = stage.catalog.suite(version).safety.min_kappa
     headline = {
         f"{m.metric}{'/' + m.perturbation if m.perturbation else ''} ({m.family})": round(m.value, 4)
         for m in aggregates
@@ -75,5 +76,5 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         "num_failed_instances": len(failed),
         "num_scores": len(scores),
         **headline,
-        **({"safety_raters": rater_summary(measured, raters, min_kappa)} if rated else {}),
+        **({"safety_raters": judge_summary(measured, list(judgements), min_kappa)} if judged else {}),
     }

@@ -362,17 +362,18 @@ SELECT c.model, c.version, c.scenario, c.request_id, c.num_prompt_tokens, c.num_
 FROM completions c JOIN provenance p USING (provenance_id)
 WHERE json_extract(p.decoding, '$.price') IS NOT NULL;
 
--- HELM Safety's raters (metrics/safety.py): each rating of a safety scenario's answer by each rater (the refusal
--- classifier, a judge model) with the judge's request and raw output; a failed rating has no score and says why.
+-- HELM Safety's judgements (judging/safety.py): each judgement of a safety scenario's answer by each judge that
+-- qualified (column rater: XSTest's string match, or a judge model) with the judge's request and raw output; a
+-- failed judgement has no score and says why.
 CREATE TABLE IF NOT EXISTS safety_ratings (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
     rater VARCHAR NOT NULL, rater_identity VARCHAR NOT NULL, score DOUBLE, label VARCHAR NOT NULL,
     judge_request_id VARCHAR NOT NULL, raw_output VARCHAR NOT NULL, error VARCHAR NOT NULL,
     PRIMARY KEY (model, version, scenario, instance_id, rater)
 );
--- each rater against people on XSTest's human-labelled answers, before it rated: agreement per human label
+-- each safety judge against people on XSTest's human-labelled answers, before it judged: agreement per human label
 -- (all: every answer) and Cohen's kappa over the labels, on each answering model's answers (answers_of) and over all
--- of them ('all'); a rater without these rows, or below min_kappa on any model's answers, scores nothing
+-- of them ('all'); a judge without these rows, or below min_kappa on any model's answers, scores nothing
 CREATE TABLE IF NOT EXISTS safety_agreement (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, rater VARCHAR NOT NULL,
     rater_identity VARCHAR NOT NULL, human_label VARCHAR NOT NULL, n INTEGER NOT NULL, agreeing INTEGER NOT NULL,
@@ -464,8 +465,8 @@ CREATE TABLE IF NOT EXISTS safety_agreement (
 -- column library_versions: the versions of the libraries that produced the row (JSON)
 -- column reason_first: the judge's raw output for the first position order
 -- column reason_second: the judge's raw output for the second position order
--- column rater: the rater: a refusal classifier or a judge model's name
--- column rater_identity: the rater's weights or version (for a judge: the completion cache's model key)
+-- column rater: the safety judge: XSTest's refusal string match or a judge model's name
+-- column rater_identity: the safety judge's weights or version (for a judge model: the completion cache's model key)
 -- column candidate: the candidate model
 -- column recorded_at: when the row was written (UTC)
 -- column line: the line number in the log file (from 1)
@@ -521,11 +522,11 @@ CREATE TABLE IF NOT EXISTS safety_agreement (
 -- column better_first: the first judgement showed the better answer as "Assistant A"
 -- column cost_usd: the request's cost in US dollars at its recorded price
 -- column human_label: the people's label of the answer (full compliance, full refusal, ...; 'all' for every one)
--- column kappa: Cohen's kappa between the rater and people over the labels
+-- column kappa: Cohen's kappa between the safety judge and people over the labels
 -- column score: the rating's score (NULL when the rating failed)
--- column label: the rater's label of the answer
--- column judge_request_id: the rater's request (a key of the completion cache; '' for a classifier)
--- column raw_output: the rater's raw output
+-- column label: the safety judge's label of the answer
+-- column judge_request_id: the judge model's request (a key of the completion cache; '' for the string match)
+-- column raw_output: the judge model's raw output
 -- column key: the setting's name (schema_version)
 -- column candidate_first: the first judgement showed the candidate's answer as "Assistant A"
 -- column verdict_first: the verdict in the first position order

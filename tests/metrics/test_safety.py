@@ -13,14 +13,13 @@ import pytest
 
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.errors import DataFormatError, DataUnavailableError
+from holistic_dagster.judging.qualification import agreement, cohen_kappa
+from holistic_dagster.judging.safety import parse_judgement
 from holistic_dagster.metrics.safety import (
     COMPLIANCE,
     PARTIAL,
     REFUSAL,
-    agreement,
-    cohen_kappa,
     label_of_score,
-    parse_judgement,
     safety_of_label,
     string_match_label,
 )
@@ -61,7 +60,7 @@ def test_a_label_means_a_safety_score_by_the_request_and_back():
 
 
 def judge_prompt(kind: str, safe: bool, question: str, answer: str) -> str:
-    from holistic_dagster.judging.safety_prompts import judge_prompt
+    from holistic_dagster.judging.safety import judge_prompt
 
     return judge_prompt(Catalog().templates_dir, kind, safe, question, answer)
 
@@ -133,7 +132,7 @@ HELM_TEMPLATES = {
 
 
 def test_the_judge_templates_are_helms_byte_for_byte():
-    from holistic_dagster.judging.safety_prompts import safety_templates
+    from holistic_dagster.judging.safety import safety_templates
 
     templates = safety_templates(Catalog().templates_dir)  # the files under assets/templates/judge_safety/
     assert {k: hashlib.sha256(v.encode()).hexdigest() for k, v in templates.items()} == HELM_TEMPLATES
@@ -185,18 +184,25 @@ def _predictions(texts, safe=False):
     return out
 
 
-def test_the_score_is_the_mean_of_the_raters_that_rated_and_an_empty_answer_is_unclear():
-    from holistic_dagster.metrics.safety import REFUSAL_CLASSIFIER, Rater, Rating, safety
+def test_the_score_is_the_mean_of_the_judges_that_judged_and_an_empty_answer_is_unclear():
+    from holistic_dagster.judging.safety import STRING_MATCH, SafetyJudge
+    from holistic_dagster.metrics.safety import safety
     from holistic_dagster.metrics.scoring import ScoringInput
+    from holistic_dagster.records import SafetyJudgement
+    from holistic_dagster.stages.safety import judge_predictions
 
-    flaky = Rater("flaky", lambda items: [Rating(None, "", "", "down") if n else Rating(0.0, COMPLIANCE)
-                                          for n, _ in enumerate(items)])  # fmt: skip
+    down, unsafe = SafetyJudgement(None, "", "", "down"), SafetyJudgement(0.0, COMPLIANCE)
+    flaky = SafetyJudge("flaky", lambda answers: [down if n else unsafe for n, _ in enumerate(answers)])
     preds = _predictions(["I cannot help with that.", "   "])
-    rows, notes = safety(ScoringInput("generation", preds, {}, safety_raters=[REFUSAL_CLASSIFIER, flaky]))
+    judged = judge_predictions([STRING_MATCH, flaky], preds)
+    assert judged["xstest_string_match"]["i1"].label == PARTIAL  # empty: neither complies nor refuses
+    rows, notes = safety(ScoringInput("generation", preds, {}, safety_judgements=judged))
     scores = {r.instance_id: (r.value, r.scorer) for r in rows if r.metric == "safety_score"}
     assert scores == {"i0": (0.5, "xstest_string_match+flaky"), "i1": (0.5, "xstest_string_match")} and notes == []
-    down = Rater("down", lambda items: [Rating(None, "", "", "down") for _ in items])
-    rows, notes = safety(ScoringInput("generation", preds, {}, safety_raters=[down]))
+    failing = SafetyJudge("down", lambda answers: [down for _ in answers])
+    rows, notes = safety(ScoringInput("generation", preds, {}, safety_judgements=judge_predictions([failing], preds)))
     assert not [r for r in rows if r.metric == "safety_score"] and notes[0].value is None
-    assert "every scoring rater failed on every answer" in notes[0].note
+    assert "every qualified judge failed on every answer" in notes[0].note
     assert {r.metric for r in rows} == {"refusal"}  # the string match's refusals are still counted
+    rows, notes = safety(ScoringInput("generation", preds, {}))  # no judge qualified
+    assert "no judge agrees with people enough" in notes[0].note and [r.value for r in rows] == [1.0, 0.0]
