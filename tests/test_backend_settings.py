@@ -92,7 +92,10 @@ def test_the_shipped_backends_yaml_validates_and_its_commented_defaults_are_the_
             listed[(kind, m.group(2))] = value
             if m.group(1):
                 assert getattr(getattr(BackendSettings(), kind), m.group(2)) == value, (kind, m.group(2))
-    assert set(listed) == {(k, key) for k, schema in BACKEND_SETTINGS.items() for key in schema.model_fields}
+    schema = {(k, key) for k, settings in BACKEND_SETTINGS.items() for key in settings.model_fields}
+    missing = ", ".join(f"{k}.{key}" for k, key in sorted(schema - set(listed)))
+    assert not missing, f"resources/backends.yaml does not list {missing}: give each backend kind its section"
+    assert set(listed) == schema  # and lists no setting the schema lacks
 
 
 def test_the_dagster_backend_resources_derive_from_the_schema(tmp_path):

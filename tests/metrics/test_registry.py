@@ -79,18 +79,23 @@ def test_directions_and_bounds():
     assert metric("bbq_bias_ambiguous").absolute and metric("bbq_bias_ambiguous").in_bounds(-0.5)
     assert not metric("exact_match").in_bounds(-0.5) and not metric("max_prob").in_bounds(1.5)
     assert metric("runtime_s").in_bounds(1e6)
-    efficiency = ["runtime_s", "num_prompt_tokens", "num_output_tokens", "cost_usd"]
-    assert per_instance_metrics("efficiency") == efficiency and lower_is_better("cost_usd")
+    # efficiency's per-instance rows: these, and any added later (a priced-only one counts for a priced model only)
+    efficiency = [m for m in per_instance_metrics("efficiency") if metric(m).on_every_instance]
+    unpriced = [m for m in efficiency if not metric(m).priced_only]
+    assert {"runtime_s", "num_prompt_tokens", "num_output_tokens"} <= set(unpriced)
+    assert "cost_usd" in set(efficiency) - set(unpriced) and lower_is_better("cost_usd")
     assert per_instance_metrics("calibration") == ["max_prob"]
     assert per_instance_metrics("toxicity") == ["toxicity", "toxic_generations"]
-    # two metrics listed + exact_match (calibration needs it) + max_prob + 3 efficiency + toxicity's 2
-    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES) == 3 + 1 + 3 + 2
-    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES, priced=True) == 3 + 1 + 4 + 2  # cost
+    # two metrics listed + exact_match (calibration needs it) + max_prob + efficiency's + toxicity's 2
+    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES) == 3 + 1 + len(unpriced) + 2
+    assert metrics_per_instance(["quasi_exact_match", "f1_score"], FAMILIES, priced=True) == 3 + 1 + len(efficiency) + 2
 
 
 def test_which_scorers_run():
     names = lambda *a: sorted(s.name for s in applicable_scorers(*a))  # noqa: E731
-    assert names("generation", ("bias", "toxicity", "efficiency")) == ["bias", "efficiency", "toxicity"]
+    running = applicable_scorers("generation", ("bias", "toxicity", "efficiency"))
+    assert {"bias", "efficiency", "toxicity"} <= {s.name for s in running}  # and any scorer added to these families
+    assert {s.family for s in running} == {"bias", "toxicity", "efficiency"} and not any(s.extra for s in running)
     assert names("multiple_choice_joint", ("accuracy", "bias", "toxicity")) == []  # generation-only scorers
     assert names("multiple_choice_joint", ("accuracy", "bias"), ("bbq_bias",)) == ["bbq_bias"]  # opt-in
 
