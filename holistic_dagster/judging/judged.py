@@ -13,6 +13,9 @@ from holistic_dagster.judging.judge import Judgement
 from holistic_dagster.records import Request
 
 AB = {"a": "a", "b": "b", "tie": "tie", "": ""}  # the arena's own names for the sides
+# the columns of verdict_row, in order (an empty table's columns)
+VERDICT_COLUMNS = ("verdict_first", "verdict_second", "winner", "consistent", "error", "judge_request_first",
+                   "judge_request_second", "reason_first", "reason_second", "provenance_id")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from holistic_dagster.config.redaction import redact
 from holistic_dagster.config.shadow import ShadowSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.judging.battles import Answer, Battle, draw
+from holistic_dagster.judging.judged import VERDICT_COLUMNS as JUDGED_COLUMNS
 from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.shadow import Quarantined, read_traffic
@@ -178,24 +179,7 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
     }
 
 
-VERDICT_COLUMNS = [
-    "log",
-    "record_id",
-    "candidate",
-    "judge",
-    "slice",
-    "candidate_first",
-    "verdict_first",
-    "verdict_second",
-    "winner",
-    "consistent",
-    "error",
-    "judge_request_first",
-    "judge_request_second",
-    "reason_first",
-    "reason_second",
-    "provenance_id",
-]
+VERDICT_COLUMNS = ["log", "record_id", "candidate", "judge", "slice", "candidate_first", *JUDGED_COLUMNS]
 SCORE = {"candidate": 1.0, "tie": 0.5, "production": 0.0}
 UNSLICED = "(no slice)"
 
