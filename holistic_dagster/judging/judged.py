@@ -13,7 +13,7 @@ from holistic_dagster.judging.judge import Judgement
 from holistic_dagster.records import Request
 
 AB = {"a": "a", "b": "b", "tie": "tie", "": ""}  # the arena's own names for the sides
-# the columns of verdict_row, in order (an empty table's columns)
+# the columns of verdict_row, in order (an empty table's columns; without winner where a table has none)
 VERDICT_COLUMNS = ("verdict_first", "verdict_second", "winner", "consistent", "error", "judge_request_first",
                    "judge_request_second", "reason_first", "reason_second", "provenance_id")  # fmt: skip
 
@@ -31,15 +31,10 @@ class Judged:
     def verdict_row(self, sides: Mapping[str, str] = AB, winner: bool = True) -> dict[str, Any]:
         """The verdict columns every judged table shares; `sides` names a and b as the table does."""
         j = self.judgement
-        return {
-            "verdict_first": sides[j.verdict_first],
-            "verdict_second": sides[j.verdict_second],
-            **({"winner": sides[j.winner]} if winner else {}),
-            "consistent": j.consistent,
-            "error": j.error,
-            "judge_request_first": self.requests[0].request_id,
-            "judge_request_second": self.requests[1].request_id,
-            "reason_first": self.outputs[0],
-            "reason_second": self.outputs[1],
-            "provenance_id": self.provenance_id,
-        }
+        requests = (self.requests[0].request_id, self.requests[1].request_id)
+        verdicts = (sides[j.verdict_first], sides[j.verdict_second], sides[j.winner])
+        values = (*verdicts, j.consistent, j.error, *requests, *self.outputs, self.provenance_id)
+        row = dict(zip(VERDICT_COLUMNS, values, strict=True))
+        if not winner:
+            del row["winner"]
+        return row

@@ -43,7 +43,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         classifier = stage.toxicity(stage.catalog.suite(version).toxicity)
     judged = any(s.family == "safety" for s in applicable)  # its answers are judged before they are scored
     judges, measured, identities = qualified_judges(stage, version) if judged else ([], [], {})
-    judgements = judge_predictions(judges, predictions_of(method, instances, requests, completions))
+    judgements = judge_predictions(judges, predictions_of(method, instances, requests, completions)) if judges else {}
     rows, aggregates = score_instances(
         method,
         spec.metrics,
