@@ -151,3 +151,14 @@ def test_a_helm_suites_columns_name_its_scenarios_or_entries_that_cannot_run_her
     (root / "suites" / "helm-lite-v1.yaml").write_text(suite)
     with pytest.raises(CatalogError, match=r"columns names \['legalbenhc'\]: neither a scenario of the suite nor"):
         Catalog(root).suite("helm-lite-v1")
+
+
+def test_the_newest_core_release_is_the_default_whatever_else_is_there(tmp_path):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    for name in ("v9", "v10", "v2", "capabilities-v1", "zz-mine"):
+        (suites / f"{name}.yaml").write_text("")
+    assert Catalog(tmp_path).newest_version() == "v10"  # by number, not by text; named suites are never the default
+    for name in ("v9", "v10", "v2"):
+        (suites / f"{name}.yaml").unlink()
+    assert Catalog(tmp_path).newest_version() == "zz-mine"  # no v<N>: the newest file
