@@ -1,0 +1,216 @@
+"""Anchors and estimates: a new model answers k anchor instances, and its score on the scenario's full draw is
+estimated from them, with an interval whose coverage was measured on the population it was fitted on.
+
+How (measured on HELM Classic's per-instance MMLU results: bench/efficient.py):
+- Anchors: the items are sorted by how often the population's models got them right and cut into k strata of
+  equal size; each stratum gives one anchor, drawn with the seed, which stands for its stratum's share of the draw.
+  (k-means on the 2PL's item parameters, tinyBenchmarks' choice, did worse on 20 models: its clusters of rare,
+  extreme items get anchors that say little.)
+- Estimate: the anchors' answers are counted as they are; every other item gets the probability a 2PL fitted on
+  the population gives it at the new model's ability (integrated over that ability's posterior), plus the
+  residuals of the population's models that answered the anchors most alike (a tempered likelihood): the 2PL sets
+  the level and extrapolates beyond the population; the neighbours carry what one ability misses (a model strong
+  in one subject, weak in another).
+- Interval: split-conformal over the population itself. Each model of the population is left out in turn, the
+  2PL refitted without it, and its score estimated from the same anchors; the errors, divided by the binomial
+  standard error of k draws, give the quantile that scales the interval. With n models it covers at least
+  `level` and at most level + 1/(n + 1) of exchangeable new models.
+- Too few models (fewer than MIN_MODELS with results on the full draw): a uniform random sample of k instances
+  and its Wilson interval (finite-population corrected); every estimate says which method made it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import norm
+
+from holistic_dagster.efficient.irt import ItemParameters, fit_2pl
+
+MIN_MODELS = 10  # fewer models with full results: the cold start (a random sample and its ordinary interval)
+DEFAULT_ANCHORS = 100
+DEFAULT_LEVEL = 0.9
+NEIGHBOUR_TEMPERATURE = 0.05  # how sharply the anchors' likelihood picks neighbours (1 = the plain likelihood)
+
+IRT = "irt"
+RANDOM = "random sample"
+
+
+@dataclass(frozen=True)
+class Population:
+    """The models with results on a scenario's full draw, and what is fitted on them once for any anchors: the
+    2PL, each model's residuals from it, and (for the intervals) the 2PL refitted with each model left out."""
+
+    models: tuple[str, ...]
+    items: tuple[str, ...]
+    matrix: np.ndarray  # models x items, 0/1
+    params: ItemParameters | None
+    residuals: np.ndarray | None
+    left_out: tuple[ItemParameters, ...] = field(default=())  # the 2PL without model i, for each i
+    left_out_residuals: tuple[np.ndarray, ...] = field(default=())  # the others' residuals from it
+
+    @property
+    def fitted(self) -> bool:
+        return self.params is not None
+
+
+@dataclass(frozen=True)
+class AnchorFit:
+    """The anchors of a scenario's full draw and how to turn a model's answers on them into an estimate."""
+
+    population: Population
+    anchors: np.ndarray  # item indices into population.items
+    weights: np.ndarray  # each anchor's share of the full draw
+    method: str  # IRT | RANDOM
+    level: float
+    interval_scale: float  # conformal quantile of |error| / standard error (IRT); the normal quantile (RANDOM)
+    seed: int
+    ability_weight: float = 1.0  # how much of the 2PL's ability difference to the neighbours is kept (IRT)
+
+    @property
+    def anchor_items(self) -> list[str]:
+        return [self.population.items[i] for i in self.anchors]
+
+    @property
+    def n_full(self) -> int:
+        return len(self.population.items)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A full-draw score estimated from n_evaluated of n_full instances: value, and an interval at `level`."""
+
+    value: float
+    low: float
+    high: float
+    level: float
+    n_evaluated: int
+    n_full: int
+    method: str
+
+    def __str__(self) -> str:
+        half = (self.high - self.low) / 2
+        return f"≈{self.value:.3f} ±{half:.3f}, {self.n_evaluated}/{self.n_full}"
+
+
+def fit_population(
+    matrix: np.ndarray,
+    models: list[str],
+    items: list[str],
+    min_models: int = MIN_MODELS,
+    guessing: float = 0.0,
+) -> Population:
+    """Fits the population: a 2PL on every model with an answer on every item (rows with a missing cell are left
+    out: they were evaluated on another draw), and the refits with each of them left out. Fewer than `min_models`
+    such rows: no fit (the estimates will be a random sample's)."""
+    y = np.asarray(matrix, float)
+    if y.shape != (len(models), len(items)):
+        raise ValueError(f"the matrix is {y.shape}, but {len(models)} models x {len(items)} items were named")
+    complete = ~np.isnan(y).any(axis=1)
+    kept = tuple(m for m, c in zip(models, complete) if c)
+    y = y[complete]
+    if len(kept) < max(min_models, 2):
+        return Population(kept, tuple(items), y, None, None)
+    params = fit_2pl(y, guessing)
+    left_out = tuple(fit_2pl(np.delete(y, i, axis=0), guessing, start=params) for i in range(len(kept)))
+    residuals = tuple(_residuals(p, np.delete(y, i, axis=0)) for i, p in enumerate(left_out))
+    return Population(kept, tuple(items), y, params, _residuals(params, y), left_out, residuals)
+
+
+def _residuals(params: ItemParameters, y: np.ndarray) -> np.ndarray:
+    every = np.arange(y.shape[1])
+    return y - np.array([params.expected_score(every, row) for row in y])
+
+
+def choose_anchors(
+    population: Population, k: int = DEFAULT_ANCHORS, seed: int = 0, level: float = DEFAULT_LEVEL
+) -> AnchorFit:
+    """k anchors for the population (stratified on the items' rate of right answers), or a uniform random sample
+    of k where the population is too small to fit; with the interval's scale measured on the population."""
+    n = len(population.items)
+    if not 1 <= k <= n:
+        raise ValueError(f"anchors: k must be between 1 and the {n} items of the full draw; got {k}")
+    if not 0 < level < 1:
+        raise ValueError(f"the interval's level is in (0, 1); got {level}")
+    rng = np.random.default_rng(seed)
+    if not population.fitted:
+        anchors = np.sort(rng.choice(n, size=k, replace=False))
+        return AnchorFit(population, anchors, np.full(k, 1 / k), RANDOM, level, float(norm.ppf(0.5 + level / 2)), seed)
+    rate = population.matrix.mean(axis=0)
+    order = np.lexsort((rng.random(n), rate))  # ties in random order
+    strata = np.array_split(order, k)
+    anchors = np.array([rng.choice(s) for s in strata])
+    weights = np.array([len(s) / n for s in strata])
+    fit = AnchorFit(population, anchors, weights, IRT, level, math.inf, seed)
+    weight, scale = _left_out_calibration(fit)
+    return AnchorFit(population, anchors, weights, IRT, level, scale, seed, weight)
+
+
+ABILITY_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def _left_out_calibration(fit: AnchorFit) -> tuple[float, float]:
+    """Each model of the population estimated as a new one (the 2PL refitted without it): the ability weight with
+    the smallest mean error, and the conformal quantile of that weight's errors over their standard errors."""
+    pop = fit.population
+    k, n = len(fit.anchors), fit.n_full
+    errors = {w: [] for w in ABILITY_WEIGHTS}
+    for i, params in enumerate(pop.left_out):
+        others = pop.matrix[np.delete(np.arange(len(pop.models)), i)]
+        parts = _irt_parts(fit, params, others, pop.left_out_residuals[i], pop.matrix[i, fit.anchors])
+        for w in ABILITY_WEIGHTS:
+            value = _combine(fit, pop.matrix[i, fit.anchors], *parts, w)
+            errors[w].append((abs(value - pop.matrix[i].mean()), _standard_error(value, k, n)))
+    best = min(ABILITY_WEIGHTS, key=lambda w: (np.mean([e for e, _ in errors[w]]), -w))
+    scores = np.sort([e / se for e, se in errors[best]])
+    rank = math.ceil((len(scores) + 1) * fit.level)
+    return best, float(scores[rank - 1]) if rank <= len(scores) else float(scores[-1] * 1.5)
+
+
+def _standard_error(p: float, k: int, n: int) -> float:
+    p = min(max(p, 0.02), 0.98)
+    return math.sqrt(p * (1 - p) / k * max(1 - k / n, 1 / n))
+
+
+def _irt_parts(fit: AnchorFit, params, matrix, residuals, answers) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: what the neighbours answered (the population's models weighted by how alike they answered the
+    anchors, a tempered likelihood), and what the 2PL expects of this model minus what it expects of them."""
+    y = np.asarray(answers, float)
+    expected = params.expected_score(fit.anchors, y)
+    smoothed = np.clip((matrix * len(matrix) + matrix.mean(axis=0)) / (len(matrix) + 1), 0.02, 0.98)[:, fit.anchors]
+    log_like = (y * np.log(smoothed) + (1 - y) * np.log1p(-smoothed)).sum(axis=1)
+    weight = np.exp(NEIGHBOUR_TEMPERATURE * (log_like - log_like.max()))
+    weight /= weight.sum()
+    neighbours = weight @ matrix
+    return neighbours, expected - (neighbours - weight @ residuals)
+
+
+def _combine(fit: AnchorFit, answers, neighbours, ability_gap, ability_weight: float) -> float:
+    predicted = np.clip(neighbours + ability_weight * ability_gap, 0.0, 1.0)
+    rest = np.ones(fit.n_full, bool)
+    rest[fit.anchors] = False
+    return float((np.sum(answers) + predicted[rest].sum()) / fit.n_full)
+
+
+def estimate(fit: AnchorFit, answers) -> Estimate:
+    """The full-draw score of a model that gave `answers` (0/1, in the order of fit.anchors) on the anchors."""
+    y = np.asarray(answers, float)
+    k, n = len(fit.anchors), fit.n_full
+    if y.shape != (k,) or not np.isin(y, (0, 1)).all():
+        raise ValueError(f"an estimate needs the model's 0/1 answer on each of the {k} anchors, in their order")
+    if fit.method == RANDOM:
+        low, high = wilson(float(y.mean()), k / max(1 - k / n, 1 / n), fit.level) if k < n else (y.mean(),) * 2
+        return Estimate(float(y.mean()), low, high, fit.level, k, n, RANDOM)
+    pop = fit.population
+    value = _combine(fit, y, *_irt_parts(fit, pop.params, pop.matrix, pop.residuals, y), fit.ability_weight)
+    half = fit.interval_scale * _standard_error(value, k, n)
+    return Estimate(value, max(0.0, value - half), min(1.0, value + half), fit.level, k, n, IRT)
+
+
+def wilson(p: float, n: float, level: float) -> tuple[float, float]:
+    """Wilson's score interval for a proportion p seen on n draws (n may be an effective size)."""
+    z = norm.ppf(0.5 + level / 2)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -1,0 +1,156 @@
+"""A regression verdict with the fewest paired instances: a group-sequential exact McNemar test.
+
+The candidate and the baseline answer the same instances in a seeded random order; every `look` instances the
+test looks at the discordant pairs so far (one right, the other wrong). Under "no difference" each discordant
+pair is the baseline's or the candidate's with probability 1/2, so, given how many there were at each look, the
+count of the baseline's is a simple random walk: its exact distribution, and the chance of crossing each look's
+boundary without having crossed an earlier one, follow by dynamic programming. The boundaries spend the one-sided
+level alpha/2 over the looks with Lan and DeMets' O'Brien-Fleming-type function of the share of the full draw seen
+(almost nothing early, almost all of it at the full draw, so that a test that runs to the end decides as the
+full-draw McNemar test does): the chance of a false alarm over all looks together is at most alpha/2 one-sided,
+which is the regression half of the full-draw two-sided test at alpha. The test stops early for a regression when
+the boundary is crossed and the drop exceeds the tolerance; it stops early for "no regression" (futility) when,
+projecting the discordance seen so far over the instances left, a regression at the full draw has less than
+`futility` probability. Stopping for futility never raises the false-alarm rate (it only ever passes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom, norm
+
+DEFAULT_LOOK = 25  # instances between looks
+DEFAULT_FUTILITY = 0.02  # stop for "no regression" below this predictive probability of a full-draw regression
+
+
+def obrien_fleming_spending(fraction: float, alpha: float) -> float:
+    """Lan-DeMets' O'Brien-Fleming-type alpha spent by the time `fraction` of the information is seen."""
+    if fraction <= 0:
+        return 0.0
+    return float(min(alpha, 2 * (1 - norm.cdf(norm.ppf(1 - alpha / 2) / np.sqrt(min(fraction, 1.0))))))
+
+
+@dataclass(frozen=True)
+class SequentialVerdict:
+    """verdict: "regression" | "pass"; stopped_at: instances used; n_full: the full draw; looks: looks made;
+    reason: why it stopped; diff: the candidate's mean minus the baseline's on the instances used;
+    baseline_only / candidate_only: discordant pairs so far; detectable: the smallest drop the instances used
+    would find with 80% power at the level spent (a pass rules out nothing smaller)."""
+
+    verdict: str
+    stopped_at: int
+    n_full: int
+    looks: int
+    reason: str
+    diff: float
+    baseline_only: int
+    candidate_only: int
+    detectable: float
+
+    @property
+    def fraction_used(self) -> float:
+        return self.stopped_at / self.n_full
+
+
+def sequential_gate(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    alpha: float = 0.05,
+    tolerance: float = 0.0,
+    look: int = DEFAULT_LOOK,
+    futility: float = DEFAULT_FUTILITY,
+    seed: int = 0,
+    simulations: int = 4000,
+) -> SequentialVerdict:
+    """Runs the sequential test over paired 0/1 outcomes (already evaluated, or read in the order the seeded
+    permutation gives: `order_of(n, seed)`), as an evaluation would reveal them batch by batch."""
+    a, b = np.asarray(baseline, float), np.asarray(candidate, float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise ValueError("the sequential gate needs two equally long, non-empty vectors of paired outcomes")
+    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
+        raise ValueError("the sequential gate needs 0/1 outcomes (a correct / incorrect metric)")
+    if not 0 < alpha < 1 or look < 1:
+        raise ValueError(f"alpha must be in (0, 1) and look at least 1; got {alpha}, {look}")
+    order = order_of(len(a), seed)
+    a, b = a[order], b[order]
+    n_full = len(a)
+    base_only, cand_only = np.cumsum((a == 1) & (b == 0)), np.cumsum((a == 0) & (b == 1))
+    rng = np.random.default_rng(seed)
+    alive = np.array([1.0])  # null probability of the walk's count of baseline-only pairs, paths not yet stopped
+    discordant_before, spent, looks = 0, 0.0, 0
+    n = 0
+    while n < n_full:
+        n = min(n + look, n_full)
+        looks += 1
+        bo, co = int(base_only[n - 1]), int(cand_only[n - 1])
+        discordant = bo + co
+        alive = _advance(alive, discordant - discordant_before)
+        discordant_before = discordant
+        target = obrien_fleming_spending(n / n_full, alpha / 2)
+        critical, mass = _critical(alive, target - spent)
+        spent += mass
+        alive[critical:] = 0.0
+        diff = (co - bo) / n
+        level = max(spent, 1e-12)
+        if bo >= critical and -diff > tolerance:
+            return _verdict("regression", n, n_full, looks, "boundary crossed", diff, bo, co, level)
+        if n < n_full and _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations) < futility:
+            return _verdict(
+                "pass", n, n_full, looks, "futility: a full-draw regression is unlikely", diff, bo, co, level
+            )
+    return _verdict("pass", n_full, n_full, looks, "full draw: no regression", diff, bo, co, level)
+
+
+def order_of(n: int, seed: int) -> np.ndarray:
+    """The seeded order in which a sequential evaluation asks for the n paired instances."""
+    return np.random.default_rng(seed).permutation(n)
+
+
+def _advance(dist: np.ndarray, steps: int) -> np.ndarray:
+    if steps == 0:
+        return dist.copy()
+    return np.convolve(dist, binom.pmf(np.arange(steps + 1), steps, 0.5))
+
+
+def _critical(dist: np.ndarray, budget: float) -> tuple[int, float]:
+    """The smallest count whose upper tail (of the paths still alive) fits the budget, and that tail's mass."""
+    tail = np.cumsum(dist[::-1])[::-1]  # tail[k] = P(count >= k, alive)
+    ok = np.nonzero(tail <= budget + 1e-15)[0]
+    critical = int(ok[0]) if len(ok) else len(dist)
+    return critical, float(tail[critical]) if critical < len(dist) else 0.0
+
+
+def _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations) -> float:
+    """Predictive probability that the full draw ends in a regression (the fixed-sample exact McNemar test at
+    alpha, two-sided, worse by more than the tolerance), drawing the pairs left from the rates seen so far."""
+    rates = rng.dirichlet([bo + 0.5, co + 0.5, n - bo - co + 0.5], size=simulations)
+    left = rng.multinomial(n_full - n, rates)
+    final_bo, final_co = bo + left[:, 0], co + left[:, 1]
+    discordant = final_bo + final_co
+    significant = binom.sf(final_bo - 1, np.maximum(discordant, 1), 0.5) < alpha / 2
+    return float(np.mean(significant & ((final_bo - final_co) / n_full > tolerance) & (discordant > 0)))
+
+
+def detectable_drop(n: int, discordance: float, alpha: float, power: float = 0.8) -> float:
+    """The smallest drop in accuracy a one-sided McNemar test at `alpha` finds with `power` on n paired instances
+    whose discordance rate (share of instances on which the two models differ) is `discordance` (normal
+    approximation, Connor 1987)."""
+    if n <= 0 or discordance <= 0:
+        return float("nan")
+    return float((norm.ppf(1 - alpha) + norm.ppf(power)) * np.sqrt(discordance / n))
+
+
+def instances_needed(tolerance: float, discordance: float, alpha: float, power: float = 0.8) -> int:
+    """Paired instances a McNemar test at `alpha` (one-sided) needs to find a drop of `tolerance` with `power`,
+    when the models differ on a share `discordance` of instances (Connor 1987's formula)."""
+    if tolerance <= 0:
+        raise ValueError(f"a tolerance is a positive drop in accuracy (0.005 = half a point); got {tolerance}")
+    z_a, z_b = norm.ppf(1 - alpha), norm.ppf(power)
+    d = max(discordance, tolerance)
+    return int(np.ceil((z_a * np.sqrt(d) + z_b * np.sqrt(max(d - tolerance**2, 1e-12))) ** 2 / tolerance**2))
+
+
+def _verdict(verdict, n, n_full, looks, reason, diff, bo, co, level) -> SequentialVerdict:
+    disc = (bo + co) / n if n else 0.0
+    return SequentialVerdict(verdict, n, n_full, looks, reason, diff, bo, co, detectable_drop(n, disc, level))
