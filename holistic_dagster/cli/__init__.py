@@ -1,6 +1,7 @@
 """The `holistic` command, one module per group of verbs (as inspect_ai's _cli/): evaluate.py (demo, evaluate),
 results.py (leaderboard, compare, trace, report, query, views), arena.py (arena, vote), serve.py (ui, worker),
-exchange.py (import-helm, export), models.py (install-ladder), gate.py (gate); common.py holds what they share.
+exchange.py (import-helm, export), models.py (install-ladder), gate.py (gate), efficient.py (efficient validate,
+plan); common.py holds what they share.
 The CLI imports no Dagster: its runs go through defs/local.py."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from holistic_dagster.cli import arena, evaluate, exchange, gate, models, results, serve
+from holistic_dagster.cli import arena, efficient, evaluate, exchange, gate, models, results, serve
 from holistic_dagster.cli.common import err
 from holistic_dagster.errors import HolisticError
 
@@ -42,6 +43,7 @@ for name, verb in (
     ("install-ladder", models.install_ladder),
 ):
     app.command(name)(verb)
+app.add_typer(efficient.app, name="efficient")
 
 _debug = False
 

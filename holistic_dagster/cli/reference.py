@@ -35,8 +35,7 @@ def cli_reference() -> str:
         "Every verb takes `--help`. `holistic --debug VERB ...` shows an unexpected error's traceback.",
         "",
     ]
-    for name, command in group.commands.items():
-        context = command.context_class(command, info_name=name, parent=root)
+    for name, command, context in _verbs(group, root):
         out += [f"## `holistic {name}`", "", f"`holistic {name} {' '.join(command.collect_usage_pieces(context))}`", ""]
         out += [inspect.cleandoc(command.help or ""), ""]
         rows = []
@@ -51,6 +50,15 @@ def cli_reference() -> str:
         if rows:
             out += ["| argument or option | meaning |", "|---|---|", *rows, ""]
     return "\n".join(out)
+
+
+def _verbs(group, parent, prefix: str = ""):
+    """(name, command, context) for every verb, a group's verbs after the group itself (`efficient validate`)."""
+    for name, command in group.commands.items():
+        context = command.context_class(command, info_name=name, parent=parent)
+        yield prefix + name, command, context
+        if hasattr(command, "commands"):
+            yield from _verbs(command, context, f"{prefix}{name} ")
 
 
 def warehouse_reference() -> str:

@@ -31,10 +31,13 @@ from holistic_dagster.efficient.irt import ItemParameters, fit_2pl
 MIN_MODELS = 10  # fewer models with full results: the cold start (a random sample and its ordinary interval)
 DEFAULT_ANCHORS = 100
 DEFAULT_LEVEL = 0.9
+BEYOND_Z = 2.326  # a model whose anchors' score is this many standard errors beyond the population's range is
+# estimated as a stratified sample
 NEIGHBOUR_TEMPERATURE = 0.05  # how sharply the anchors' likelihood picks neighbours (1 = the plain likelihood)
 
 IRT = "irt"
 RANDOM = "random sample"
+STRATIFIED = "stratified sample"  # a model beyond the population's range: its anchors as the stratified sample they are
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class AnchorFit:
     population: Population
     anchors: np.ndarray  # item indices into population.items
     weights: np.ndarray  # each anchor's share of the full draw
-    method: str  # IRT | RANDOM
+    method: str  # IRT | RANDOM (the estimates of a model beyond the population's range are STRATIFIED)
     level: float
     interval_scale: float  # conformal quantile of |error| / standard error (IRT); the normal quantile (RANDOM)
     seed: int
@@ -200,12 +203,27 @@ def estimate(fit: AnchorFit, answers) -> Estimate:
     if y.shape != (k,) or not np.isin(y, (0, 1)).all():
         raise ValueError(f"an estimate needs the model's 0/1 answer on each of the {k} anchors, in their order")
     if fit.method == RANDOM:
-        low, high = wilson(float(y.mean()), k / max(1 - k / n, 1 / n), fit.level) if k < n else (y.mean(),) * 2
-        return Estimate(float(y.mean()), low, high, fit.level, k, n, RANDOM)
+        return _sampled(fit, float(y.mean()), RANDOM)
     pop = fit.population
+    sampled = float(fit.weights @ y)  # the anchors as a stratified sample: unbiased whatever the population
+    low, high = pop.matrix.mean(axis=1).min(), pop.matrix.mean(axis=1).max()
+    edge = high if sampled > high else low  # how far a sample of a model at the range's nearer end strays
+    if abs(sampled - edge) > BEYOND_Z * _standard_error(edge, k, n) and not low <= sampled <= high:
+        # clearly beyond every model the 2PL and the neighbours were fitted on: their predictions would pull the
+        # estimate back into the population's range (measured: the 4 strongest of 20 held out, 1.7x random's
+        # error); only clearly, as a sample's own noise takes it past the range's end now and then
+        return _sampled(fit, sampled, STRATIFIED)
     value = _combine(fit, y, *_irt_parts(fit, pop.params, pop.matrix, pop.residuals, y), fit.ability_weight)
     half = fit.interval_scale * _standard_error(value, k, n)
     return Estimate(value, max(0.0, value - half), min(1.0, value + half), fit.level, k, n, IRT)
+
+
+def _sampled(fit: AnchorFit, value: float, method: str) -> Estimate:
+    """A sample's estimate with Wilson's interval on the finite-population-corrected size (for a stratified sample
+    conservative: stratifying on the items' rate of right answers only lowers the variance)."""
+    k, n = len(fit.anchors), fit.n_full
+    low, high = wilson(value, k / max(1 - k / n, 1 / n), fit.level) if k < n else (value, value)
+    return Estimate(value, low, high, fit.level, k, n, method)
 
 
 def wilson(p: float, n: float, level: float) -> tuple[float, float]:

@@ -9,7 +9,8 @@ level alpha/2 over the looks with Lan and DeMets' O'Brien-Fleming-type function 
 (almost nothing early, almost all of it at the full draw, so that a test that runs to the end decides as the
 full-draw McNemar test does): the chance of a false alarm over all looks together is at most alpha/2 one-sided,
 which is the regression half of the full-draw two-sided test at alpha. The test stops early for a regression when
-the boundary is crossed and the drop exceeds the tolerance; it stops early for "no regression" (futility) when,
+the boundary is crossed and the drop exceeds the tolerance (and, projected over the instances left, will still
+exceed it at the full draw with at least 1 - `futility` probability); it stops early for "no regression" (futility) when,
 projecting the discordance seen so far over the instances left, a regression at the full draw has less than
 `futility` probability. Stopping for futility never raises the false-alarm rate (it only ever passes)."""
 
@@ -93,12 +94,17 @@ def sequential_gate(
         alive[critical:] = 0.0
         diff = (co - bo) / n
         level = max(spent, 1e-12)
-        if bo >= critical and -diff > tolerance:
+        if n == n_full:
+            break
+        chance = _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations)
+        # an early regression also needs the drop beyond the tolerance to hold up over the rest of the draw
+        if bo >= critical and -diff > tolerance and chance >= 1 - futility:
             return _verdict("regression", n, n_full, looks, "boundary crossed", diff, bo, co, level)
-        if n < n_full and _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations) < futility:
-            return _verdict(
-                "pass", n, n_full, looks, "futility: a full-draw regression is unlikely", diff, bo, co, level
-            )
+        if chance < futility:
+            why = "futility: a full-draw regression is unlikely"
+            return _verdict("pass", n, n_full, looks, why, diff, bo, co, level)
+    if bo >= critical and -diff > tolerance:
+        return _verdict("regression", n, n_full, looks, "boundary crossed at the full draw", diff, bo, co, level)
     return _verdict("pass", n_full, n_full, looks, "full draw: no regression", diff, bo, co, level)
 
 

@@ -74,7 +74,9 @@ class Validation:
     seeds: int
     level: float
     folds: list[list[str]]  # the models held out together, fold by fold
-    method: str  # the estimates' method ("irt" or, below MIN_MODELS fitted models, "random sample")
+    method: str  # the anchors' method ("irt" or, below MIN_MODELS fitted models, "random sample")
+    estimate_methods: dict[str, int]  # how many estimates each method made (a model beyond the population's range:
+    # "stratified sample")
     mae: float
     mae_random: float
     mae_ratio: float
@@ -125,7 +127,7 @@ def validate_estimates(
     n = len(matrix.items)
     full = {m: float(np.nanmean(matrix.rows([m])[0])) for m in complete}
     found = {m: [] for f in folds for m in f}  # per model: per seed (estimate, random estimate, low, high)
-    method = ""
+    method, methods = "", {}
     for fold in folds:
         train = [m for m in matrix.models if m not in fold]
         population = fit_population(matrix.rows(train), train, matrix.items, min_models)
@@ -138,6 +140,7 @@ def validate_estimates(
                 est = estimate(fit, row[fit.anchors])
                 sample = rng.choice(n, size=anchors, replace=False)
                 found[model].append((est.value, float(row[sample].mean()), est.low, est.high))
+                methods[est.method] = methods.get(est.method, 0) + 1
     tested = list(found)
     values = np.array([[e[0] for e in found[m]] for m in tested])  # models x seeds
     randoms = np.array([[e[1] for e in found[m]] for m in tested])
@@ -162,7 +165,7 @@ def validate_estimates(
         ordered_random.extend(np.sign(randoms[i] - randoms[j]) == np.sign(gap))
     mae, mae_random = float(errors.mean()), float(random_errors.mean())
     return Validation(
-        anchors=anchors, n_full=n, seeds=seeds, level=level, folds=folds, method=method,
+        anchors=anchors, n_full=n, seeds=seeds, level=level, folds=folds, method=method, estimate_methods=methods,
         mae=mae, mae_random=mae_random, mae_ratio=mae / mae_random if mae_random else float("nan"),
         max_error=float(errors.max()),
         kendall_tau=_mean(taus), kendall_tau_random=_mean(taus_random),
