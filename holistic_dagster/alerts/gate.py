@@ -23,6 +23,7 @@ from holistic_dagster.alerts.grading import grade, metric_crossed
 from holistic_dagster.config.alerts import MAIN, AlertsSpec, Level, MetricRule, MetricThreshold
 from holistic_dagster.metrics import lower_is_better
 from holistic_dagster.metrics.statistics import PairedResult, paired_test
+from holistic_dagster.results.efficient import partial_evaluations
 from holistic_dagster.results.predictions import worse_instances
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
@@ -127,13 +128,20 @@ def gate(
     """Grades the candidate against the baseline on every scenario the suite version scored either on."""
     result = GateResult(candidate, baseline, version, alpha, [r.label for r in rules])
     scores = original_scores(warehouse, version, [candidate, baseline])
+    partial = partial_evaluations(warehouse, version)
+    partial = partial[partial["model"].isin([baseline, candidate])]
+    for p in partial.itertuples(index=False):  # an estimate is never gated on as if it were a measurement
+        result.undecided.append(
+            f"{p.scenario}: {p.model} was evaluated efficiently ({p.n_evaluated} of {p.n_full} instances, an "
+            f"estimate): complete it with `holistic evaluate --model {p.model}` to gate on it"
+        )
     for model in (baseline, candidate):
-        if not (scores["model"] == model).any():
+        if not (scores["model"] == model).any() and not (partial["model"] == model).any():
             result.undecided.append(f"{model} has no scores in suite version {version}: evaluate it first")
     if result.undecided:
         return result
     tests: list[tuple[MetricRule, str, pd.DataFrame, PairedResult, str, bool]] = []
-    for scenario in sorted(set(scores["scenario"])):
+    for scenario in sorted(set(scores["scenario"]) - set(partial["scenario"])):
         mine = scores[scores["scenario"] == scenario]
         missing = [m for m in (baseline, candidate) if not (mine["model"] == m).any()]
         if missing:

@@ -96,13 +96,22 @@ def datasets_step(deployment: Deployment, warehouse: Warehouse, catalog: Catalog
 
 
 def evaluate_step(
-    deployment: Deployment, warehouse: Warehouse, catalog: Catalog, version: str, spec: ModelSpec
+    deployment: Deployment,
+    warehouse: Warehouse,
+    catalog: Catalog,
+    version: str,
+    spec: ModelSpec,
+    efficient: int | None = None,
 ) -> Step:
+    exists = warehouse.path.exists()
     inputs = {
         **_suite_inputs(catalog, version),
         "model": spec.model_dump(mode="json"),
-        "instances": _rows(warehouse, "instances", "version = ?", [version]) if warehouse.path.exists() else None,
+        "instances": _rows(warehouse, "instances", "version = ?", [version]) if exists else None,
     }
+    if efficient:  # the anchors asked (refitted when new full results land) and how many
+        anchors = _rows(warehouse, "anchor_instances", "version = ?", [version]) if exists else None
+        inputs["efficient"] = {"anchors": efficient, "anchor_rows": anchors}
     files = files_state(model_files(spec, deployment.home))
     return Step("evaluate", f"{spec.name}|{version}", sha256_json(inputs)[:24], files, deployment.runnable(version)[0])
 
@@ -125,15 +134,23 @@ def summaries_step(
 
 
 def suite_steps(
-    deployment: Deployment, version: str, models: Sequence[str], registry: Mapping[str, ModelSpec]
+    deployment: Deployment,
+    version: str,
+    models: Sequence[str],
+    registry: Mapping[str, ModelSpec],
+    efficient: int | None = None,
 ) -> list[tuple[str, Callable[[], Step]]]:
     """An evaluation's steps in order, each with its label and how to take its inputs (just before it runs,
     after the steps it depends on): the one plan `holistic evaluate` checks and evaluate_suite runs."""
     warehouse, catalog = deployment.warehouse(), deployment.catalog()
+    how = f" efficiently ({efficient} anchors per scenario)" if efficient else ""
     return [
         (f"datasets for {version}", lambda: datasets_step(deployment, warehouse, catalog, version)),
         *[
-            (f"evaluate {m}", lambda m=m: evaluate_step(deployment, warehouse, catalog, version, registry[m]))
+            (
+                f"evaluate {m}{how}",
+                lambda m=m: evaluate_step(deployment, warehouse, catalog, version, registry[m], efficient),
+            )
             for m in models
         ],
         ("leaderboard", lambda: summaries_step(deployment, warehouse, catalog, version, dict(registry))),

@@ -66,13 +66,23 @@ def evaluate(
             "-m): a HELM leaderboard suite at a scale a CPU finishes; the cap is part of the run's inputs",
         ),
     ] = None,
+    efficient: Annotated[
+        bool,
+        typer.Option(
+            help="answer only --anchors instances per scenario and estimate the full draw's main accuracy metric, "
+            "its interval validated on the models already evaluated in full (marked ≈ everywhere); a later run "
+            "without it completes the rest, the cache paying for the anchors",
+        ),
+    ] = False,
+    anchors: Annotated[int, typer.Option(min=2, help="with --efficient: anchor instances per scenario")] = 100,
 ) -> None:
     """Evaluate registered models on a suite version (datasets, then each model, then the leaderboard, the
     regressions and the report) as Dagster runs, and print the leaderboard. A step whose inputs are unchanged
     since its last successful run is skipped (--force runs it)."""
     if max_eval_instances is not None:  # read by the catalog wherever a suite is resolved, in this process
         os.environ[settings.MAX_EVAL_ENV] = str(max_eval_instances)
-    _evaluate(models, version, db, data_dir, tour=False, force=force, max_cost=max_cost)
+    chosen = anchors if efficient else None
+    _evaluate(models, version, db, data_dir, tour=False, force=force, max_cost=max_cost, efficient=chosen)
 
 
 def _evaluate(
@@ -83,6 +93,7 @@ def _evaluate(
     tour: bool,
     force: bool,
     max_cost: float | None = None,
+    efficient: int | None = None,
 ) -> None:
     chosen = deployment(db, data_dir)
     started = time.perf_counter()
@@ -96,7 +107,7 @@ def _evaluate(
         if name not in registry:
             fail(f"unknown model {name!r}: not in the model registry (known: {', '.join(registry)})")
     label = "demo" if tour else "evaluate"
-    if not force and (unchanged := _all_unchanged(chosen, version, names, registry)):
+    if not force and (unchanged := _all_unchanged(chosen, version, names, registry, efficient)):
         # nothing to run: no Dagster, no model (a warm re-run costs a warehouse read), unless a killed run waits
         # to be marked failed
         console.print(
@@ -129,7 +140,8 @@ def _evaluate(
             "Every cell below carries its 95% bootstrap CI and its n."
         )
     try:
-        local.evaluate(chosen, version, names, lambda line: console.print(f"[bold]>[/] {line}"), not force, max_cost)
+        announce = lambda line: console.print(f"[bold]>[/] {line}")  # noqa: E731
+        local.evaluate(chosen, version, names, announce, not force, max_cost, efficient)
     except HolisticError as e:
         fail(str(e))
     _finish(chosen, version, started, tour)
@@ -147,13 +159,13 @@ def _mark_killed_runs(chosen) -> None:
         console.print(f"[bold]>[/] marked {len(failed)} run(s) failed whose process was killed: {', '.join(failed)}")
 
 
-def _all_unchanged(chosen, version: str, names: list[str], registry: dict) -> list[str]:
+def _all_unchanged(chosen, version: str, names: list[str], registry: dict, efficient: int | None = None) -> list[str]:
     """One line per step when every step of the evaluation can be skipped (automation.freshness), else []."""
     from holistic_dagster.automation import freshness
 
     warehouse = chosen.warehouse()
     lines = []
-    for label, inputs in freshness.suite_steps(chosen, version, names, registry):
+    for label, inputs in freshness.suite_steps(chosen, version, names, registry, efficient):
         step = freshness.mark_skippable(warehouse, inputs())
         if not step.skip_reason:
             return []

@@ -170,6 +170,8 @@ def _headline_cell(cell) -> str:
         return "-"
     if cell.value is None:  # the note says why (e.g. no group words in the generations)
         return "not computed" if cell.note.startswith("not computed") else "undefined"
+    if cell.estimated:  # ≈value ±half, answered/full: never read as a measurement
+        return f"{cell.text} {cell.ci}"
     return f"{cell.text} {cell.ci} n={cell.n}".replace("  ", " ")
 
 
@@ -181,4 +183,6 @@ def _full_cell(row) -> str:
 
     if pd.isna(row.value):  # the note says why (e.g. no group words in the generations)
         return "not computed" if str(row.note).startswith("not computed") else "undefined"
+    if getattr(row, "estimated", False) is True:
+        return f"≈{row.value:.3f} {row.count}/{int(row.n_full)}"
     return f"{row.value:.3f} n={row.count}"

@@ -58,6 +58,7 @@ def compare(
     db: DbOption = None,
 ) -> None:
     """B against A on the same instances, per scenario and metric family: difference, 95% CI, p, verdict."""
+    from holistic_dagster.results.efficient import partial_evaluations
     from holistic_dagster.results.leaderboard import main_metrics, regression_alpha
     from holistic_dagster.results.scores import compare_models
 
@@ -69,10 +70,17 @@ def compare(
         level = alpha if alpha is not None else regression_alpha(catalog, version)
         main = main_metrics(warehouse, catalog, version)
         frame = compare_models(warehouse, version, model_a, model_b, level, main_metric=main)
+        partial = partial_evaluations(warehouse, version)
     except HolisticError as e:
         fail(str(e))
+    partial = partial[partial["model"].isin([model_a, model_b])]
+    estimated = "".join(
+        f"; {p.scenario}: {p.model} was evaluated efficiently ({p.n_evaluated} of {p.n_full} instances), never "
+        "compared as a measurement"
+        for p in partial.itertuples(index=False)
+    )
     if frame.empty:
-        fail(f"no instances scored for both {model_a!r} and {model_b!r} in suite version {version!r}")
+        fail(f"no instances scored for both {model_a!r} and {model_b!r} in suite version {version!r}{estimated}")
     table = Table(title=f"{model_b} vs {model_a} (suite {version}, alpha {level:g}, paired)", title_justify="left")
     for column in ("family", "scenario", "metric", "n", model_a, model_b, "diff", "95% CI", "p", "verdict"):
         table.add_column(column, justify="right" if column in ("n", "p", "diff") else "left")
@@ -92,6 +100,11 @@ def compare(
             f"[{colour.get(r.verdict, 'dim')}]{r.verdict.replace('significant', 'sig.')}[/]",
         )
     console.print(table)
+    for p in partial.itertuples(index=False):
+        console.print(
+            f"  [dim]{escape(p.scenario)}: {escape(p.model)} was evaluated efficiently ({p.n_evaluated} of "
+            f"{p.n_full} instances): not compared (`holistic evaluate --model {escape(p.model)}` completes it)[/]"
+        )
     worse = frame[frame["verdict"] == "worse"]
     if len(worse):
         console.print(f"[red]{model_b} is significantly worse on {len(worse)} (scenario, family) pair(s).[/]")

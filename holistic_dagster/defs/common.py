@@ -14,7 +14,7 @@ import dagster as dg
 
 from holistic_dagster import quality
 from holistic_dagster.config.redaction import errors_redacted
-from holistic_dagster.defs.jobs import BUDGET_STOP_TAG, BUDGET_TAG
+from holistic_dagster.defs.jobs import BUDGET_STOP_TAG, BUDGET_TAG, EFFICIENT_TAG
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.stages.budget import BudgetReached
 
@@ -74,6 +74,8 @@ def model_stage(
     stage = holistic.stage(context.run.run_id, backends, toxicity)
     if budget := context.run.tags.get(BUDGET_TAG):  # set by `holistic evaluate --max-cost`
         stage.max_cost = float(budget)
+    if anchors := context.run.tags.get(EFFICIENT_TAG):  # set by `holistic evaluate --efficient`
+        stage.efficient = int(anchors)
     started = time.perf_counter()
     with errors_redacted():  # Dagster stores a failed step's error, causes included, in its event log
         try:

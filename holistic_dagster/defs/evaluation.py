@@ -17,8 +17,10 @@ from holistic_dagster.defs.common import BY_VERSION, SCORES_FOLLOW, check_result
 from holistic_dagster.defs.partitions import model_partitions, model_version_partitions, version_partitions
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
+from holistic_dagster.efficient.anchors import DEFAULT_ANCHORS
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.stages.dataset import build_dataset
+from holistic_dagster.stages.efficient import fit_anchors
 from holistic_dagster.stages.prompts import build_prompts
 from holistic_dagster.stages.scores import compute_scores
 
@@ -35,10 +37,15 @@ def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> dg.D
         selection=jobs.selection(jobs.model_keys(scenarios)),
         description="Prompts, completions and scores of every scenario for one model.",
     )
+    anchors_job = dg.define_asset_job(
+        jobs.ANCHORS_JOB,
+        selection=jobs.selection(jobs.anchor_keys(scenarios)),
+        description="Fit every scenario's anchors for efficient evaluation on the models evaluated in full.",
+    )
     code_versions = {s: catalog.code_version(s) for s in scenarios}
     return dg.Definitions(
-        assets=[a for s in scenarios for a in scenario_assets(catalog, s)],
-        jobs=[datasets_job, evaluate_job],
+        assets=[a for s in scenarios for a in [*scenario_assets(catalog, s), anchors_asset(catalog, s)]],
+        jobs=[datasets_job, evaluate_job, anchors_job],
         sensors=[make_registry_sensor(datasets_job, evaluate_job), abandoned_runs],
         schedules=[
             make_stale_schedule(
@@ -116,6 +123,38 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[dg.AssetsDefinition
         yield from model_stage(context, holistic, scenario, "scores", compute_scores, toxicity=toxicity_classifier)
 
     return [dataset, prompts, completions, scores]
+
+
+def anchors_asset(catalog: Catalog, scenario: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=[scenario, jobs.ANCHORS],
+        partitions_def=version_partitions,
+        group_name=scenario,
+        code_version=catalog.code_version(scenario),
+        kinds={"duckdb"},
+        deps=[dg.AssetDep(dg.AssetKey([scenario, "scores"]), partition_mapping=BY_VERSION)],
+        check_specs=check_specs([scenario, jobs.ANCHORS], jobs.ANCHORS),
+    )
+    def anchors(context: dg.AssetExecutionContext, holistic: HolisticResource):
+        """The instances a model evaluated efficiently answers, and how its full-draw score is estimated from them:
+        fitted on every model with results on the whole draw (an item response model from 10 models on, else a
+        random sample), validated by leaving each of them out. Read from DuckDB directly (a fan-in over models)."""
+        version = context.partition_key
+        stage = holistic.stage(context.run.run_id)
+        k = int(context.run.tags.get(jobs.EFFICIENT_TAG, DEFAULT_ANCHORS))
+        facts = fit_anchors(stage, version, scenario, k)
+        validation = facts["validation"]
+        yield dg.MaterializeResult(
+            metadata={
+                "method": facts["method"],
+                "anchors": f"{facts['anchors']} of {facts['n_full']} instances",
+                "fitted_on": dg.MetadataValue.md("\n".join(f"- {m}" for m in facts["models"]) or "no model"),
+                **{f"validation_{k}": round(v, 4) if isinstance(v, float) else v for k, v in validation.items()},
+            }
+        )
+        yield from check_results(quality.check_stage(jobs.ANCHORS, stage, version, scenario), jobs.ANCHORS)
+
+    return anchors
 
 
 def datasets_ready(instance, deployment: Deployment, version: str) -> bool:

@@ -8,9 +8,11 @@ from collections.abc import Iterable
 from dagster import AssetKey, AssetSelection
 
 DATASET = "dataset"
+ANCHORS = "anchors"  # a scenario's anchors for efficient evaluation, fitted on the models evaluated in full
 MODEL_STAGES = ("prompts", "completions", "scores")  # one model's evaluation of a scenario, in order
 
 DATASETS_JOB = "datasets"
+ANCHORS_JOB = "anchors_job"
 EVALUATE_JOB = "evaluate_model"
 LEADERBOARD_JOB = "leaderboard_job"
 STABILITY_JOB = "stability_job"
@@ -24,6 +26,9 @@ MODEL_REQUESTS_POOL = "model_requests"
 
 BUDGET_STOP_TAG = "holistic/stopped_for_budget"  # on a run whose spending reached its budget: what, and where
 BUDGET_TAG = "holistic/max_cost"  # a run's budget in USD (`holistic evaluate --max-cost`), over the suite's
+EFFICIENT_TAG = (
+    "holistic/efficient"  # an efficient evaluation: the anchors per scenario (`holistic evaluate --efficient`)
+)
 
 SUMMARY_ASSETS = (["leaderboard"], ["regressions"], ["alerts"], ["report"])  # a version's summaries, in order
 
@@ -36,6 +41,10 @@ def scenario_keys(scenarios: Iterable[str], stages: Iterable[str]) -> list[Asset
 
 def dataset_keys(scenarios: Iterable[str]) -> list[AssetKey]:
     return scenario_keys(scenarios, (DATASET,))
+
+
+def anchor_keys(scenarios: Iterable[str]) -> list[AssetKey]:
+    return scenario_keys(scenarios, (ANCHORS,))
 
 
 def model_keys(scenarios: Iterable[str]) -> list[AssetKey]:

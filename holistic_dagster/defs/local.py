@@ -26,12 +26,15 @@ def evaluate(
     announce: Callable[[str], None],
     skip_unchanged: bool,
     max_cost: float | None = None,
+    efficient: int | None = None,
 ) -> list[runner.SuiteRun]:
     """Datasets, each model, then the summaries of a suite version, as Dagster runs (runner.evaluate_suite)."""
     catalog = deployment.catalog()
     defs = build_definitions(catalog, HolisticResource.of(deployment, show_progress=True))
     with instance(deployment) as dagster:
-        return runner.evaluate_suite(defs, dagster, version, models, announce, catalog, skip_unchanged, max_cost)
+        return runner.evaluate_suite(
+            defs, dagster, version, models, announce, catalog, skip_unchanged, max_cost, efficient
+        )
 
 
 def arena(deployment: Deployment, version: str) -> None:

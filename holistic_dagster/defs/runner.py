@@ -17,11 +17,14 @@ from holistic_dagster.automation import freshness
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import ledger
 from holistic_dagster.defs.jobs import (
+    ANCHORS_JOB,
     ARENA_JOB,
     BUDGET_TAG,
     DATASETS_JOB,
+    EFFICIENT_TAG,
     EVALUATE_JOB,
     LEADERBOARD_JOB,
+    anchor_keys,
     dataset_keys,
     model_keys,
     scenario_keys,
@@ -118,8 +121,11 @@ def evaluate_suite(
     catalog: Catalog | None = None,
     skip_unchanged: bool = False,
     max_cost: float | None = None,
+    efficient: int | None = None,
 ) -> list[SuiteRun]:
     """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job` on the suite version's scenarios;
+    efficient: each model answers only that many anchors per scenario (fitted first by `anchors_job` on the models
+    evaluated in full) and its main accuracy metric is estimated;
     raises RunFailed on the first failure. skip_unchanged: a step whose inputs are those of its last successful
     run, and whose outputs remain, is not run (holistic_dagster.freshness); each step's inputs are taken just
     before it, after the steps it depends on. With a budget (max_cost, or the suite's) a priced model's prompts
@@ -139,10 +145,11 @@ def evaluate_suite(
         *[(EVALUATE_JOB, MultiPartitionKey({"model": m, "version": version}), model_keys(scenarios)) for m in models],
         (LEADERBOARD_JOB, version, None),
     ]
-    steps = freshness.suite_steps(deployment, version, models, registry)
+    steps = freshness.suite_steps(deployment, version, models, registry, efficient)
     budget = max_cost if max_cost is not None else catalog.suite(version).max_cost
     source = "--max-cost" if max_cost is not None else f"suite {version}'s max_cost"
     tags = process_tags() | ({BUDGET_TAG: repr(max_cost)} if max_cost is not None else {})
+    tags |= {EFFICIENT_TAG: str(efficient)} if efficient else {}
 
     def execute(label: str, job: str, key, selection):
         with ledger.running(instance.root_directory):
@@ -158,8 +165,12 @@ def evaluate_suite(
             raise RunFailed(label, result)
         return result
 
-    runs = []
+    runs, anchored = [], False
     for (job, key, selection), (label, inputs) in zip(jobs, steps, strict=True):
+        if efficient and job == EVALUATE_JOB and not anchored:  # the anchors, before the first model asks them
+            announce(f"anchors for {version} ({efficient} per scenario)")
+            execute("anchors", ANCHORS_JOB, version, anchor_keys(scenarios))
+            anchored = True
         step = inputs()
         if skip_unchanged and freshness.mark_skippable(warehouse, step).skip_reason:
             announce(f"{label}: skipped, {step.skip_reason}")

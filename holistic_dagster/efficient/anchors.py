@@ -70,6 +70,8 @@ class AnchorFit:
     interval_scale: float  # conformal quantile of |error| / standard error (IRT); the normal quantile (RANDOM)
     seed: int
     ability_weight: float = 1.0  # how much of the 2PL's ability difference to the neighbours is kept (IRT)
+    # IRT: each model of the population estimated as a new one (refitted without it): models, mae, coverage
+    validation: dict = field(default_factory=dict)
 
     @property
     def anchor_items(self) -> list[str]:
@@ -146,16 +148,17 @@ def choose_anchors(
     anchors = np.array([rng.choice(s) for s in strata])
     weights = np.array([len(s) / n for s in strata])
     fit = AnchorFit(population, anchors, weights, IRT, level, math.inf, seed)
-    weight, scale = _left_out_calibration(fit)
-    return AnchorFit(population, anchors, weights, IRT, level, scale, seed, weight)
+    weight, scale, validation = _left_out_calibration(fit)
+    return AnchorFit(population, anchors, weights, IRT, level, scale, seed, weight, validation)
 
 
 ABILITY_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def _left_out_calibration(fit: AnchorFit) -> tuple[float, float]:
+def _left_out_calibration(fit: AnchorFit) -> tuple[float, float, dict]:
     """Each model of the population estimated as a new one (the 2PL refitted without it): the ability weight with
-    the smallest mean error, and the conformal quantile of that weight's errors over their standard errors."""
+    the smallest mean error, the conformal quantile of that weight's errors over their standard errors, and the
+    figures (mean absolute error against a random sample's expected one, the share the interval covers)."""
     pop = fit.population
     k, n = len(fit.anchors), fit.n_full
     errors = {w: [] for w in ABILITY_WEIGHTS}
@@ -168,7 +171,16 @@ def _left_out_calibration(fit: AnchorFit) -> tuple[float, float]:
     best = min(ABILITY_WEIGHTS, key=lambda w: (np.mean([e for e, _ in errors[w]]), -w))
     scores = np.sort([e / se for e, se in errors[best]])
     rank = math.ceil((len(scores) + 1) * fit.level)
-    return best, float(scores[rank - 1]) if rank <= len(scores) else float(scores[-1] * 1.5)
+    scale = float(scores[rank - 1]) if rank <= len(scores) else float(scores[-1] * 1.5)
+    truth = pop.matrix.mean(axis=1)
+    random_mae = [math.sqrt(2 / math.pi) * _standard_error(float(t), k, n) for t in truth]  # E|normal error|
+    validation = {
+        "models": len(pop.models),
+        "mae": float(np.mean([e for e, _ in errors[best]])),
+        "mae_random": float(np.mean(random_mae)),
+        "coverage": float(np.mean(scores <= scale)),
+    }
+    return best, scale, validation
 
 
 def _standard_error(p: float, k: int, n: int) -> float:
@@ -224,6 +236,19 @@ def _sampled(fit: AnchorFit, value: float, method: str) -> Estimate:
     k, n = len(fit.anchors), fit.n_full
     low, high = wilson(value, k / max(1 - k / n, 1 / n), fit.level) if k < n else (value, value)
     return Estimate(value, low, high, fit.level, k, n, method)
+
+
+def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
+    """A metric that is not right-or-wrong (F1, ROUGE) averaged over a random sample of the full draw: the mean
+    with a normal interval (finite-population corrected). Item response models need 0/1, so this is what an
+    efficient evaluation says of such a scenario."""
+    x = np.asarray(values, float)
+    k = len(x)
+    if k == 0 or k > n_full:
+        raise ValueError(f"a sample of 1 to {n_full} values is needed; got {k}")
+    sd = float(x.std(ddof=1)) if k > 1 else 0.0
+    half = float(norm.ppf(0.5 + level / 2)) * sd / math.sqrt(k) * math.sqrt(max(1 - k / n_full, 0.0))
+    return Estimate(float(x.mean()), float(x.mean()) - half, float(x.mean()) + half, level, k, n_full, RANDOM)
 
 
 def wilson(p: float, n: float, level: float) -> tuple[float, float]:

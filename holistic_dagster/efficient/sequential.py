@@ -10,9 +10,9 @@ level alpha/2 over the looks with Lan and DeMets' O'Brien-Fleming-type function 
 full-draw McNemar test does): the chance of a false alarm over all looks together is at most alpha/2 one-sided,
 which is the regression half of the full-draw two-sided test at alpha. The test stops early for a regression when
 the boundary is crossed and the drop exceeds the tolerance (and, projected over the instances left, will still
-exceed it at the full draw with at least 1 - `futility` probability); it stops early for "no regression" (futility) when,
-projecting the discordance seen so far over the instances left, a regression at the full draw has less than
-`futility` probability. Stopping for futility never raises the false-alarm rate (it only ever passes)."""
+exceed it at the full draw with at least 1 - `futility` probability); it stops early for "no regression"
+(futility) when, projecting the discordance seen so far over the instances left, a regression at the full draw has
+less than `futility` probability. Stopping for futility never raises the false-alarm rate (it only ever passes)."""
 
 from __future__ import annotations
 

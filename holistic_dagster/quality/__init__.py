@@ -1,5 +1,6 @@
 """Data-quality checks for every stage, expressed as Great Expectations 1.x expectations (gx.py), one module per
-product: evaluation.py (dataset, prompts, completions, scores), summaries.py (leaderboard, regressions, alerts),
+product: evaluation.py (dataset, prompts, completions, scores), efficient.py (a scenario's anchors),
+summaries.py (leaderboard, regressions, alerts),
 arena.py (battles, ratings), shadow.py (traffic, verdicts). Each check is declared once (base.declare); the stage ->
 checks table Dagster's asset checks are built from, STAGE_CHECKS, is derived from the declarations.
 
@@ -10,7 +11,7 @@ running on bad data.
 
 from __future__ import annotations
 
-from holistic_dagster.quality import arena, evaluation, shadow, summaries
+from holistic_dagster.quality import arena, efficient, evaluation, shadow, summaries
 from holistic_dagster.quality.base import RUNNERS, STAGE_CHECKS, Check, CheckOutcome
 
 # the checks a caller runs directly on what it has at hand (a frame, findings), and those the tests run on a table
@@ -23,6 +24,7 @@ check_regressions = summaries.check_regressions
 check_alerts = summaries.check_alerts
 check_battles = arena.check_battles
 check_ratings = arena.check_ratings
+check_anchors = efficient.check_anchors
 check_traffic = shadow.check_traffic
 check_shadow_verdicts = shadow.check_shadow_verdicts
 

@@ -160,8 +160,13 @@ def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str)
         "WHERE model = ? AND version = ? AND scenario = ?",
         [model, version, scenario],
     )
+    # an efficient evaluation (partial_evaluations) asks the anchors and their perturbed copies, and no others
     test_ids = warehouse.df(
-        "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test'", [version, scenario]
+        "SELECT instance_id FROM instances i WHERE version = ? AND scenario = ? AND split = 'test' AND (NOT EXISTS "
+        "(SELECT 1 FROM partial_evaluations p WHERE p.model = ? AND p.version = i.version AND p.scenario = i.scenario) "
+        "OR coalesce(nullif(original_instance_id, ''), instance_id) IN (SELECT instance_id FROM anchor_instances a "
+        "WHERE a.version = i.version AND a.scenario = i.scenario))",
+        [version, scenario, model],
     )["instance_id"].tolist()
     return [
         PROMPTS_COVER_INSTANCES.outcome(

@@ -69,15 +69,20 @@ class Cell:
     n: int = 0
     note: str = ""  # why there is no CI, or why the value is undefined
     best: bool = False  # the column's best value (ties: every one of them)
+    estimated: bool = False  # estimated from n of n_full instances (an efficient evaluation), never a measurement
+    n_full: int | None = None
 
     @property
     def text(self) -> str:
-        return number(self.value)
+        return ("≈" if self.estimated and self.value is not None else "") + number(self.value)
 
     @property
     def ci(self) -> str:
         if self.ci_low is None or self.value is None:
             return ""
+        if self.estimated:  # e.g. ≈0.41 ±0.03, 100/567
+            half = (self.ci_high - self.ci_low) / 2
+            return f"±{number(half)}, {self.n}/{self.n_full}"
         return f"[{number(self.ci_low)}, {number(self.ci_high)}]"
 
 
@@ -106,7 +111,11 @@ def cell_of(r) -> Cell:
     when the cells carry it)."""
     value = _float(r.value)
     why = getattr(r, "note", "") if value is None else ""
-    return Cell(value, _float(r.ci_low), _float(r.ci_high), int(r.n), why or r.ci_note)
+    estimated = getattr(r, "estimated", False) is True
+    n_full = int(r.n_full) if estimated and not pd.isna(getattr(r, "n_full", None)) else None
+    return Cell(
+        value, _float(r.ci_low), _float(r.ci_high), int(r.n), why or r.ci_note, estimated=estimated, n_full=n_full
+    )
 
 
 def _best(values: list[float | None], name: str) -> list[bool]:

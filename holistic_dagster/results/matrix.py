@@ -25,3 +25,31 @@ def scenario_matrix(warehouse: Warehouse, version: str, scenario: str, metric: s
     if not np.isin(values[~np.isnan(values)], (0.0, 1.0)).all():
         raise HolisticError(f"{scenario}: {metric} is not a 0/1 metric; the item response fit needs right or wrong")
     return Matrix(list(wide.index), [str(c) for c in wide.columns], values, f"{version}/{scenario} ({metric})")
+
+
+def full_draw_results(
+    warehouse: Warehouse, version: str, scenario: str, metric: str, models: list[str] | tuple[str, ...] | None = None
+) -> tuple[Matrix, list[str]]:
+    """The models with a value of `metric` (accuracy family) on every original test instance of the scenario's
+    draw, as a matrix over the draw (models evaluated efficiently are not among them), and the draw's instance ids.
+    With `models`: those models, in that order (a fit made on them, made again)."""
+    draw = warehouse.df(
+        "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test' AND perturbation = '' "
+        "ORDER BY instance_id",
+        [version, scenario],
+    )["instance_id"].tolist()
+    scores = original_scores(warehouse, version)
+    part = scores[(scores["scenario"] == scenario) & (scores["family"] == "accuracy") & (scores["metric"] == metric)]
+    wide = part.pivot_table(index="model", columns="instance_id", values="value", aggfunc="first")
+    wide = wide.reindex(columns=draw)
+    complete = wide[wide.notna().all(axis=1)] if len(draw) else wide.iloc[0:0]
+    if models is not None:
+        missing = [m for m in models if m not in complete.index]
+        if missing:
+            raise HolisticError(
+                f"{scenario}: the anchors were fitted on {missing}, whose results on the whole draw are gone: "
+                "materialize its anchors again"
+            )
+        complete = complete.loc[list(models)]
+    label = f"{version}/{scenario} ({metric})"
+    return Matrix(list(complete.index), draw, complete.to_numpy(float).reshape(len(complete), len(draw)), label), draw

@@ -14,11 +14,13 @@ from holistic_dagster.warehouse import Warehouse
 
 def original_scores(warehouse: Warehouse, version: str, models: list[str] | None = None) -> pd.DataFrame:
     """The per-instance scores of a version's original (unperturbed) instances: model, scenario,
-    instance_id, family, metric, perturbation ('' or 'worst'), value."""
+    instance_id, family, metric, perturbation ('' or 'worst'), value. A model's scenario evaluated efficiently (only
+    its anchors answered: partial_evaluations) is left out: paired tests, statistics and the gate read full draws."""
     sql = (
         "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
         "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE s.version = ? AND i.perturbation = '' AND i.split = 'test'"
+        "WHERE s.version = ? AND i.perturbation = '' AND i.split = 'test' AND NOT EXISTS (SELECT 1 FROM "
+        "partial_evaluations p WHERE p.model = s.model AND p.version = s.version AND p.scenario = s.scenario)"
     )
     if models is not None:
         sql += " AND s.model IN (SELECT unnest(?::VARCHAR[]))"

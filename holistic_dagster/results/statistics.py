@@ -11,6 +11,7 @@ from holistic_dagster.metrics import NO_CI, metric
 from holistic_dagster.metrics.calibration import calibration_metrics_per_row
 from holistic_dagster.metrics.statistics import N_BOOT, SEED, bootstrap_ci, bootstrap_statistic_ci, mean_win_rate
 from holistic_dagster.metrics.toxicity import toxicity_metrics
+from holistic_dagster.results.efficient import estimates
 from holistic_dagster.results.leaderboard import headline_columns
 from holistic_dagster.results.scores import calibration_pairs, original_scores
 from holistic_dagster.warehouse import Warehouse
@@ -23,13 +24,23 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
     rows = original_scores(warehouse, version)
     groups = {k: g for k, g in rows.groupby(["model", "scenario", "family", "metric", "perturbation"])}
     calibration_boot: dict = {}  # (model, scenario) -> resampled calibration metrics, shared by its cells
+    estimated = {
+        (e.model, e.scenario, e.family, e.metric): e for e in estimates(warehouse, version).itertuples(index=False)
+    }
     out = []
     for c in cells.itertuples(index=False):
         key = (c.model, c.scenario, c.family, c.metric, c.perturbation)
         ci = metric(c.metric).ci
         low = high = float("nan")
         note = ""
-        if key in groups:  # the cell's own per-instance rows
+        if getattr(c, "estimated", False) is True:  # an efficient evaluation's cell: its estimate's interval
+            found = estimated.get(key[:4]) if not c.perturbation else None
+            if found is not None and not pd.isna(c.value):
+                low, high = found.ci_low, found.ci_high
+                note = f"estimated from {found.n_evaluated} of {found.n_full} instances ({found.method}): " + (
+                    f"{found.level:.0%} interval"
+                )
+        elif key in groups:  # the cell's own per-instance rows
             low, high = bootstrap_ci(groups[key]["value"].to_numpy(), n_boot=n_boot, seed=seed)
         elif ci == "calibration" and pd.isna(c.value):
             note = NO_CI["undefined"]
@@ -68,6 +79,8 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
                 "ci_note": note,
                 "bootstrap_seed": seed,
                 "bootstrap_samples": n_boot,
+                "estimated": getattr(c, "estimated", False) is True,
+                "n_full": None if pd.isna(getattr(c, "n_full", None)) else int(c.n_full),
             }
         )
     return pd.DataFrame(out)

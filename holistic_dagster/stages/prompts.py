@@ -15,6 +15,7 @@ from holistic_dagster.records import Request
 from holistic_dagster.results.scores import no_prompts
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
+from holistic_dagster.stages.efficient import anchors_for
 from holistic_dagster.warehouse.rows import prompt_row, request_from_row
 
 
@@ -36,13 +37,20 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
         getattr(client, "chat_prompt", None),
         getattr(client, "count_tokens_many", None),
     )
-    instances = load_dataset(stage, version, scenario)
+    # an efficient evaluation asks only the anchors (and their perturbed copies); partial says so
+    instances, partial = anchors_for(stage, version, scenario, model, load_dataset(stage, version, scenario))
     requests = build_requests(instances, adapter, stage.catalog.templates_dir, budget, pin.seed, pin.conventions)
     keys = {"model": model, "version": version, "scenario": scenario}
     frame = pd.DataFrame([{**keys, **prompt_row(r, adapter.method, adapter.template_file)} for r in requests])
     frame["choice_index"] = frame["choice_index"].astype("Int64")
-    stage.warehouse.replace(keys, {"prompts": frame})
+    stage.warehouse.replace(keys, {"prompts": frame, "partial_evaluations": partial})
+    efficient = (
+        {"efficient": f"{partial['n_evaluated'].iat[0]} anchors of {partial['n_full'].iat[0]} instances"}
+        if len(partial)
+        else {}
+    )
     return {
+        **efficient,
         "num_requests": len(frame),
         "num_distinct_requests": int(frame["request_id"].nunique()),
         "num_truncated": int(frame["truncated"].sum()),

@@ -10,10 +10,12 @@ import pandas as pd
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import is_headline
 from holistic_dagster.metrics.scoring import applicable_scorers, predictions_of, score_instances
+from holistic_dagster.results.efficient import partial_evaluation
 from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.completions import load_completions
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
+from holistic_dagster.stages.efficient import efficient_metadata, estimated_metrics
 from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.stages.safety import judge_predictions, judge_summary, qualified_judges, safety_tables
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
@@ -23,6 +25,10 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     spec, _ = stage.catalog.resolved_scenario(version, scenario)
     instances = [i for i in load_dataset(stage, version, scenario) if i.split == "test"]
     requests = load_requests(stage, version, scenario, model)
+    partial = partial_evaluation(stage.warehouse, version, scenario, model)
+    if partial is not None:  # an efficient evaluation: the anchors it asked, and their perturbed copies
+        asked = {r.instance_id for r in requests}
+        instances = [i for i in instances if i.instance_id in asked]
     loaded = load_completions(stage, version, scenario, model)
     missing = {r.request_id for r in requests} - set(loaded)
     if missing:
@@ -58,11 +64,25 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         safety_judgements=judgements,
     )
     keys = {"model": model, "version": version, "scenario": scenario}
+    estimates, efficient = pd.DataFrame(columns=["model", "version", "scenario", "family", "metric"]), {}
+    if partial is not None:  # its main accuracy metric estimated for the full draw, the others not
+        answers = {
+            s.instance_id: s.value
+            for s in rows
+            if s.family == "accuracy" and s.metric == spec.main_metric and not s.perturbation
+        }
+        aggregates, estimates, found = estimated_metrics(
+            stage, version, scenario, model, spec.main_metric, answers, aggregates
+        )
+        efficient = efficient_metadata(found)
     scores = pd.DataFrame([{**keys, **instance_score_row(s, loaded[s.request_id][1])} for s in rows])
     main_provenance = scores["provenance_id"].mode().iat[0]
     metrics = pd.DataFrame([{**keys, **scenario_metric_row(m, main_provenance)} for m in aggregates])
+    metrics["estimated"] = partial is not None
+    metrics["n_full"] = pd.array([partial["n_full"] if partial is not None else None] * len(metrics), dtype="Int64")
     safety = safety_tables(keys, judgements, measured, identities) if judged else {}
-    stage.warehouse.replace(keys, {"instance_scores": scores, "scenario_metrics": metrics, **safety})
+    tables = {"instance_scores": scores, "scenario_metrics": metrics, "estimates": estimates, **safety}
+    stage.warehouse.replace(keys, tables)
     originals = [i for i in instances if not i.perturbation]
     min_kappa = stage.catalog.suite(version).safety.min_kappa
     headline = {
@@ -71,6 +91,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         if m.value is not None and is_headline(m.family, m.metric, m.perturbation, spec.main_metric)
     }
     return {
+        **efficient,
         "num_instances": len(originals),
         "num_perturbed_instances": len(instances) - len(originals),
         "num_failed_instances": len(failed),

@@ -55,6 +55,10 @@ TABLES = (
     "qualification_verdicts",
     "safety_ratings",
     "safety_agreement",
+    "anchor_fits",
+    "anchor_instances",
+    "partial_evaluations",
+    "estimates",
 )
 # tables whose primary key a version widened (2: family, perturbation; 3: every give-up of an alert with its
 # text, a rater's agreement per answering model): a file of an older version has their rows copied across

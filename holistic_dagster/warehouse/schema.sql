@@ -102,6 +102,54 @@ CREATE TABLE IF NOT EXISTS scenario_metrics (
     scorer VARCHAR NOT NULL DEFAULT '', note VARCHAR NOT NULL DEFAULT '',
     PRIMARY KEY (model, version, scenario, family, metric, perturbation)
 );
+ALTER TABLE scenario_metrics ADD COLUMN IF NOT EXISTS estimated BOOLEAN DEFAULT false; -- the value is estimated from the anchors the model answered, not measured (efficient evaluation); count is the instances answered
+ALTER TABLE scenario_metrics ADD COLUMN IF NOT EXISTS n_full INTEGER; -- estimated: the original test instances of the full draw (NULL: measured on all of them)
+
+-- Evaluation sized to the decision (efficient/). Per suite version and scenario, what the anchors were fitted on:
+-- the models with results on the scenario's whole draw (an item response model when there are at least 10 of them,
+-- else a random sample), with the fit's own leave-one-model-out validation.
+CREATE TABLE IF NOT EXISTS anchor_fits (
+    version VARCHAR NOT NULL, scenario VARCHAR NOT NULL,
+    metric VARCHAR NOT NULL,          -- the metric estimated: the scenario's main accuracy metric
+    method VARCHAR NOT NULL,          -- irt | random sample
+    anchors INTEGER NOT NULL,         -- instances a model evaluated efficiently answers
+    n_full INTEGER NOT NULL, seed INTEGER NOT NULL,
+    level DOUBLE NOT NULL,            -- the estimates' interval level
+    models JSON NOT NULL,             -- the models fitted on (each with results on every instance)
+    population_hash VARCHAR NOT NULL, -- a hash of the scores fitted on: new full results make the fit stale
+    interval_scale DOUBLE,            -- irt: the conformal quantile of |error| / standard error
+    ability_weight DOUBLE,            -- irt: how much of the item response model's ability difference is kept
+    validation JSON NOT NULL,         -- leave-one-model-out on the population: mae, mae_random, coverage, n
+    fitted_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (version, scenario)
+);
+-- The anchor instances of anchor_fits, each with the share of the full draw it stands for.
+CREATE TABLE IF NOT EXISTS anchor_instances (
+    version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
+    position INTEGER NOT NULL,        -- its place among the anchors (the order estimates read them in)
+    weight DOUBLE NOT NULL,           -- the share of the full draw its stratum stands for
+    PRIMARY KEY (version, scenario, instance_id)
+);
+-- A model evaluated efficiently on a scenario: it answered only the anchors (written by the prompts stage; a full
+-- evaluation removes the row).
+CREATE TABLE IF NOT EXISTS partial_evaluations (
+    model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL,
+    n_evaluated INTEGER NOT NULL,     -- original test instances answered (the anchors)
+    n_full INTEGER NOT NULL,          -- original test instances in the full draw
+    fit_models JSON NOT NULL,         -- the models the anchors were fitted on
+    PRIMARY KEY (model, version, scenario)
+);
+-- Full-draw values estimated from the anchors a model answered, with their interval (the estimated cells of
+-- scenario_metrics; never used by paired tests, the gate or regressions).
+CREATE TABLE IF NOT EXISTS estimates (
+    model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, family VARCHAR NOT NULL,
+    metric VARCHAR NOT NULL, value DOUBLE NOT NULL,
+    ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, -- the interval at `level`, as validated on the population
+    level DOUBLE NOT NULL, n_evaluated INTEGER NOT NULL, n_full INTEGER NOT NULL,
+    method VARCHAR NOT NULL,          -- irt | random sample | stratified sample (a model beyond the population)
+    fit_models JSON NOT NULL,         -- the models the estimate was fitted on
+    PRIMARY KEY (model, version, scenario, family, metric)
+);
 
 -- Cross-model summaries of a suite version (written by the leaderboard and regressions assets).
 -- Every leaderboard cell with n and a seeded percentile-bootstrap 95% CI over its instances.
@@ -112,6 +160,8 @@ CREATE TABLE IF NOT EXISTS leaderboard_stats (
     bootstrap_seed INTEGER NOT NULL, bootstrap_samples INTEGER NOT NULL,
     PRIMARY KEY (version, family, scenario, metric, perturbation, model)
 );
+ALTER TABLE leaderboard_stats ADD COLUMN IF NOT EXISTS estimated BOOLEAN DEFAULT false; -- an estimated cell: value and CI from the anchors (table estimates), n the instances answered
+ALTER TABLE leaderboard_stats ADD COLUMN IF NOT EXISTS n_full INTEGER; -- estimated: the full draw's instances
 -- HELM's mean win rate per family (never across families): one headline column per scenario.
 CREATE TABLE IF NOT EXISTS win_rates (
     version VARCHAR NOT NULL, family VARCHAR NOT NULL, model VARCHAR NOT NULL,
@@ -308,11 +358,13 @@ FROM instance_scores s JOIN provenance p USING (provenance_id);
 -- the leaderboard has no silent holes.
 CREATE OR REPLACE VIEW leaderboard AS
 SELECT m.version, m.scenario, m.family, m.metric, m.perturbation, m.model, m.value, m.count,
-       CASE WHEN m.value IS NULL THEN m.note ELSE '' END AS note, m.scorer, p.model_revision, p.backend
+       CASE WHEN m.value IS NULL THEN m.note ELSE '' END AS note, m.scorer, p.model_revision, p.backend,
+       coalesce(m.estimated, false) AS estimated, m.n_full
 FROM scenario_metrics m JOIN provenance p USING (provenance_id)
 UNION ALL
 SELECT a.version, a.scenario, a.family, '' AS metric, '' AS perturbation, e.model, NULL AS value, 0 AS count,
-       'not applicable: ' || a.detail AS note, '' AS scorer, e.model_revision, e.backend
+       'not applicable: ' || a.detail AS note, '' AS scorer, e.model_revision, e.backend, false AS estimated,
+       NULL AS n_full
 FROM applicability a
 JOIN (SELECT DISTINCT m.version, m.scenario, m.model, p.model_revision, p.backend
       FROM scenario_metrics m JOIN provenance p USING (provenance_id)) e
@@ -323,7 +375,7 @@ UNION ALL
 -- were computed before the metric existed (rows imported from HELM, which has other metrics, are left out)
 SELECT s.version, s.scenario, s.family, s.metric, s.perturbation, e.model, NULL AS value, 0 AS count,
        'not computed: this metric is newer than the model''s scores on the scenario (evaluate it again)' AS note,
-       '' AS scorer, e.model_revision, e.backend
+       '' AS scorer, e.model_revision, e.backend, false AS estimated, NULL AS n_full
 FROM (SELECT DISTINCT m.version, m.scenario, m.family, m.metric, m.perturbation
       FROM scenario_metrics m JOIN provenance p USING (provenance_id) WHERE p.backend <> 'helm') s
 JOIN (SELECT DISTINCT m.version, m.scenario, m.model, p.model_revision, p.backend
@@ -561,3 +613,7 @@ CREATE TABLE IF NOT EXISTS safety_agreement (
 -- column applies: the family applies to the scenario
 -- column detail: the perturbations that apply, or why the family does not apply
 -- column kind: generate | score
+-- column n_full: the original test instances of the scenario's full draw
+-- column n_evaluated: the original test instances the model answered (the anchors)
+-- column estimated: the value is estimated from the anchors a model answered, not measured on the full draw
+-- column fitted_at: when the anchors were fitted (UTC)

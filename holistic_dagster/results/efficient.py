@@ -1,0 +1,76 @@
+"""What the warehouse holds of evaluation sized to the decision: a scenario's fitted anchors (anchor_fits,
+anchor_instances), a model's partial evaluation, and the estimated cells with their intervals (estimates)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse import Warehouse
+
+
+@dataclass(frozen=True)
+class AnchorSet:
+    """A scenario's anchors as stored: instance ids in order, their weights, and the fit's facts."""
+
+    version: str
+    scenario: str
+    metric: str
+    instance_ids: tuple[str, ...]
+    weights: tuple[float, ...]
+    n_full: int
+    method: str
+    models: tuple[str, ...]
+    level: float
+
+
+def fit_facts(row: pd.Series) -> dict:
+    return {
+        "method": row["method"], "anchors": int(row["anchors"]), "n_full": int(row["n_full"]),
+        "models": json.loads(row["models"]), "validation": json.loads(row["validation"]), "metric": row["metric"],
+        "level": float(row["level"]),
+    }  # fmt: skip
+
+
+def anchor_fit_facts(warehouse: Warehouse, version: str, scenario: str) -> dict:
+    """The stored fit of a scenario's anchors: method, anchors, n_full, models, validation, metric, level."""
+    stored = warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
+    if stored.empty:
+        raise HolisticError(f"no anchors for {scenario!r} in suite version {version!r}: materialize them first")
+    return fit_facts(stored.iloc[0])
+
+
+def stored_anchors(warehouse: Warehouse, version: str, scenario: str) -> AnchorSet | None:
+    fit = warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
+    if fit.empty:
+        return None
+    rows = warehouse.df(
+        "SELECT instance_id, weight FROM anchor_instances WHERE version = ? AND scenario = ? ORDER BY position",
+        [version, scenario],
+    )
+    f = fit.iloc[0]
+    return AnchorSet(
+        version, scenario, f["metric"], tuple(rows["instance_id"]), tuple(rows["weight"]), int(f["n_full"]),
+        f["method"], tuple(json.loads(f["models"])), float(f["level"]),
+    )  # fmt: skip
+
+
+def partial_evaluation(warehouse: Warehouse, version: str, scenario: str, model: str) -> dict | None:
+    """The partial_evaluations row of a model's scenario (None: evaluated on the whole draw)."""
+    frame = warehouse.df(
+        "SELECT * FROM partial_evaluations WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
+    )
+    return None if frame.empty else frame.iloc[0].to_dict()
+
+
+def partial_evaluations(warehouse: Warehouse, version: str) -> pd.DataFrame:
+    """Every model x scenario of the version evaluated efficiently: model, scenario, n_evaluated, n_full."""
+    return warehouse.df("SELECT * FROM partial_evaluations WHERE version = ?", [version])
+
+
+def estimates(warehouse: Warehouse, version: str) -> pd.DataFrame:
+    """The version's estimated cells with their intervals (model, scenario, family, metric, value, ci_low, ...)."""
+    return warehouse.df("SELECT * FROM estimates WHERE version = ?", [version])

@@ -1,0 +1,156 @@
+"""Evaluation sized to the decision, as stages over the warehouse (the numerics are in efficient/):
+
+- `fit_anchors`: per suite version and scenario, the population (every model with results on the whole draw, not
+  an efficient evaluation), the item response fit and the k anchors, with the fit's leave-one-model-out figures
+  (tables anchor_fits, anchor_instances). A fit is reused while the population's scores are unchanged.
+- `anchors_for`: what the prompts stage of a model evaluated efficiently asks for (the anchors and their perturbed
+  copies), and the partial_evaluations row saying so.
+- `estimated_metrics`: in the scores stage of such a model, its main accuracy metric estimated for the full draw
+  (table estimates, scenario_metrics marked `estimated`); the other metrics say they were not estimated."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from holistic_dagster.efficient.anchors import (
+    DEFAULT_LEVEL,
+    AnchorFit,
+    Estimate,
+    choose_anchors,
+    estimate,
+    estimate_mean,
+    fit_population,
+)
+from holistic_dagster.efficient.validation import Matrix
+from holistic_dagster.records import Instance, ScenarioMetric, sha256_json
+from holistic_dagster.results.efficient import AnchorSet, fit_facts, stored_anchors
+from holistic_dagster.results.leaderboard import main_metrics
+from holistic_dagster.results.matrix import full_draw_results
+from holistic_dagster.stages.context import StageContext
+
+ANCHOR_SEED = 0
+
+
+def fit_anchors(stage: StageContext, version: str, scenario: str, k: int, level: float = DEFAULT_LEVEL) -> dict:
+    """Fits the scenario's anchors on the models with results on its whole draw (unless the stored fit was made
+    on the same scores with the same k) and stores them; returns the fit's facts and validation."""
+    metric = main_metrics(stage.warehouse, stage.catalog, version)[scenario]
+    matrix, draw = full_draw_results(stage.warehouse, version, scenario, metric)
+    population_hash = sha256_json([matrix.models, matrix.items, np.nan_to_num(matrix.correct, nan=-1).tolist()])
+    stored = stage.warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
+    keys = {"version": version, "scenario": scenario}
+    if len(stored) and stored["population_hash"].iat[0] == population_hash and int(stored["anchors"].iat[0]) == k:
+        return {**fit_facts(stored.iloc[0]), "reused": True}
+    fit = _fit(matrix, draw, k, level)
+    anchors = [fit.population.items[i] for i in fit.anchors]
+    row = {
+        **keys, "metric": metric, "method": fit.method, "anchors": len(anchors), "n_full": len(draw),
+        "seed": ANCHOR_SEED, "level": level, "models": json.dumps(list(fit.population.models)),
+        "population_hash": population_hash, "interval_scale": fit.interval_scale,
+        "ability_weight": fit.ability_weight if fit.method == "irt" else None,
+        "validation": json.dumps(fit.validation), "fitted_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
+    }  # fmt: skip
+    instances = pd.DataFrame(
+        [
+            {**keys, "instance_id": i, "position": p, "weight": float(w)}
+            for p, (i, w) in enumerate(zip(anchors, fit.weights))
+        ]
+    )
+    stage.warehouse.replace(keys, {"anchor_fits": pd.DataFrame([row]), "anchor_instances": instances})
+    return {**fit_facts(pd.Series(row)), "reused": False}
+
+
+def _fit(matrix: Matrix, draw: list[str], k: int, level: float) -> AnchorFit:
+    """The fit over the full draw's items (a binary metric: the 2PL where the population allows; otherwise, and for
+    a metric that is not right-or-wrong, a random sample of k)."""
+    binary = bool(np.isin(matrix.correct[~np.isnan(matrix.correct)], (0.0, 1.0)).all())
+    rows = matrix.correct if binary and len(matrix.models) else np.empty((0, len(draw)))
+    models = matrix.models if binary else []
+    population = fit_population(rows, models, draw)
+    return choose_anchors(population, min(k, len(draw)), ANCHOR_SEED, level)
+
+
+def anchors_for(
+    stage: StageContext, version: str, scenario: str, model: str, instances: list[Instance]
+) -> tuple[list[Instance], pd.DataFrame]:
+    """The instances a model evaluated efficiently (stage.efficient anchors) is asked: the few-shot pool, the
+    anchors and their perturbed copies; with the partial_evaluations row. The whole dataset (and no row) when the
+    run is not efficient, when the anchors would be the whole draw, or when the model already has results on the
+    whole draw (an efficient run never replaces a measurement with an estimate)."""
+    keys = {"model": model, "version": version, "scenario": scenario}
+    none = pd.DataFrame(columns=["model", "version", "scenario", "n_evaluated", "n_full", "fit_models"])
+    originals = [i for i in instances if i.split == "test" and not i.perturbation]
+    if not stage.efficient or stage.efficient >= len(originals) or _measured_in_full(stage, version, scenario, model):
+        return instances, none
+    fit_anchors(stage, version, scenario, stage.efficient)
+    chosen = stored_anchors(stage.warehouse, version, scenario)
+    keep = set(chosen.instance_ids)
+    asked = [i for i in instances if i.split != "test" or (i.original_id or i.instance_id) in keep]
+    row = {**keys, "n_evaluated": len(keep), "n_full": chosen.n_full, "fit_models": json.dumps(list(chosen.models))}
+    return asked, pd.DataFrame([row])
+
+
+def _measured_in_full(stage: StageContext, version: str, scenario: str, model: str) -> bool:
+    measured = stage.warehouse.df(
+        "SELECT count(*) AS n FROM scenario_metrics m WHERE model = ? AND version = ? AND scenario = ? "
+        "AND NOT coalesce(estimated, false) AND NOT EXISTS (SELECT 1 FROM partial_evaluations p WHERE "
+        "p.model = m.model AND p.version = m.version AND p.scenario = m.scenario)",
+        [model, version, scenario],
+    )
+    return bool(measured["n"].iat[0])
+
+
+def estimated_metrics(
+    stage: StageContext,
+    version: str,
+    scenario: str,
+    model: str,
+    main_metric: str,
+    per_instance: dict[str, float],
+    aggregates: list[ScenarioMetric],
+) -> tuple[list[ScenarioMetric], pd.DataFrame, Estimate]:
+    """The scenario metrics of a model that answered only the anchors: its main accuracy metric estimated for the
+    full draw (from `per_instance`, its value on each anchor answered), every other metric without a value and a
+    note saying why; and the estimates row."""
+    chosen = stored_anchors(stage.warehouse, version, scenario)
+    answered = [i for i in chosen.instance_ids if i in per_instance]
+    found = _estimate(stage, chosen, answered, per_instance)
+    out = []
+    for m in aggregates:
+        if m.family == "accuracy" and m.metric == main_metric and not m.perturbation:
+            out.append(replace(m, value=found.value, count=found.n_evaluated, note=""))
+        else:
+            note = (
+                f"not estimated: {model} answered {found.n_evaluated} of {found.n_full} instances (an efficient "
+                f"evaluation estimates {main_metric} only); `holistic evaluate --model {model}` completes it"
+            )
+            out.append(replace(m, value=None, note=note))
+    row = {
+        "model": model, "version": version, "scenario": scenario, "family": "accuracy", "metric": main_metric,
+        "value": found.value, "ci_low": found.low, "ci_high": found.high, "level": found.level,
+        "n_evaluated": found.n_evaluated, "n_full": found.n_full, "method": found.method,
+        "fit_models": json.dumps(list(chosen.models)),
+    }  # fmt: skip
+    return out, pd.DataFrame([row]), found
+
+
+def _estimate(stage: StageContext, chosen: AnchorSet, answered: list[str], per_instance: dict[str, float]) -> Estimate:
+    values = np.array([per_instance[i] for i in answered], float)
+    if len(answered) < len(chosen.instance_ids) or not np.isin(values, (0.0, 1.0)).all():
+        # a failed request leaves an anchor unanswered, or the metric is not right-or-wrong: the answered anchors as
+        # the sample they are
+        return estimate_mean(values, chosen.n_full, chosen.level)
+    matrix, draw = full_draw_results(stage.warehouse, chosen.version, chosen.scenario, chosen.metric, chosen.models)
+    fit = _fit(matrix, draw, len(chosen.instance_ids), chosen.level)
+    assert [fit.population.items[i] for i in fit.anchors] == list(chosen.instance_ids), "the anchors changed"
+    return estimate(fit, values)
+
+
+def efficient_metadata(found: Estimate) -> dict[str, Any]:
+    """How the Dagster UI shows an estimated cell."""
+    return {"estimated": f"{found} ({found.method}, {found.level:.0%} interval)"}
