@@ -13,22 +13,22 @@ from holistic_dagster.results.matrix import scenario_matrix
 
 
 def test_validate_prints_a_table_and_writes_the_figures(shared_data, tmp_path):
-    # the shared file cut to 12 models x 300 items (the whole file: bench/efficient.py and the slow tests)
+    # the shared file cut to 12 models x 200 items (the whole file: bench/efficient.py and the slow tests)
     whole = json.loads((shared_data / "helm_classic_responses" / "mmlu.json").read_text())
-    cut = {"models": whole["models"][:12], "items": whole["items"][:300],
-           "correct": [row[:300] for row in whole["correct"][:12]]}  # fmt: skip
+    cut = {"models": whole["models"][:12], "items": whole["items"][:200],
+           "correct": [row[:200] for row in whole["correct"][:12]]}  # fmt: skip
     matrix, out = tmp_path / "cut.json", tmp_path / "v.json"
     matrix.write_text(json.dumps(cut))
     args = ["efficient", "validate", "--matrix", str(matrix), "--test-models", "helm-classic-01,helm-classic-02"]
-    done = CliRunner().invoke(app, [*args, "--anchors", "60", "--seeds", "2", "--json", str(out)])
+    done = CliRunner().invoke(app, [*args, "--anchors", "40", "--seeds", "1", "--json", str(out)])
     assert done.exit_code == 0, done.output
     assert "mean absolute error" in done.output and "sequential gate, 132 pairs" in done.output
     figures = json.loads(out.read_text())
     for key in ("mae", "mae_random", "kendall_tau", "kendall_tau_random", "interval_coverage",
                 "verdict_agreement", "false_alarm_rate", "mean_fraction_used"):  # fmt: skip
         assert key in figures
-    assert figures["anchors"] == 60 and figures["folds"] == [["helm-classic-01", "helm-classic-02"]]
-    assert figures["n_full"] == 300 and figures["method"] == "irt"  # 10 models left to fit: enough
+    assert figures["anchors"] == 40 and figures["folds"] == [["helm-classic-01", "helm-classic-02"]]
+    assert figures["n_full"] == 200 and figures["method"] == "irt"  # 10 models left to fit: enough
     assert 0 <= figures["mae"] < 0.1 and 0 < figures["mean_fraction_used"] <= 1
 
 
