@@ -39,6 +39,15 @@ def gate(
     report_url: Annotated[
         Optional[str], typer.Option(help="where the version's report is published, for the Markdown's links")
     ] = None,
+    sequential: Annotated[
+        bool,
+        typer.Option(
+            help="read the paired instances in a seeded order, a batch at a time, and stop as soon as a regression "
+            "beyond the rule's drop is established or ruled out (group-sequential exact McNemar): prints the "
+            "instances used and the smallest drop they could have found",
+        ),
+    ] = False,
+    look: Annotated[int, typer.Option(min=1, help="with --sequential: instances per batch")] = 25,
     db: DbOption = None,
 ) -> None:
     """Gate a candidate on its baseline (paired, per scenario, Holm-corrected; resources/alerts.yaml's metric
@@ -67,6 +76,9 @@ def gate(
             )
             raise typer.Exit(UNDECIDED)
         level = alpha if alpha is not None else regression_alpha(catalog, version)
+        if sequential:
+            _sequential(warehouse, version, candidate, baseline, gate_rules(alerts)[0], level,
+                        main_metrics(warehouse, catalog, version), look)  # fmt: skip
         result = run_gate(
             warehouse, version, candidate, baseline, gate_rules(alerts), level,
             main_metrics(warehouse, catalog, version), min_instances,
@@ -95,4 +107,28 @@ def gate(
             f"{row.baseline_value:.3f} -> {row.value:.3f} ({row.diff:+.3f}, {row.threshold}, "
             f"p {row.p_adjusted:.2g} Holm)"
         )
+    raise typer.Exit(result.exit_status)
+
+
+def _sequential(warehouse, version, candidate, baseline, rule, alpha, main, look) -> None:
+    """`holistic gate --sequential`: the verdict of the sequential mode, its exit status as the gate's."""
+    from holistic_dagster.alerts.sequential_gate import sequential_gate_of
+
+    result = sequential_gate_of(warehouse, version, candidate, baseline, rule, alpha, main, look)
+    used, full = result.instances_used
+    colour = {"pass": "green", "regression": "red", "undecided": "yellow"}[result.verdict]
+    share = f" ({used / full:.0%})" if full else ""
+    console.print(
+        f"[bold {colour}]{result.verdict.upper()}[/] (sequential, alpha {alpha:g} over {len(result.rows)} "
+        f"scenario(s), a look every {look}): {used:,} of {full:,} paired instances used{share}"
+    )
+    for row in result.rows:
+        r = row.result
+        console.print(
+            f"  {escape(row.scenario)} {escape(row.metric)}: {r.verdict} after {r.stopped_at} of {r.n_full} "
+            f"({r.reason}); {r.diff * 100:+.1f} points ({r.baseline_only} baseline-only, {r.candidate_only} "
+            f"candidate-only); could have found a drop of {r.detectable * 100:.1f} points or more (80% power)"
+        )
+    for why in result.undecided:
+        console.print(f"  not decided: {escape(why)}")
     raise typer.Exit(result.exit_status)

@@ -37,7 +37,7 @@ class SequentialVerdict:
     """verdict: "regression" | "pass"; stopped_at: instances used; n_full: the full draw; looks: looks made;
     reason: why it stopped; diff: the candidate's mean minus the baseline's on the instances used;
     baseline_only / candidate_only: discordant pairs so far; detectable: the smallest drop the instances used
-    would find with 80% power at the level spent (a pass rules out nothing smaller)."""
+    would find with 80% power in a one-sided test at alpha/2 (a pass rules out nothing smaller)."""
 
     verdict: str
     stopped_at: int
@@ -93,7 +93,7 @@ def sequential_gate(
         spent += mass
         alive[critical:] = 0.0
         diff = (co - bo) / n
-        level = max(spent, 1e-12)
+        level = alpha / 2  # the detectable drop is stated at the full draw's one-sided level
         if n == n_full:
             break
         chance = _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations)

@@ -113,6 +113,28 @@ def test_an_estimate_is_never_gated_on(population):
     assert any("evaluated efficiently (12 of 40 instances" in why for why in result.undecided)
 
 
+def test_the_sequential_gate_reads_full_results_and_states_what_it_used(population):
+    from holistic_dagster.alerts.gate import DEFAULT_RULE
+    from holistic_dagster.alerts.sequential_gate import sequential_gate_of
+    from holistic_dagster.efficient.validation import full_draw_verdict
+
+    wh, main = population["wh"], {"hellaswag": "exact_match"}
+    for baseline, candidate in [(POPULATION[0], POPULATION[1]), (POPULATION[1], POPULATION[0])]:
+        result = sequential_gate_of(wh, "e1", candidate, baseline, DEFAULT_RULE, 0.05, main, look=10)
+        (row,) = result.rows
+        assert row.result.n_full == 40 and 10 <= row.result.stopped_at <= 40 and row.alpha == 0.05
+        assert result.instances_used == (row.result.stopped_at, 40)
+        values = wh.df(
+            "SELECT model, instance_id, value FROM instance_scores WHERE version = 'e1' AND metric = 'exact_match' "
+            "AND model IN (?, ?) ORDER BY instance_id",
+            [baseline, candidate],
+        ).pivot(index="instance_id", columns="model", values="value")
+        full = full_draw_verdict(values[baseline].to_numpy(), values[candidate].to_numpy(), 0.05, 0.0)
+        assert full == "pass" or row.result.verdict == "regression"  # a regression the full draw shows is not missed
+    estimated = sequential_gate_of(wh, "e1", NEW, POPULATION[0], DEFAULT_RULE, 0.05, main)
+    assert estimated.verdict == "undecided" and "evaluated efficiently" in estimated.undecided[0]
+
+
 def test_completing_it_later_pays_only_for_the_rest(population):
     from holistic_dagster.defs.runner import evaluate_suite
 
