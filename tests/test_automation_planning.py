@@ -141,3 +141,37 @@ def test_code_version_follows_the_scenario_file_and_its_template(tmp_path):
     spec = tmp_path / "assets" / "scenarios" / "synthetic_reasoning.yaml"
     spec.write_text(spec.read_text() + "# edited\n")
     assert len({first, second, catalog.code_version("synthetic_reasoning")}) == 3
+
+
+def test_an_estimate_whose_interval_holds_another_models_value_is_completed():
+    from holistic_dagster.automation.planning import undecided_estimates
+
+    estimates = [
+        {"model": "new", "version": "v5", "scenario": "mmlu", "metric": "exact_match", "ci_low": 0.30, "ci_high": 0.40},
+        {
+            "model": "new",
+            "version": "v5",
+            "scenario": "boolq",
+            "metric": "exact_match",
+            "ci_low": 0.70,
+            "ci_high": 0.80,
+        },
+        {"model": "new", "version": "v4", "scenario": "mmlu", "metric": "exact_match", "ci_low": 0.30, "ci_high": 0.40},
+    ]
+    measured = [
+        {"model": "a", "version": "v5", "scenario": "mmlu", "metric": "exact_match", "value": 0.35},  # inside
+        {"model": "a", "version": "v5", "scenario": "boolq", "metric": "exact_match", "value": 0.60},  # outside
+        {
+            "model": "a",
+            "version": "v4",
+            "scenario": "mmlu",
+            "metric": "quasi_exact_match",
+            "value": 0.35,
+        },  # other metric
+        {"model": "new", "version": "v4", "scenario": "mmlu", "metric": "exact_match", "value": 0.35},  # itself
+        {"model": "b", "version": "v4", "scenario": "mmlu", "metric": "exact_match", "value": float("nan")},
+    ]
+    (run,) = undecided_estimates(estimates, measured)
+    assert (run.model, run.version, run.scenarios) == ("new", "v5", ("mmlu",))
+    assert run.run_key == "complete:new:v5:mmlu" and "mmlu" in run.tags["holistic/reason"]
+    assert undecided_estimates([], measured) == []

@@ -137,3 +137,39 @@ def stale_runs(stale: Mapping[tuple[str, str], set[str]], tick: str) -> list[Eva
         EvaluateRun(model, version, f"stale:{model}:{version}:{tick}", "stale: " + ", ".join(sorted(why)))
         for (model, version), why in sorted(stale.items())
     ]
+
+
+# --- completing efficient evaluations --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompleteRun:
+    """Evaluate a model in full on the scenarios whose estimate left its place undecided."""
+
+    model: str
+    version: str
+    scenarios: tuple[str, ...]
+
+    @property
+    def run_key(self) -> str:
+        return f"complete:{self.model}:{self.version}:{','.join(self.scenarios)}"
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {REASON_TAG: f"estimate undecided on {', '.join(self.scenarios)}"}
+
+
+def undecided_estimates(estimates: Iterable[Mapping], measured: Iterable[Mapping]) -> list[CompleteRun]:
+    """For each model with estimated cells (rows of the `estimates` table), the scenarios whose interval holds
+    another model's measured value of the same metric (rows: model, version, scenario, metric, value): there the
+    estimate cannot say which of the two is better, so the scenario is evaluated in full."""
+    values: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    for m in measured:
+        if m["value"] is not None and m["value"] == m["value"]:
+            values.setdefault((m["version"], m["scenario"], m["metric"]), []).append((m["model"], m["value"]))
+    undecided: dict[tuple[str, str], list[str]] = {}
+    for e in estimates:
+        others = values.get((e["version"], e["scenario"], e["metric"]), [])
+        if any(model != e["model"] and e["ci_low"] <= value <= e["ci_high"] for model, value in others):
+            undecided.setdefault((e["model"], e["version"]), []).append(e["scenario"])
+    return [CompleteRun(model, version, tuple(sorted(s))) for (model, version), s in sorted(undecided.items())]

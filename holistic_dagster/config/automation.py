@@ -1,4 +1,5 @@
-"""resources/automation.yaml (optional): when the `rerun_stale` schedule re-evaluates stale partitions."""
+"""resources/automation.yaml (optional): when the `rerun_stale` schedule re-evaluates stale partitions, and whether
+the `model_registry` sensor evaluates a new model efficiently first (docs/how-to/efficient.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from holistic_dagster.records import Strict
 
 class AutomationSettings(Strict):
     rerun_stale_cron: str = Field("0 3 * * *", min_length=1)  # a cron expression, UTC
+    # a new model answers only this many anchors per scenario first (unset: evaluated in full); the
+    # `complete_undecided` sensor then completes each scenario whose estimate leaves its place undecided
+    efficient_anchors: int | None = Field(None, ge=2)
 
 
 def load_automation(path: Path) -> AutomationSettings:

@@ -18,6 +18,7 @@ from holistic_dagster.defs.partitions import model_partitions, model_version_par
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.defs.runner import fail_abandoned_runs
 from holistic_dagster.efficient.anchors import DEFAULT_ANCHORS
+from holistic_dagster.results.efficient import all_estimates, measured_accuracy
 from holistic_dagster.stages.completions import run_completions
 from holistic_dagster.stages.dataset import build_dataset
 from holistic_dagster.stages.efficient import fit_anchors
@@ -46,7 +47,11 @@ def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> dg.D
     return dg.Definitions(
         assets=[a for s in scenarios for a in [*scenario_assets(catalog, s), anchors_asset(catalog, s)]],
         jobs=[datasets_job, evaluate_job, anchors_job],
-        sensors=[make_registry_sensor(datasets_job, evaluate_job), abandoned_runs],
+        sensors=[
+            make_registry_sensor(datasets_job, evaluate_job),
+            make_completion_sensor(evaluate_job),
+            abandoned_runs,
+        ],
         schedules=[
             make_stale_schedule(
                 evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), rerun_cron
@@ -173,13 +178,49 @@ def _suite(deployment: Deployment, version: str) -> list[str]:
 def _evaluate_request(
     run: automation.EvaluateRun, deployment: Deployment, job_name: str | None = None
 ) -> dg.RunRequest:
+    tags = dict(run.tags)
+    if run.reason == "new model" and (anchors := deployment.automation().efficient_anchors):
+        tags[jobs.EFFICIENT_TAG] = str(anchors)  # resources/automation.yaml: efficiently first
     return dg.RunRequest(
         job_name=job_name,
         partition_key=dg.MultiPartitionKey({"model": run.model, "version": run.version}),
         run_key=run.run_key,
         asset_selection=jobs.model_keys(_suite(deployment, run.version)),
-        tags=run.tags,
+        tags=tags,
     )
+
+
+def make_completion_sensor(evaluate_job):
+    @dg.sensor(
+        name="complete_undecided",
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=60,
+        jobs=[evaluate_job],
+    )
+    def complete_undecided(context: dg.SensorEvaluationContext, holistic: HolisticResource):
+        """With `efficient_anchors` in resources/automation.yaml: evaluates in full each scenario on which a model
+        evaluated efficiently has an estimate whose interval holds another model's measured value (its place
+        there is undecided). What to run is decided by automation.undecided_estimates."""
+        deployment = holistic.deployment()
+        if not deployment.automation().efficient_anchors or not deployment.warehouse_path.exists():
+            return dg.SkipReason("efficient_anchors is not set in resources/automation.yaml")
+        warehouse = deployment.warehouse()
+        plan = automation.undecided_estimates(
+            all_estimates(warehouse).to_dict("records"), measured_accuracy(warehouse).to_dict("records")
+        )
+        if not plan:
+            return dg.SkipReason("no estimate leaves a model's place undecided")
+        return [
+            dg.RunRequest(
+                partition_key=dg.MultiPartitionKey({"model": run.model, "version": run.version}),
+                run_key=run.run_key,
+                asset_selection=jobs.model_keys(run.scenarios),
+                tags=run.tags,
+            )
+            for run in plan
+        ]
+
+    return complete_undecided
 
 
 def make_registry_sensor(datasets_job, evaluate_job):

@@ -74,3 +74,16 @@ def partial_evaluations(warehouse: Warehouse, version: str) -> pd.DataFrame:
 def estimates(warehouse: Warehouse, version: str) -> pd.DataFrame:
     """The version's estimated cells with their intervals (model, scenario, family, metric, value, ci_low, ...)."""
     return warehouse.df("SELECT * FROM estimates WHERE version = ?", [version])
+
+
+def all_estimates(warehouse: Warehouse) -> pd.DataFrame:
+    """Every estimated cell of every version (what the `complete_undecided` sensor weighs)."""
+    return warehouse.df("SELECT model, version, scenario, metric, value, ci_low, ci_high FROM estimates")
+
+
+def measured_accuracy(warehouse: Warehouse) -> pd.DataFrame:
+    """Every measured (not estimated) accuracy cell: model, version, scenario, metric, value."""
+    return warehouse.df(
+        "SELECT model, version, scenario, metric, value FROM scenario_metrics WHERE family = 'accuracy' "
+        "AND perturbation = '' AND NOT coalesce(estimated, false)"
+    )

@@ -135,6 +135,32 @@ def test_the_sequential_gate_reads_full_results_and_states_what_it_used(populati
     assert estimated.verdict == "undecided" and "evaluated efficiently" in estimated.undecided[0]
 
 
+def test_the_completion_sensor_asks_for_the_scenarios_whose_place_is_undecided(population):
+    import dagster as dg
+
+    defs, resource = population["defs"], population["defs"].resources["holistic"]
+    sensor = defs.get_sensor_def("complete_undecided")
+    automation = resource.deployment().automation_path
+    context = dg.build_sensor_context(instance=population["instance"], resources={"holistic": resource})
+    assert isinstance(sensor(context), dg.SkipReason)  # not asked for in resources/automation.yaml
+    automation.write_text("efficient_anchors: 12\n")
+    try:
+        context = dg.build_sensor_context(instance=population["instance"], resources={"holistic": resource})
+        requests = sensor(context)
+    finally:
+        automation.unlink()
+    estimate = population["wh"].df("SELECT ci_low, ci_high FROM estimates WHERE model = ?", [NEW]).iloc[0]
+    values = population["wh"].df(
+        "SELECT value FROM scenario_metrics WHERE model <> ? AND metric = 'exact_match' AND family = 'accuracy'", [NEW]
+    )["value"]
+    if not values.between(estimate["ci_low"], estimate["ci_high"]).any():
+        pytest.skip("this draw's estimate holds no other model's value: nothing is undecided")
+    (request,) = requests
+    assert request.partition_key == dg.MultiPartitionKey({"model": NEW, "version": "e1"})
+    assert set(request.asset_selection) == {dg.AssetKey(["hellaswag", s]) for s in ("prompts", "completions", "scores")}
+    assert request.run_key == f"complete:{NEW}:e1:hellaswag" and "holistic/efficient" not in request.tags
+
+
 def test_completing_it_later_pays_only_for_the_rest(population):
     from holistic_dagster.defs.runner import evaluate_suite
 
