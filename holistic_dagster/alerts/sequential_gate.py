@@ -4,7 +4,10 @@ group-sequential exact McNemar test (efficient/sequential.py) establishes a regr
 rules one out. Every scenario is tested at alpha divided by the number of scenarios (Bonferroni: the family-wise
 false-alarm rate stays at most alpha at every look of every scenario). Each row states the instances used against
 the full draw and the smallest drop those instances could have found, so that a pass on 50 instances is never read
-as "no half-point regression"."""
+as "no half-point regression".
+
+Over results already stored, the pairs are read in that order (sequential_gate_of); with BatchedGate the candidate
+is evaluated a batch at a time (defs/runner.gate_in_batches), each scenario stopping where its test stops."""
 
 from __future__ import annotations
 
@@ -14,8 +17,14 @@ import numpy as np
 
 from holistic_dagster.alerts.gate import PASS, REGRESSION, UNDECIDED, Verdict
 from holistic_dagster.config.alerts import MAIN, MetricRule
-from holistic_dagster.efficient.sequential import DEFAULT_LOOK, SequentialVerdict, sequential_gate
-from holistic_dagster.results.efficient import partial_evaluations
+from holistic_dagster.efficient.sequential import (
+    DEFAULT_LOOK,
+    SequentialMcNemar,
+    SequentialVerdict,
+    sample_order,
+    sequential_gate,
+)
+from holistic_dagster.results.efficient import draw_ids, instance_values, partial_evaluations
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -93,3 +102,66 @@ def sequential_gate_of(
         verdict = sequential_gate(base, cand, level, tolerance, look, seed=seed)
         result.rows.append(SequentialRow(scenario, name, tolerance, level, verdict))
     return result
+
+
+class BatchedGate:
+    """The sequential gate driving the candidate's evaluation: `batch()` says how many instances of the seeded
+    order each undecided scenario should have answered next (None: every scenario is decided), the caller has the
+    candidate answer them, and `observe()` reads the pairs and looks. Needs the baseline's results on each
+    scenario's whole draw (a 0/1 metric)."""
+
+    def __init__(
+        self,
+        warehouse: Warehouse,
+        version: str,
+        candidate: str,
+        baseline: str,
+        rule: MetricRule,
+        alpha: float,
+        main_metric: dict[str, str],
+        scenarios: list[str],
+        look: int = DEFAULT_LOOK,
+    ):
+        self.result = SequentialGate(candidate, baseline, version, alpha, look)
+        self.rule, self.n = rule, 0
+        self.tolerance = rule.critical.drop if rule.critical is not None and rule.critical.drop is not None else 0.0
+        baseline_ready = {}
+        for scenario in scenarios:
+            name = main_metric.get(scenario) if rule.metric == MAIN else rule.metric
+            draw = draw_ids(warehouse, version, scenario)
+            values = instance_values(warehouse, version, scenario, baseline, rule.family, name)
+            if not draw or set(values) != set(draw):
+                self.result.undecided.append(f"{scenario}: {baseline} has no {name} results on its whole draw")
+            elif not np.isin(list(values.values()), (0.0, 1.0)).all():
+                self.result.undecided.append(f"{scenario}: {name} is not right-or-wrong (the test needs 0/1)")
+            else:
+                baseline_ready[scenario] = (name, sample_order(draw), values)
+        level = alpha / max(len(baseline_ready), 1)
+        self.open = {
+            s: (name, order, values, SequentialMcNemar(len(order), level, self.tolerance))
+            for s, (name, order, values) in baseline_ready.items()
+        }
+        self.level = level
+
+    def batch(self) -> dict[str, int] | None:
+        if not self.open:
+            return None
+        self.n += self.result.look
+        return {s: min(self.n, len(order)) for s, (_, order, _, _) in self.open.items()}
+
+    def observe(self, warehouse: Warehouse) -> None:
+        for scenario, (name, order, base, test) in list(self.open.items()):
+            n = min(self.n, len(order))
+            mine = instance_values(
+                warehouse, self.result.version, scenario, self.result.candidate, self.rule.family, name
+            )
+            asked = order[:n]
+            if any(i not in mine for i in asked):  # a failed request is never a pair
+                self.result.undecided.append(f"{scenario}: the candidate has no {name} for some of its first {n}")
+                del self.open[scenario]
+                continue
+            bo = sum(base[i] == 1 and mine[i] == 0 for i in asked)
+            co = sum(base[i] == 0 and mine[i] == 1 for i in asked)
+            if (verdict := test.look(int(bo), int(co), n)) is not None:
+                self.result.rows.append(SequentialRow(scenario, name, self.tolerance, self.level, verdict))
+                del self.open[scenario]

@@ -48,6 +48,13 @@ def gate(
         ),
     ] = False,
     look: Annotated[int, typer.Option(min=1, help="with --sequential: instances per batch")] = 25,
+    evaluate: Annotated[
+        bool,
+        typer.Option(
+            help="with --sequential: evaluate the candidate a batch at a time, stopping each scenario where its test "
+            "stops (the baseline needs results on the whole draw); its cells are then estimates from that sample",
+        ),
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """Gate a candidate on its baseline (paired, per scenario, Holm-corrected; resources/alerts.yaml's metric
@@ -77,8 +84,11 @@ def gate(
             raise typer.Exit(UNDECIDED)
         level = alpha if alpha is not None else regression_alpha(catalog, version)
         if sequential:
-            _sequential(warehouse, version, candidate, baseline, gate_rules(alerts)[0], level,
-                        main_metrics(warehouse, catalog, version), look)  # fmt: skip
+            _sequential(chosen, version, candidate, baseline, gate_rules(alerts)[0], level,
+                        main_metrics(warehouse, catalog, version), look, evaluate)  # fmt: skip
+        if evaluate:
+            err.print("[bold red]error:[/] --evaluate goes with --sequential (the batches are the sequential test's)")
+            raise typer.Exit(UNDECIDED)
         result = run_gate(
             warehouse, version, candidate, baseline, gate_rules(alerts), level,
             main_metrics(warehouse, catalog, version), min_instances,
@@ -110,11 +120,17 @@ def gate(
     raise typer.Exit(result.exit_status)
 
 
-def _sequential(warehouse, version, candidate, baseline, rule, alpha, main, look) -> None:
+def _sequential(chosen, version, candidate, baseline, rule, alpha, main, look, evaluate: bool) -> None:
     """`holistic gate --sequential`: the verdict of the sequential mode, its exit status as the gate's."""
     from holistic_dagster.alerts.sequential_gate import sequential_gate_of
 
-    result = sequential_gate_of(warehouse, version, candidate, baseline, rule, alpha, main, look)
+    if evaluate:
+        from holistic_dagster.defs import local
+
+        announce = lambda line: console.print(f"[bold]>[/] {escape(line)}")  # noqa: E731
+        result = local.gate_in_batches(chosen, version, candidate, baseline, rule, alpha, main, look, announce)
+    else:
+        result = sequential_gate_of(chosen.warehouse(), version, candidate, baseline, rule, alpha, main, look)
     used, full = result.instances_used
     colour = {"pass": "green", "regression": "red", "undecided": "yellow"}[result.verdict]
     share = f" ({used / full:.0%})" if full else ""

@@ -14,7 +14,7 @@ import dagster as dg
 
 from holistic_dagster import quality
 from holistic_dagster.config.redaction import errors_redacted
-from holistic_dagster.defs.jobs import BUDGET_STOP_TAG, BUDGET_TAG, EFFICIENT_TAG
+from holistic_dagster.defs.jobs import BUDGET_STOP_TAG, BUDGET_TAG, EFFICIENT_TAG, SAMPLE_TAG
 from holistic_dagster.defs.resources import HolisticResource, ModelBackends, ToxicityClassifierResource
 from holistic_dagster.stages.budget import BudgetReached
 
@@ -76,6 +76,8 @@ def model_stage(
         stage.max_cost = float(budget)
     if anchors := context.run.tags.get(EFFICIENT_TAG):  # set by `holistic evaluate --efficient`
         stage.efficient = int(anchors)
+    if sample := context.run.tags.get(SAMPLE_TAG):  # set by `holistic gate --sequential --evaluate`, per batch
+        stage.sample = int(sample)
     started = time.perf_counter()
     with errors_redacted():  # Dagster stores a failed step's error, causes included, in its event log
         try:

@@ -26,6 +26,7 @@ MODEL_REQUESTS_POOL = "model_requests"
 
 BUDGET_STOP_TAG = "holistic/stopped_for_budget"  # on a run whose spending reached its budget: what, and where
 BUDGET_TAG = "holistic/max_cost"  # a run's budget in USD (`holistic evaluate --max-cost`), over the suite's
+SAMPLE_TAG = "holistic/sample"  # a sequential gate's batch: each scenario's first n instances of the seeded order
 EFFICIENT_TAG = (
     "holistic/efficient"  # an efficient evaluation: the anchors per scenario (`holistic evaluate --efficient`)
 )

@@ -57,3 +57,12 @@ def record_imported(deployment: Deployment, version: str, parts) -> list[str]:
     no asset here (not in the catalog)."""
     with instance(deployment) as dagster:
         return imports.record_imported(dagster, version, parts, set(deployment.catalog().scenario_names()))
+
+
+def gate_in_batches(deployment: Deployment, version: str, candidate: str, baseline: str, rule, alpha: float,
+                    main_metric: dict[str, str], look: int, announce: Callable[[str], None]):  # fmt: skip
+    """The sequential gate evaluating the candidate a batch at a time, as Dagster runs (runner.gate_in_batches)."""
+    defs = build_definitions(deployment.catalog(), HolisticResource.of(deployment, show_progress=True))
+    with instance(deployment) as dagster:
+        return runner.gate_in_batches(defs, dagster, version, candidate, baseline, rule, alpha, main_metric, look,
+                                      announce)  # fmt: skip

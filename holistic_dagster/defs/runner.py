@@ -24,6 +24,7 @@ from holistic_dagster.defs.jobs import (
     EFFICIENT_TAG,
     EVALUATE_JOB,
     LEADERBOARD_JOB,
+    SAMPLE_TAG,
     anchor_keys,
     dataset_keys,
     model_keys,
@@ -205,3 +206,41 @@ def run_arena(defs: Definitions, instance: DagsterInstance, version: str) -> Exe
     if not result.success:
         raise RunFailed("arena", result)
     return result
+
+
+def gate_in_batches(
+    defs: Definitions,
+    instance: DagsterInstance,
+    version: str,
+    candidate: str,
+    baseline: str,
+    rule,
+    alpha: float,
+    main_metric: dict[str, str],
+    look: int,
+    announce: Callable[[str], None] = lambda _: None,
+):
+    """`holistic gate --sequential --evaluate`: the candidate answers each scenario's instances in the seeded order,
+    `look` more per Dagster run, until every scenario's sequential test has stopped (alerts.sequential_gate)."""
+    from holistic_dagster.alerts.sequential_gate import BatchedGate
+
+    deployment = defs.resources["holistic"].deployment()
+    warehouse = deployment.warehouse()
+    scenarios = deployment.runnable(version)[0]
+    gate = BatchedGate(warehouse, version, candidate, baseline, rule, alpha, main_metric, scenarios, look)
+    if abandoned := fail_abandoned_runs(instance):
+        announce(f"marked {len(abandoned)} run(s) failed whose process was killed: {', '.join(abandoned)}")
+    register_partitions(instance, [candidate], [version])
+    key = MultiPartitionKey({"model": candidate, "version": version})
+    while (batch := gate.batch()) is not None:
+        n = max(batch.values())
+        announce(f"{candidate}: the first {n} instances of {', '.join(batch)}")
+        with ledger.running(instance.root_directory):
+            result = defs.resolve_job_def(EVALUATE_JOB).execute_in_process(
+                partition_key=key, instance=instance, run_config=QUIET_LOGS, raise_on_error=False,
+                asset_selection=model_keys(batch), tags=process_tags() | {SAMPLE_TAG: str(n)},
+            )  # fmt: skip
+        if not result.success:
+            raise RunFailed(f"{candidate}'s batch of {n}", result)
+        gate.observe(warehouse)
+    return gate.result

@@ -238,6 +238,20 @@ def _sampled(fit: AnchorFit, value: float, method: str) -> Estimate:
     return Estimate(value, low, high, fit.level, k, n, method)
 
 
+def sample_estimate(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
+    """The full-draw mean from a uniform random sample of it: Wilson's interval (finite-population corrected) for
+    0/1 values, the normal one otherwise."""
+    x = np.asarray(values, float)
+    k = len(x)
+    if not 0 < k <= n_full:
+        raise ValueError(f"a sample of 1 to {n_full} values is needed; got {k}")
+    if not np.isin(x, (0.0, 1.0)).all():
+        return estimate_mean(x, n_full, level)
+    value = float(x.mean())
+    low, high = wilson(value, k / max(1 - k / n_full, 1 / n_full), level) if k < n_full else (value, value)
+    return Estimate(value, low, high, level, k, n_full, RANDOM)
+
+
 def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
     """A metric that is not right-or-wrong (F1, ROUGE) averaged over a random sample of the full draw: the mean
     with a normal interval (finite-population corrected). Item response models need 0/1, so this is what an

@@ -54,6 +54,57 @@ class SequentialVerdict:
         return self.stopped_at / self.n_full
 
 
+class SequentialMcNemar:
+    """The test as an evaluation reveals the pairs: `look(baseline_only, candidate_only, n)` after each batch (the
+    counts so far, over the first n pairs of the seeded order) gives a SequentialVerdict once it can stop, else
+    None. The last look is the one at n == n_full."""
+
+    def __init__(
+        self,
+        n_full: int,
+        alpha: float = 0.05,
+        tolerance: float = 0.0,
+        futility: float = DEFAULT_FUTILITY,
+        seed: int = 0,
+        simulations: int = 4000,
+    ):
+        if n_full < 1 or not 0 < alpha < 1:
+            raise ValueError(
+                f"a sequential test needs a full draw of at least 1 and alpha in (0, 1); got {n_full}, {alpha}"
+            )
+        self.n_full, self.alpha, self.tolerance, self.futility = n_full, alpha, tolerance, futility
+        self.simulations, self.rng = simulations, np.random.default_rng(seed)
+        self.alive = np.array([1.0])  # null probability of the baseline-only count's walk, paths not yet stopped
+        self.discordant, self.spent, self.looks, self.n = 0, 0.0, 0, 0
+
+    def look(self, bo: int, co: int, n: int) -> SequentialVerdict | None:
+        if not self.n < n <= self.n_full or bo + co < self.discordant:
+            raise ValueError(f"looks go forward: {n} pairs after {self.n}, of {self.n_full}")
+        self.looks, self.n = self.looks + 1, n
+        self.alive = _advance(self.alive, bo + co - self.discordant)
+        self.discordant = bo + co
+        target = obrien_fleming_spending(n / self.n_full, self.alpha / 2)
+        critical, mass = _critical(self.alive, target - self.spent)
+        self.spent += mass
+        self.alive[critical:] = 0.0
+        diff, level = (co - bo) / n, self.alpha / 2  # the detectable drop is stated at the full draw's level
+        worse = bo >= critical and -diff > self.tolerance
+        if n == self.n_full:
+            if worse:
+                return _verdict(
+                    "regression", n, n, self.looks, "boundary crossed at the full draw", diff, bo, co, level
+                )
+            return _verdict("pass", n, n, self.looks, "full draw: no regression", diff, bo, co, level)
+        chance = _regression_chance(bo, co, n, self.n_full, self.alpha, self.tolerance, self.rng, self.simulations)
+        # an early regression also needs the drop beyond the tolerance to hold up over the rest of the draw
+        if worse and chance >= 1 - self.futility:
+            return _verdict("regression", n, self.n_full, self.looks, "boundary crossed", diff, bo, co, level)
+        if chance < self.futility:
+            why = "futility: a full-draw regression is unlikely"
+            return _verdict("pass", n, self.n_full, self.looks, why, diff, bo, co, level)
+        return None
+
+
 def sequential_gate(
     baseline: np.ndarray,
     candidate: np.ndarray,
@@ -64,8 +115,8 @@ def sequential_gate(
     seed: int = 0,
     simulations: int = 4000,
 ) -> SequentialVerdict:
-    """Runs the sequential test over paired 0/1 outcomes (already evaluated, or read in the order the seeded
-    permutation gives: `order_of(n, seed)`), as an evaluation would reveal them batch by batch."""
+    """Runs the sequential test over paired 0/1 outcomes already evaluated, read in the seeded order
+    (`order_of(n, seed)`) a batch of `look` at a time, as an evaluation would reveal them."""
     a, b = np.asarray(baseline, float), np.asarray(candidate, float)
     if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
         raise ValueError("the sequential gate needs two equally long, non-empty vectors of paired outcomes")
@@ -75,42 +126,32 @@ def sequential_gate(
         raise ValueError(f"alpha must be in (0, 1) and look at least 1; got {alpha}, {look}")
     order = order_of(len(a), seed)
     a, b = a[order], b[order]
-    n_full = len(a)
     base_only, cand_only = np.cumsum((a == 1) & (b == 0)), np.cumsum((a == 0) & (b == 1))
-    rng = np.random.default_rng(seed)
-    alive = np.array([1.0])  # null probability of the walk's count of baseline-only pairs, paths not yet stopped
-    discordant_before, spent, looks = 0, 0.0, 0
-    n = 0
-    while n < n_full:
-        n = min(n + look, n_full)
-        looks += 1
-        bo, co = int(base_only[n - 1]), int(cand_only[n - 1])
-        discordant = bo + co
-        alive = _advance(alive, discordant - discordant_before)
-        discordant_before = discordant
-        target = obrien_fleming_spending(n / n_full, alpha / 2)
-        critical, mass = _critical(alive, target - spent)
-        spent += mass
-        alive[critical:] = 0.0
-        diff = (co - bo) / n
-        level = alpha / 2  # the detectable drop is stated at the full draw's one-sided level
-        if n == n_full:
-            break
-        chance = _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations)
-        # an early regression also needs the drop beyond the tolerance to hold up over the rest of the draw
-        if bo >= critical and -diff > tolerance and chance >= 1 - futility:
-            return _verdict("regression", n, n_full, looks, "boundary crossed", diff, bo, co, level)
-        if chance < futility:
-            why = "futility: a full-draw regression is unlikely"
-            return _verdict("pass", n, n_full, looks, why, diff, bo, co, level)
-    if bo >= critical and -diff > tolerance:
-        return _verdict("regression", n, n_full, looks, "boundary crossed at the full draw", diff, bo, co, level)
-    return _verdict("pass", n_full, n_full, looks, "full draw: no regression", diff, bo, co, level)
+    test = SequentialMcNemar(len(a), alpha, tolerance, futility, seed, simulations)
+    for n in looks_of(len(a), look):
+        if (verdict := test.look(int(base_only[n - 1]), int(cand_only[n - 1]), n)) is not None:
+            return verdict
+    raise AssertionError("the last look decides")
+
+
+def looks_of(n_full: int, look: int) -> list[int]:
+    """The pairs seen at each look: look, 2 look, ..., n_full."""
+    return [min(n, n_full) for n in range(look, n_full + look, look)]
 
 
 def order_of(n: int, seed: int) -> np.ndarray:
     """The seeded order in which a sequential evaluation asks for the n paired instances."""
     return np.random.default_rng(seed).permutation(n)
+
+
+SAMPLE_SEED = 0  # the order in which the gate's batches ask a scenario's instances
+
+
+def sample_order(ids, seed: int = SAMPLE_SEED) -> list[str]:
+    """A scenario's instance ids in the seeded order a sequential gate's batches ask them (sorted first, so that
+    the order depends on the draw alone)."""
+    ordered = sorted(ids)
+    return [ordered[i] for i in order_of(len(ordered), seed)]
 
 
 def _advance(dist: np.ndarray, steps: int) -> np.ndarray:

@@ -7,12 +7,14 @@ import pandas as pd
 
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.config.redaction import redact
+from holistic_dagster.efficient.sequential import sample_order
 from holistic_dagster.metrics import FAMILIES, metric, per_instance_metrics, scorers
 from holistic_dagster.metrics.calibration import NOT_COMPUTED
 from holistic_dagster.metrics.scoring import metrics_per_instance, on_every_original
 from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
+from holistic_dagster.results.efficient import partial_evaluation, stored_anchors
 from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.warehouse import Warehouse
 
@@ -160,14 +162,21 @@ def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str)
         "WHERE model = ? AND version = ? AND scenario = ?",
         [model, version, scenario],
     )
-    # an efficient evaluation (partial_evaluations) asks the anchors and their perturbed copies, and no others
-    test_ids = warehouse.df(
-        "SELECT instance_id FROM instances i WHERE version = ? AND scenario = ? AND split = 'test' AND (NOT EXISTS "
-        "(SELECT 1 FROM partial_evaluations p WHERE p.model = ? AND p.version = i.version AND p.scenario = i.scenario) "
-        "OR coalesce(nullif(original_instance_id, ''), instance_id) IN (SELECT instance_id FROM anchor_instances a "
-        "WHERE a.version = i.version AND a.scenario = i.scenario))",
-        [version, scenario, model],
-    )["instance_id"].tolist()
+    tests = warehouse.df(
+        "SELECT instance_id, coalesce(nullif(original_instance_id, ''), instance_id) AS original FROM instances "
+        "WHERE version = ? AND scenario = ? AND split = 'test'",
+        [version, scenario],
+    )
+    test_ids = tests["instance_id"].tolist()
+    if (partial := partial_evaluation(warehouse, version, scenario, model)) is not None:
+        # a partial evaluation asks its part of the draw (the anchors, or a sample's first n) with their perturbed
+        # copies, and no others
+        if partial["how"] == "sample":
+            draw = tests.loc[tests["instance_id"] == tests["original"], "instance_id"]
+            asked = set(sample_order(draw)[: int(partial["n_evaluated"])])
+        else:
+            asked = set(stored_anchors(warehouse, version, scenario).instance_ids)
+        test_ids = tests.loc[tests["original"].isin(asked), "instance_id"].tolist()
     return [
         PROMPTS_COVER_INSTANCES.outcome(
             frame,

@@ -87,3 +87,26 @@ def measured_accuracy(warehouse: Warehouse) -> pd.DataFrame:
         "SELECT model, version, scenario, metric, value FROM scenario_metrics WHERE family = 'accuracy' "
         "AND perturbation = '' AND NOT coalesce(estimated, false)"
     )
+
+
+def draw_ids(warehouse: Warehouse, version: str, scenario: str) -> list[str]:
+    """The original test instances of a scenario's draw in the version, sorted."""
+    return warehouse.df(
+        "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test' AND perturbation = '' "
+        "ORDER BY instance_id",
+        [version, scenario],
+    )["instance_id"].tolist()
+
+
+def instance_values(
+    warehouse: Warehouse, version: str, scenario: str, model: str, family: str, metric: str
+) -> dict[str, float]:
+    """{instance_id: value} of a model's metric on the scenario's original instances, whether it answered all of
+    them or part (a partial evaluation's rows too: what the sequential gate reads batch by batch)."""
+    frame = warehouse.df(
+        "SELECT s.instance_id, s.value FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
+        "WHERE s.model = ? AND s.version = ? AND s.scenario = ? AND s.family = ? AND s.metric = ? "
+        "AND s.perturbation = '' AND i.perturbation = '' AND i.split = 'test'",
+        [model, version, scenario, family, metric],
+    )
+    return dict(zip(frame["instance_id"], frame["value"].astype(float)))

@@ -53,7 +53,12 @@ def partition_record(store: ResultStore, version: str, scenario: str, model: str
 
 
 def scored_partitions(store: ResultStore, version: str) -> pd.DataFrame:
-    """(model, scenario) of every partition of the version that has scores, in that order."""
+    """(model, scenario) of every partition of the version that has scores on its whole draw, in that order (an
+    efficient evaluation's partition is left out: what it has beyond its anchors is an estimate, which a HELM run's
+    stats could not mark as one)."""
     return store.df(
-        "SELECT DISTINCT model, scenario FROM instance_scores WHERE version = ? ORDER BY model, scenario", [version]
+        "SELECT DISTINCT model, scenario FROM instance_scores s WHERE version = ? AND NOT EXISTS (SELECT 1 FROM "
+        "partial_evaluations p WHERE p.model = s.model AND p.version = s.version AND p.scenario = s.scenario) "
+        "ORDER BY model, scenario",
+        [version],
     )

@@ -23,12 +23,13 @@ from holistic_dagster.efficient.anchors import (
     Estimate,
     choose_anchors,
     estimate,
-    estimate_mean,
     fit_population,
+    sample_estimate,
 )
+from holistic_dagster.efficient.sequential import sample_order
 from holistic_dagster.efficient.validation import Matrix
 from holistic_dagster.records import Instance, ScenarioMetric, sha256_json
-from holistic_dagster.results.efficient import AnchorSet, fit_facts, stored_anchors
+from holistic_dagster.results.efficient import AnchorSet, fit_facts, partial_evaluation, stored_anchors
 from holistic_dagster.results.leaderboard import main_metrics
 from holistic_dagster.results.matrix import full_draw_results
 from holistic_dagster.stages.context import StageContext
@@ -78,20 +79,25 @@ def _fit(matrix: Matrix, draw: list[str], k: int, level: float) -> AnchorFit:
 def anchors_for(
     stage: StageContext, version: str, scenario: str, model: str, instances: list[Instance]
 ) -> tuple[list[Instance], pd.DataFrame]:
-    """The instances a model evaluated efficiently (stage.efficient anchors) is asked: the few-shot pool, the
-    anchors and their perturbed copies; with the partial_evaluations row. The whole dataset (and no row) when the
-    run is not efficient, when the anchors would be the whole draw, or when the model already has results on the
-    whole draw (an efficient run never replaces a measurement with an estimate)."""
+    """The instances a model evaluated on part of the draw is asked, with its partial_evaluations row: the few-shot
+    pool and, of the test instances, the anchors (stage.efficient) or the first n of the seeded order
+    (stage.sample, a sequential gate's batch), with their perturbed copies. The whole dataset (and no row) when
+    neither is asked for, when the part would be the whole draw, or when the model already has results on the whole
+    draw (a partial run never replaces a measurement with an estimate)."""
     keys = {"model": model, "version": version, "scenario": scenario}
-    none = pd.DataFrame(columns=["model", "version", "scenario", "n_evaluated", "n_full", "fit_models"])
-    originals = [i for i in instances if i.split == "test" and not i.perturbation]
-    if not stage.efficient or stage.efficient >= len(originals) or _measured_in_full(stage, version, scenario, model):
+    none = pd.DataFrame(columns=["model", "version", "scenario", "n_evaluated", "n_full", "fit_models", "how"])
+    draw = sorted(i.instance_id for i in instances if i.split == "test" and not i.perturbation)
+    part = stage.sample or stage.efficient
+    if not part or part >= len(draw) or _measured_in_full(stage, version, scenario, model):
         return instances, none
-    fit_anchors(stage, version, scenario, stage.efficient)
-    chosen = stored_anchors(stage.warehouse, version, scenario)
-    keep = set(chosen.instance_ids)
+    if stage.sample:
+        keep, models, how = set(sample_order(draw)[: stage.sample]), [], "sample"
+    else:
+        fit_anchors(stage, version, scenario, stage.efficient)
+        chosen = stored_anchors(stage.warehouse, version, scenario)
+        keep, models, how = set(chosen.instance_ids), list(chosen.models), "anchors"
     asked = [i for i in instances if i.split != "test" or (i.original_id or i.instance_id) in keep]
-    row = {**keys, "n_evaluated": len(keep), "n_full": chosen.n_full, "fit_models": json.dumps(list(chosen.models))}
+    row = {**keys, "n_evaluated": len(keep), "n_full": len(draw), "fit_models": json.dumps(models), "how": how}
     return asked, pd.DataFrame([row])
 
 
@@ -114,27 +120,33 @@ def estimated_metrics(
     per_instance: dict[str, float],
     aggregates: list[ScenarioMetric],
 ) -> tuple[list[ScenarioMetric], pd.DataFrame, Estimate]:
-    """The scenario metrics of a model that answered only the anchors: its main accuracy metric estimated for the
-    full draw (from `per_instance`, its value on each anchor answered), every other metric without a value and a
-    note saying why; and the estimates row."""
-    chosen = stored_anchors(stage.warehouse, version, scenario)
-    answered = [i for i in chosen.instance_ids if i in per_instance]
-    found = _estimate(stage, chosen, answered, per_instance)
+    """The scenario metrics of a model that answered part of the draw (the anchors, or a sequential gate's sample):
+    its main accuracy metric estimated for the full draw (from `per_instance`, its value on each instance answered),
+    every other metric without a value and a note saying why; and the estimates row."""
+    partial = partial_evaluation(stage.warehouse, version, scenario, model)
+    if partial["how"] == "sample":  # a sequential gate's batch: a uniform random sample of the draw
+        found = sample_estimate(list(per_instance.values()), int(partial["n_full"]))
+        models: list[str] = []
+    else:
+        chosen = stored_anchors(stage.warehouse, version, scenario)
+        answered = [i for i in chosen.instance_ids if i in per_instance]
+        found, models = _estimate(stage, chosen, answered, per_instance), list(chosen.models)
     out = []
     for m in aggregates:
         if m.family == "accuracy" and m.metric == main_metric and not m.perturbation:
             out.append(replace(m, value=found.value, count=found.n_evaluated, note=""))
         else:
+            how = "an efficient evaluation" if partial["how"] == "anchors" else "a sequential gate's sample"
             note = (
-                f"not estimated: {model} answered {found.n_evaluated} of {found.n_full} instances (an efficient "
-                f"evaluation estimates {main_metric} only); `holistic evaluate --model {model}` completes it"
+                f"not estimated: {model} answered {found.n_evaluated} of {found.n_full} instances ({how} "
+                f"estimates {main_metric} only); `holistic evaluate --model {model}` completes it"
             )
             out.append(replace(m, value=None, note=note))
     row = {
         "model": model, "version": version, "scenario": scenario, "family": "accuracy", "metric": main_metric,
         "value": found.value, "ci_low": found.low, "ci_high": found.high, "level": found.level,
         "n_evaluated": found.n_evaluated, "n_full": found.n_full, "method": found.method,
-        "fit_models": json.dumps(list(chosen.models)),
+        "fit_models": json.dumps(models),
     }  # fmt: skip
     return out, pd.DataFrame([row]), found
 
@@ -144,7 +156,7 @@ def _estimate(stage: StageContext, chosen: AnchorSet, answered: list[str], per_i
     if len(answered) < len(chosen.instance_ids) or not np.isin(values, (0.0, 1.0)).all():
         # a failed request leaves an anchor unanswered, or the metric is not right-or-wrong: the answered anchors as
         # the sample they are
-        return estimate_mean(values, chosen.n_full, chosen.level)
+        return sample_estimate(values, chosen.n_full, chosen.level)
     matrix, draw = full_draw_results(stage.warehouse, chosen.version, chosen.scenario, chosen.metric, chosen.models)
     fit = _fit(matrix, draw, len(chosen.instance_ids), chosen.level)
     assert [fit.population.items[i] for i in fit.anchors] == list(chosen.instance_ids), "the anchors changed"

@@ -22,7 +22,7 @@ from filelock import FileLock
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse.store import StoreReads
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"  # 4: efficient evaluation (anchor_fits, anchor_instances, partial_evaluations, estimates)
 TABLES = (
     "completion_cache",
     "source_files",
@@ -104,6 +104,8 @@ class Warehouse(StoreReads):
         read_only = read_only or sandboxed
         if read_only and not self.path.exists():
             raise HolisticError(f"no warehouse at {self.path}: run `holistic demo` (or materialize assets) first")
+        if read_only and self.path not in _SCHEMA_READY:
+            self._upgrade_if_older()
         if not read_only:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +121,19 @@ class Warehouse(StoreReads):
                     self._ensure_schema(con)
                     _SCHEMA_READY.add(self.path)
                 yield con
+
+    def _upgrade_if_older(self) -> None:
+        """A file an earlier release wrote gets this release's tables before it is first read in this process (the
+        readers query them), where it can be written; one that cannot be written is read as it is."""
+        with self._locked(True), _attached(self.path, True) as con:
+            current = _schema_version(con) == SCHEMA_VERSION
+        if current:
+            _SCHEMA_READY.add(self.path)
+            return
+        try:
+            self.ensure_schema()
+        except WarehouseWriteError:
+            pass
 
     def ensure_schema(self) -> None:
         """Brings the file up to this release's schema (the tables a newer release added), creating it if new."""

@@ -130,13 +130,15 @@ CREATE TABLE IF NOT EXISTS anchor_instances (
     weight DOUBLE NOT NULL,           -- the share of the full draw its stratum stands for
     PRIMARY KEY (version, scenario, instance_id)
 );
--- A model evaluated efficiently on a scenario: it answered only the anchors (written by the prompts stage; a full
--- evaluation removes the row).
+-- A model evaluated on part of a scenario's draw: only the anchors (an efficient evaluation), or the first n
+-- instances of a seeded order (the sequential gate's batches). Written by the prompts stage; a full evaluation
+-- removes the row.
 CREATE TABLE IF NOT EXISTS partial_evaluations (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL,
     n_evaluated INTEGER NOT NULL,     -- original test instances answered (the anchors)
     n_full INTEGER NOT NULL,          -- original test instances in the full draw
-    fit_models JSON NOT NULL,         -- the models the anchors were fitted on
+    fit_models JSON NOT NULL,         -- the models the anchors were fitted on ([] for a sample)
+    how VARCHAR NOT NULL DEFAULT 'anchors', -- anchors (an efficient evaluation) | sample (a sequential gate's batch: the first n of a seeded order)
     PRIMARY KEY (model, version, scenario)
 );
 -- Full-draw values estimated from the anchors a model answered, with their interval (the estimated cells of

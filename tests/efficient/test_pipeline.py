@@ -25,6 +25,7 @@ scenarios:
 """
 POPULATION = [f"random-{i:02d}" for i in range(10)]
 NEW = "random-new"
+GATED = "random-gated"  # evaluated only by the sequential gate's batches
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def population(tmp_path_factory, shared_data):
     root = tmp_path_factory.mktemp("efficient")
     base = ensure_demo_model("gpt2-untrained", root / "demo")
     registry = ["models:"]
-    for seed, name in enumerate([*POPULATION, NEW], start=100):
+    for seed, name in enumerate([*POPULATION, NEW, GATED], start=100):
         torch.manual_seed(seed)
         model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(base))
         model.save_pretrained(root / name)
@@ -184,3 +185,27 @@ def test_completing_it_later_pays_only_for_the_rest(population):
     # the measurement, for the record: the stated interval is a claim about it (not asserted: one draw)
     print(f"estimate {estimate['value']:.3f} [{estimate['ci_low']:.3f}, {estimate['ci_high']:.3f}]; "
           f"measured {cell['value']:.3f}")  # fmt: skip
+
+
+def test_the_gate_evaluates_a_candidate_batch_by_batch_and_decides_as_over_its_full_results(population):
+    from holistic_dagster.alerts.gate import DEFAULT_RULE
+    from holistic_dagster.alerts.sequential_gate import sequential_gate_of
+    from holistic_dagster.defs.runner import evaluate_suite, gate_in_batches
+
+    wh, main, baseline = population["wh"], {"hellaswag": "exact_match"}, POPULATION[3]
+    lines = []
+    batched = gate_in_batches(
+        population["defs"], population["instance"], "e1", GATED, baseline, DEFAULT_RULE, 0.05, main, 10, lines.append
+    )
+    (row,) = batched.rows
+    used = row.result.stopped_at
+    assert used in (10, 20, 30, 40) and len(lines) == used // 10
+    asked = wh.df("SELECT DISTINCT instance_id FROM prompts WHERE model = ?", [GATED])["instance_id"]
+    assert len(asked) == used  # the candidate answered only what the test read
+    if used < 40:  # stopped early: its cell is an estimate from that random sample, marked as one
+        estimate = wh.df("SELECT method, n_evaluated FROM estimates WHERE model = ?", [GATED]).iloc[0]
+        assert (estimate["method"], int(estimate["n_evaluated"])) == ("random sample", used)
+    # the same test over the candidate's full results, read in the same order, stops at the same look, the same way
+    evaluate_suite(population["defs"], population["instance"], "e1", [GATED], catalog=population["catalog"])
+    full = sequential_gate_of(wh, "e1", GATED, baseline, DEFAULT_RULE, 0.05, main, look=10)
+    assert (full.rows[0].result.verdict, full.rows[0].result.stopped_at) == (row.result.verdict, used)

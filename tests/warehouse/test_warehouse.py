@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse import ReadOnlyError, Warehouse, WarehouseWriteError
+from holistic_dagster.warehouse import SCHEMA_VERSION, ReadOnlyError, Warehouse, WarehouseWriteError
 from tests.helpers import filesystem_of_its_own, fill_up, remount_read_only
 
 
@@ -144,7 +144,7 @@ def test_a_version_1_warehouse_is_migrated_in_place(tmp_path):
     assert rows.values.tolist() == [["accuracy", "", 1.0], ["robustness", "worst", 0.0]]
     metric = wh.df("SELECT metric, value, count, perturbation, note FROM scenario_metrics")
     assert metric.values.tolist() == [["exact_match", 0.5, 2, "", ""]]
-    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == "3"
+    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == SCHEMA_VERSION
     tables = set(wh.df("SELECT table_name FROM information_schema.tables")["table_name"])
     assert not {t for t in tables if t.endswith("_old")}  # the old copies are gone
 
@@ -211,3 +211,18 @@ def test_a_read_only_folder_can_still_be_read(tmp_path):
         assert shown.exit_code == 0 and shown.output.splitlines() == ["n", "3"], shown.output
         with pytest.raises(WarehouseWriteError, match="lock file cannot be created.*Read-only file system"):
             wh.replace({"version": "v2", "scenario": "s"}, {"source_files": _files("v2", 1)})
+
+
+def test_a_file_an_earlier_release_wrote_is_read_with_this_releases_tables(tmp_path, monkeypatch):
+    """A version 3 file (before efficient evaluation): the first read in a new process brings the new tables (every
+    reader of scores asks partial_evaluations), and its rows are kept."""
+    import holistic_dagster.warehouse.local as warehouse_module
+
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    with duckdb.connect(str(wh.path)) as con:
+        con.execute("DROP TABLE partial_evaluations; UPDATE schema_info SET value = '3'")
+    monkeypatch.setattr(warehouse_module, "_SCHEMA_READY", set())
+    assert wh.df("SELECT count(*) AS n FROM partial_evaluations")["n"].iat[0] == 0
+    assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 2
+    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == SCHEMA_VERSION
