@@ -21,6 +21,24 @@ def _alpha(value: float | None) -> float | None:
     return value
 
 
+SequentialOption = Annotated[
+    bool,
+    typer.Option(
+        help="read the paired instances in a seeded order, a batch at a time, and stop as soon as a regression "
+        "beyond the rule's drop is established or ruled out (group-sequential exact McNemar): prints the "
+        "instances used and the smallest drop they could have found",
+    ),
+]
+LookOption = Annotated[int, typer.Option(min=1, help="with --sequential: instances per batch")]
+EvaluateOption = Annotated[
+    bool,
+    typer.Option(
+        help="with --sequential: evaluate the candidate a batch at a time, stopping each scenario where its test "
+        "stops (the baseline needs results on the whole draw); its cells are then estimates from that sample",
+    ),
+]
+
+
 def gate(
     candidate: Annotated[str, typer.Argument(help="the model under test (e.g. a pull request's)")],
     baseline: Annotated[
@@ -39,22 +57,9 @@ def gate(
     report_url: Annotated[
         Optional[str], typer.Option(help="where the version's report is published, for the Markdown's links")
     ] = None,
-    sequential: Annotated[
-        bool,
-        typer.Option(
-            help="read the paired instances in a seeded order, a batch at a time, and stop as soon as a regression "
-            "beyond the rule's drop is established or ruled out (group-sequential exact McNemar): prints the "
-            "instances used and the smallest drop they could have found",
-        ),
-    ] = False,
-    look: Annotated[int, typer.Option(min=1, help="with --sequential: instances per batch")] = 25,
-    evaluate: Annotated[
-        bool,
-        typer.Option(
-            help="with --sequential: evaluate the candidate a batch at a time, stopping each scenario where its test "
-            "stops (the baseline needs results on the whole draw); its cells are then estimates from that sample",
-        ),
-    ] = False,
+    sequential: SequentialOption = False,
+    look: LookOption = 25,
+    evaluate: EvaluateOption = False,
     db: DbOption = None,
 ) -> None:
     """Gate a candidate on its baseline (paired, per scenario, Holm-corrected; resources/alerts.yaml's metric
@@ -107,6 +112,11 @@ def gate(
     except Exception as e:  # a garbage --db, an unwritable --markdown: not a regression, so never exit status 1
         err.print(f"[bold red]error:[/] {escape(type(e).__name__)}: {escape(str(e).strip())}")
         raise typer.Exit(UNDECIDED) from None
+    _print_verdict(result, text)
+
+
+def _print_verdict(result, text: str) -> None:
+    """The gate's verdict, what it could not decide and each regression or warning; exits with its status."""
     colour = {"pass": "green", "regression": "red", "undecided": "yellow"}[result.verdict]
     console.print(f"[bold {colour}]{result.verdict.upper()}[/]: {escape(text.splitlines()[2])}")
     for why in result.undecided:
