@@ -25,9 +25,10 @@ class StageContext:
     deployment: Deployment = field(default_factory=Deployment)
     run_id: str = ""
     max_cost: float | None = None  # the run's budget (USD), where a command set one: it wins over the suite's
-    efficient: int | None = (
-        None  # an efficient evaluation: the anchors each scenario's model answers (stages/efficient)
-    )
+    # an efficient evaluation: the anchors each scenario's model answers (stages/efficient)
+    efficient: int | None = None
+    # a sequential gate's batch: each scenario's first n instances of the seeded order (stages/efficient)
+    sample: int | None = None
     progress: Callable[[str, int], Callable[[int], None]] | None = None  # (description, total) -> advance
     clients: Callable[[ModelSpec], ModelClient] = get_client
     toxicity: Callable[[ToxicitySpec], ToxicityClassifier] = get_classifier
