@@ -82,7 +82,8 @@ class Validation:
     mae_ratio: float
     max_error: float
     kendall_tau: float
-    kendall_tau_random: float
+    kendall_tau_random: float  # random samples drawn as the anchors are: one per fold and seed
+    kendall_tau_random_common: float  # one random sample per seed shared by every model (held out or not)
     pairs_ordered: float  # share of (pair, seed) ordered as the full draw, for pairs SEPARATED apart or more
     pairs_ordered_random: float
     separated_pairs: int
@@ -134,12 +135,16 @@ def validate_estimates(
         for seed in range(seeds):
             fit = choose_anchors(population, anchors, seed, level)
             method = fit.method
-            rng = np.random.default_rng(10_000 + seed)
+            # the random baseline as the anchors are drawn: one sample per fold and seed, shared by the fold's models
+            # (and one shared by every model, as a ranking from one common random sample would be)
+            in_fold = np.random.default_rng([10_000 + seed, folds.index(fold)]).choice(n, size=anchors, replace=False)
+            common = np.random.default_rng(10_000 + seed).choice(n, size=anchors, replace=False)
             for model in fold:
                 row = matrix.rows([model])[0]
                 est = estimate(fit, row[fit.anchors])
-                sample = rng.choice(n, size=anchors, replace=False)
-                found[model].append((est.value, float(row[sample].mean()), est.low, est.high))
+                found[model].append(
+                    (est.value, float(row[in_fold].mean()), est.low, est.high, float(row[common].mean()))
+                )
                 methods[est.method] = methods.get(est.method, 0) + 1
     tested = list(found)
     values = np.array([[e[0] for e in found[m]] for m in tested])  # models x seeds
@@ -150,11 +155,13 @@ def validate_estimates(
     )
     truth = np.array([full[m] for m in tested])[:, None]
     errors, random_errors = np.abs(values - truth), np.abs(randoms - truth)
-    taus, taus_random = [], []
+    commons = np.array([[e[4] for e in found[m]] for m in tested])
+    taus, taus_random, taus_common = [], [], []
     if len(tested) > 1:
         for s in range(seeds):
             taus.append(kendalltau(values[:, s], truth[:, 0]).statistic)
             taus_random.append(kendalltau(randoms[:, s], truth[:, 0]).statistic)
+            taus_common.append(kendalltau(commons[:, s], truth[:, 0]).statistic)
     ordered, ordered_random, separated = [], [], 0
     for i, j in itertools.combinations(range(len(tested)), 2):
         gap = truth[i, 0] - truth[j, 0]
@@ -169,6 +176,7 @@ def validate_estimates(
         mae=mae, mae_random=mae_random, mae_ratio=mae / mae_random if mae_random else float("nan"),
         max_error=float(errors.max()),
         kendall_tau=_mean(taus), kendall_tau_random=_mean(taus_random),
+        kendall_tau_random_common=_mean(taus_common),
         pairs_ordered=_mean(ordered), pairs_ordered_random=_mean(ordered_random), separated_pairs=separated,
         interval_coverage=float(((lows <= truth) & (truth <= highs)).mean()),
         interval_width=float((highs - lows).mean()),
