@@ -156,20 +156,9 @@ def validate_estimates(
     truth = np.array([full[m] for m in tested])[:, None]
     errors, random_errors = np.abs(values - truth), np.abs(randoms - truth)
     commons = np.array([[e[4] for e in found[m]] for m in tested])
-    taus, taus_random, taus_common = [], [], []
-    if len(tested) > 1:
-        for s in range(seeds):
-            taus.append(kendalltau(values[:, s], truth[:, 0]).statistic)
-            taus_random.append(kendalltau(randoms[:, s], truth[:, 0]).statistic)
-            taus_common.append(kendalltau(commons[:, s], truth[:, 0]).statistic)
-    ordered, ordered_random, separated = [], [], 0
-    for i, j in itertools.combinations(range(len(tested)), 2):
-        gap = truth[i, 0] - truth[j, 0]
-        if abs(gap) < SEPARATED:
-            continue
-        separated += 1
-        ordered.extend(np.sign(values[i] - values[j]) == np.sign(gap))
-        ordered_random.extend(np.sign(randoms[i] - randoms[j]) == np.sign(gap))
+    truths = truth[:, 0]
+    taus, taus_random, taus_common = (_taus(x, truths) for x in (values, randoms, commons))
+    (ordered, separated), (ordered_random, _) = _ordered(values, truths), _ordered(randoms, truths)
     mae, mae_random = float(errors.mean()), float(random_errors.mean())
     return Validation(
         anchors=anchors, n_full=n, seeds=seeds, level=level, folds=folds, method=method, estimate_methods=methods,
@@ -225,6 +214,25 @@ def full_draw_verdict(baseline: np.ndarray, candidate: np.ndarray, alpha: float,
     p = binomtest(base_only, base_only + cand_only, 0.5).pvalue
     drop = (base_only - cand_only) / len(baseline)
     return "regression" if p < alpha and drop > tolerance else "pass"
+
+
+def _taus(estimates: np.ndarray, truth: np.ndarray) -> list[float]:
+    """Per seed (a column of models x seeds), Kendall's tau between the estimates and the full-draw values."""
+    if len(truth) < 2:
+        return []
+    return [kendalltau(estimates[:, s], truth).statistic for s in range(estimates.shape[1])]
+
+
+def _ordered(estimates: np.ndarray, truth: np.ndarray) -> tuple[list[bool], int]:
+    """For every pair of models SEPARATED apart or more on the full draw, whether each seed's estimates order them
+    as the full draw does; and how many such pairs there are."""
+    ordered, separated = [], 0
+    for i, j in itertools.combinations(range(len(truth)), 2):
+        gap = truth[i] - truth[j]
+        if abs(gap) >= SEPARATED:
+            separated += 1
+            ordered.extend(np.sign(estimates[i] - estimates[j]) == np.sign(gap))
+    return ordered, separated
 
 
 def _mean(values) -> float:
