@@ -63,6 +63,11 @@ class SequentialGate:
         return sum(r.result.stopped_at for r in self.rows), sum(r.result.n_full for r in self.rows)
 
 
+def tolerance_of(rule: MetricRule) -> float:
+    """The drop a sequential test tolerates: the rule's critical `drop` (0 without one)."""
+    return rule.critical.drop if rule.critical is not None and rule.critical.drop is not None else 0.0
+
+
 def sequential_gate_of(
     warehouse: Warehouse,
     version: str,
@@ -81,7 +86,7 @@ def sequential_gate_of(
     partial = partial_evaluations(warehouse, version)
     for p in partial[partial["model"].isin([candidate, baseline])].itertuples(index=False):
         result.undecided.append(f"{p.scenario}: {p.model} was evaluated efficiently (an estimate): complete it first")
-    tolerance = rule.critical.drop if rule.critical is not None and rule.critical.drop is not None else 0.0
+    tolerance = tolerance_of(rule)
     pairs = {}
     for scenario in sorted(set(scores["scenario"])):
         name = main_metric.get(scenario) if rule.metric == MAIN else rule.metric
@@ -124,7 +129,7 @@ class BatchedGate:
     ):
         self.result = SequentialGate(candidate, baseline, version, alpha, look)
         self.rule, self.n = rule, 0
-        self.tolerance = rule.critical.drop if rule.critical is not None and rule.critical.drop is not None else 0.0
+        self.tolerance = tolerance_of(rule)
         baseline_ready = {}
         for scenario in scenarios:
             name = main_metric.get(scenario) if rule.metric == MAIN else rule.metric
