@@ -153,8 +153,15 @@ def _sequential(chosen, version, candidate, baseline, rule, alpha, main, look, e
         console.print(
             f"  {escape(row.scenario)} {escape(row.metric)}: {r.verdict} after {r.stopped_at} of {r.n_full} "
             f"({r.reason}); {r.diff * 100:+.1f} points ({r.baseline_only} baseline-only, {r.candidate_only} "
-            f"candidate-only); could have found a drop of {r.detectable * 100:.1f} points or more (80% power)"
+            f"candidate-only); {_detectable(r.detectable)}"
         )
     for why in result.undecided:
         console.print(f"  not decided: {escape(why)}")
     raise typer.Exit(result.exit_status)
+
+
+def _detectable(drop: float) -> str:
+    """What a pass on the instances used rules out (a drop past 100 points: nothing)."""
+    if not drop < 1:
+        return "too few instances to find any drop (80% power)"
+    return f"could have found a drop of {drop * 100:.1f} points or more (80% power)"
