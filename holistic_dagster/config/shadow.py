@@ -4,6 +4,7 @@ shadow, who judges, which personal data is removed before anything is stored). T
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import phonenumbers
 from pydantic import Field, field_validator, model_validator
@@ -66,7 +67,10 @@ def known_categories(categories: tuple[str, ...]) -> tuple[str, ...]:
 class PiiSpec(Strict):
     # dotted paths into a log record dropped before anything else (e.g. request.user, metadata.user_email)
     drop_fields: tuple[str, ...] = ("request.user", "metadata.user_id", "metadata.user_email")
-    redact: tuple[str, ...] = CATEGORIES  # categories of shadow.pii, each value replaced by [category] in all text
+    # mask (default): whatever could identify a person is masked by its shape, typed by the precise detectors;
+    # precise: only the precise detectors (keeps benign numbers and words, misses formats they do not know)
+    policy: Literal["mask", "precise"] = "mask"
+    redact: tuple[str, ...] = CATEGORIES  # categories of the precise detectors (shadow.pii) in use
     phone_regions: tuple[str, ...] = PHONE_REGIONS  # whose national phone formats are recognized
 
     @field_validator("redact")

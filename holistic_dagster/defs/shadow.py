@@ -57,7 +57,7 @@ def shadow_assets() -> list[dg.AssetsDefinition]:
                 "path": dg.MetadataValue.path(str(path)),
             }
         )
-        yield from check_results(quality.check_traffic(stage.warehouse, log), "shadow_traffic")
+        yield from check_results(quality.check_traffic(stage.warehouse, log, spec.pii.policy), "shadow_traffic")
 
     @dg.asset(
         key=["shadow", "answers"],

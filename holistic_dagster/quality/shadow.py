@@ -7,16 +7,18 @@ from dataclasses import replace
 from holistic_dagster.config.redaction import redact
 from holistic_dagster.quality.base import CheckOutcome, declare
 from holistic_dagster.quality.gx import expect
+from holistic_dagster.shadow.masking import MASK
 from holistic_dagster.shadow.pii_check import TRAFFIC_TEXTS, found_per_row
 from holistic_dagster.warehouse import Warehouse
 
 PII_REMOVED = declare(
     "shadow_traffic",
     "pii_removed",
-    "An independent PII detector (Presidio's recognizers and spaCy names, not the remover's patterns) finds "
-    "no personal data in any stored text of the traffic log: messages, prompts, production's answers, record "
-    "ids, slices and times. The same detector ran before the log was stored and quarantined each record it "
-    "flagged; this re-reads what was stored. A detector that cannot run fails the check.",
+    "An independent PII detector (Presidio's recognizers and spaCy names, and under the mask policy anything "
+    "the policy would mask: digit runs, e-mail-like strings, name-like words, streets, possible birth dates) "
+    "finds no personal data in any stored text of the traffic log: messages, prompts, production's answers, "
+    "record ids, slices and times. The same detector read every text before it was stored, and what it found "
+    "was masked; this re-reads what was stored. A detector that cannot run fails the check.",
     blocking=True,
 )
 SHADOW_VERDICTS_PARSE = declare(
@@ -27,7 +29,7 @@ SHADOW_VERDICTS_PARSE = declare(
 )
 
 
-def check_traffic(warehouse: Warehouse, log: str) -> list[CheckOutcome]:
+def check_traffic(warehouse: Warehouse, log: str, policy: str = MASK) -> list[CheckOutcome]:
     """Every stored text of the log run through an independent PII detector (shadow.pii_check, not the remover's
     patterns). Fails closed: a detector that cannot run fails the check. Details name the column, line and kind
     of what was found, never the value."""
@@ -37,7 +39,7 @@ def check_traffic(warehouse: Warehouse, log: str) -> list[CheckOutcome]:
         [log],
     )
     try:
-        found = frame[["line"]].assign(pii=found_per_row(frame, TRAFFIC_TEXTS))
+        found = frame[["line"]].assign(pii=found_per_row(frame, TRAFFIC_TEXTS, policy))
     except Exception as e:  # fail closed: unchecked text is never passed as clean
         return [PII_REMOVED.result(False, f"{PII_REMOVED.description} The detector could not run: {redact(str(e))}")]
     expectations = [

@@ -1,12 +1,16 @@
-"""The second pair of eyes behind `pii_removed`: a PII detector that shares no pattern with the remover
-(`shadow.pii`), run over what was stored. It is Microsoft Presidio's analyzer (its own recognizers for e-mail
-addresses, phone numbers, IBANs, credit cards, IP addresses and national identifiers of many countries, and person
-names through spaCy), plus two detectors of its own: anything shaped like an e-mail address (x@y, whatever the
-domain: Presidio's e-mail recognizer accepts known top-level domains only) and long random-looking tokens (keys and
-passwords: upper and lower case mixed with digits, 20 characters or more).
+"""The second pair of eyes behind `pii_removed`, run over every text before it is stored (what it finds is masked
+too) and again over what was stored (the blocking check). Two methods, neither the masker's own typing rules:
 
-It shares one thing with the remover: spaCy's English model for names (the only NER model that installs offline
-here), so a name that model misses is missed by both. The check fails closed: when the detector cannot run, the
+- under the `mask` policy, the policy's complement: anything the policy would mask that survived in a text (a
+  digit run, an e-mail-like string, a name-like word, a street, a possible birth date) is a finding, whoever let
+  it through (a precise-only pass, a field the masker never saw, a value split across a sweep);
+- Microsoft Presidio's analyzer, whatever the policy: its own recognizers for e-mail addresses, phone numbers,
+  IBANs, credit cards, IP addresses and national identifiers of many countries, person names through spaCy, and
+  detectors of its own: anything shaped like an e-mail address (x@y, whatever the domain: Presidio's e-mail
+  recognizer accepts known top-level domains only) and long random-looking tokens (keys and passwords).
+
+It shares spaCy's English model for names with the precise detectors (the only NER model that installs offline
+here); the policy's complement does not depend on it. The check fails closed: when the detector cannot run, the
 check fails and says why.
 """
 
@@ -18,6 +22,8 @@ from functools import cache, lru_cache
 
 import pandas as pd
 
+from holistic_dagster.shadow import broad, broad_words
+from holistic_dagster.shadow.masking import MASK, PLACEHOLDER
 from holistic_dagster.shadow.pii import SPACY_MODEL
 from holistic_dagster.shadow.pii_context import FIELD_LABEL, FUNCTION_WORDS, a_quantity, is_ip, other_number
 
@@ -41,13 +47,16 @@ _BIRTH = re.compile(r"(?i)birth|born|\bdob\b|geb(?:oren|urt)|naissance|\bnée?\b
 _PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")  # its header is enough: the key follows
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _LONG_NUMBER = re.compile(r"(?<![\w.])\d(?:[ .\-/]?\d){8,}(?![\w]|[.,]\d)")
-_PLACEHOLDER = re.compile(r"\[[a-z_]+\]")  # the remover's replacements, e.g. [person]
 
 
 # the stored texts of a traffic record, each with whether to look for key-shaped tokens in it (free text: yes;
 # ids are random tokens by design)
 TRAFFIC_TEXTS = {"record_id": False, "slice": False, "messages": True, "prompt": True, "production_text": True,
                  "logged_at": False}  # fmt: skip
+
+
+class DetectorError(RuntimeError):
+    """The detector could not run (a model missing, a library failing): no text it should have read is clean."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ def _analyzer():
 def _a_name(text: str, start: int, end: int) -> bool:
     """Not a field's label ("Email: ..."), and no determiner in it ("Ihre Bestellnummer")."""
     words = text[start:end].lower().split()
+    if broad_words.no_person(text, start, end):  # a company, a class name
+        return False
     return not FIELD_LABEL.match(text, end) and not any(w in FUNCTION_WORDS for w in words)
 
 
@@ -92,17 +103,41 @@ def _another_kind_of_number(entity: str, text: str, start: int, end: int) -> boo
     return other_number(text, start) or a_quantity(text, start, end)
 
 
-def find_pii(text: str, free_text: bool = True) -> list[Finding]:
-    """Personal data left in `text`, by entity type (the remover's [placeholders] are not findings). free_text:
-    whether to look for key-shaped tokens too (not in ids, which are random tokens by design). Raises when the
-    detector cannot run: callers must treat that as a failure, never as clean text."""
-    return list(_findings(text, free_text)) if text else []
+def find_pii(text: str, free_text: bool = True, policy: str = MASK) -> list[Finding]:
+    """Personal data left in `text`, by entity type (the masker's [PLACEHOLDERS] are not findings). free_text:
+    whether to look for key-shaped tokens too (not in ids, which are random tokens by design). Under the `mask`
+    policy, anything the policy would mask is a finding too (SURVIVING_<kind>: a digit run, an e-mail-like
+    string, a name-like word, a street or a date left in the text). Raises when the detector cannot run: callers
+    must treat that as a failure, never as clean text."""
+    if not text:
+        return []
+    found = list(_findings(text, free_text))
+    if policy == MASK:
+        inside = [m.span() for m in PLACEHOLDER.finditer(text)]
+        found += [
+            Finding(f"SURVIVING_{kind}", a, b, 1.0)
+            for a, b, kind in broad.spans(text)
+            if not any(x <= a and b <= y for x, y in inside)
+        ]
+    return sorted(found, key=lambda f: f.start)
+
+
+# what the masker calls each of the detector's findings when it masks them
+_TYPES = {"PERSON": "PERSON", "EMAIL_ADDRESS": "EMAIL", "EMAIL_SHAPE": "EMAIL", "PHONE_NUMBER": "PHONE",
+          "IBAN_CODE": "IBAN", "CREDIT_CARD": "CREDIT_CARD", "IP_ADDRESS": "IP", "DATE_OF_BIRTH": "DATE_OF_BIRTH",
+          "SECRET_ASSIGNED": "SECRET", "PRIVATE_KEY": "SECRET", "RANDOM_TOKEN": "SECRET", "CRYPTO": "SECRET",
+          "LONG_NUMBER": "NUMBER"}  # fmt: skip
+
+
+def placeholder_type(entity: str) -> str:
+    """The placeholder type of a finding (a national identifier for Presidio's country-specific ones)."""
+    return entity.removeprefix("SURVIVING_") if entity.startswith("SURVIVING_") else _TYPES.get(entity, "NATIONAL_ID")
 
 
 # a log's texts are read before they are stored and again by the pii_removed check: the analyzer runs once each
 @lru_cache(maxsize=50_000)
 def _findings(text: str, free_text: bool) -> tuple[Finding, ...]:
-    placeholders = [m.span() for m in _PLACEHOLDER.finditer(text)]
+    placeholders = [m.span() for m in PLACEHOLDER.finditer(text)]
     found = [
         Finding(r.entity_type, r.start, r.end, round(float(r.score), 2))
         for r in _analyzer().analyze(text, language="en", entities=[*ENTITIES, "DATE_TIME"], score_threshold=MIN_SCORE)
@@ -114,7 +149,7 @@ def _findings(text: str, free_text: bool) -> tuple[Finding, ...]:
     ]
     found = [replace(f, entity="DATE_OF_BIRTH") if f.entity == "DATE_TIME" else f for f in found]
     found += [Finding("SECRET_ASSIGNED", m.start(1), m.end(1), 1.0) for m in _SECRET_ASSIGNED.finditer(text)
-              if not _PLACEHOLDER.fullmatch(m.group(1).strip("\"',;."))]  # fmt: skip
+              if not PLACEHOLDER.fullmatch(m.group(1).strip("\"',;."))]  # fmt: skip
     found += [Finding("PRIVATE_KEY", m.start(), m.end(), 1.0) for m in _PEM.finditer(text)]
     found += [Finding("LONG_NUMBER", m.start(), m.end(), 1.0) for m in _LONG_NUMBER.finditer(text)
               if not other_number(text, m.start())]  # fmt: skip
@@ -126,7 +161,7 @@ def _findings(text: str, free_text: bool) -> tuple[Finding, ...]:
     return tuple(sorted(found, key=lambda f: f.start))
 
 
-def found_per_row(frame: pd.DataFrame, free_text: dict[str, bool]) -> list[str]:
+def found_per_row(frame: pd.DataFrame, free_text: dict[str, bool], policy: str = MASK) -> list[str]:
     """Per row of `frame`, what is left in the named columns (column -> free_text), as 'column: KIND/KIND, ...'
     ('' for a clean row): kinds and places, never the values. A text that recurs (a system prompt) is analyzed
     once."""
@@ -137,7 +172,7 @@ def found_per_row(frame: pd.DataFrame, free_text: dict[str, bool]) -> list[str]:
         for column, value in zip(free_text, row):
             key = (str(value), free_text[column])
             if key not in kinds:
-                kinds[key] = "/".join(sorted({f.entity for f in find_pii(*key)}))
+                kinds[key] = "/".join(sorted({f.entity for f in find_pii(*key, policy)}))
             if kinds[key]:
                 found.append(f"{column}: {kinds[key]}")
         rows.append(", ".join(found))

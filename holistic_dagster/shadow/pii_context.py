@@ -131,7 +131,7 @@ _MONTHS = (
     r"|gennaio|febbraio|aprile|maggio|giugno|luglio|settembre|ottobre|dicembre"
     r"|января|февраля|марта|апреля|мая|июня|июля|августа|сентября|октября|ноября|декабря"
 )
-_DATE = (
+DATE_SHAPES = (  # a date written in any common format (the months of several languages)
     r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.](?:\d{4}|\d{2})"
     rf"|\d{{1,2}}(?:st|nd|rd|th|er|\.)?[ \t]+(?:of[ \t]+)?(?:{_MONTHS})[ \t,]+\d{{4}}"
     rf"|(?:{_MONTHS})[ \t]+\d{{1,2}}(?:st|nd|rd|th)?,?[ \t]+\d{{4}}"
@@ -139,7 +139,7 @@ _DATE = (
     rf"|\d{{1,2}}[-/](?:{_MONTHS})[-/](?:\d{{4}}|\d{{2}})|(?:19|20)\d{{2}}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
 )
 _BIRTH_DATE = regex.compile(
-    rf"(?i:(?<![\p{{L}}])(?:{_BIRTH_CUES}))[^\d\n]{{0,25}}?(?P<date>(?i:{_DATE}))", regex.IGNORECASE
+    rf"(?i:(?<![\p{{L}}])(?:{_BIRTH_CUES}))[^\d\n]{{0,25}}?(?P<date>(?i:{DATE_SHAPES}))", regex.IGNORECASE
 )
 
 
@@ -273,7 +273,7 @@ _OTHER_NUMBER_CUES = _cues(
     r"order|ticket|invoice|reference|booking|reservation|tracking|confirmation|transaction|receipt|serial"
     r"|product|version|build|release|bestell|rechnung|auftrag|kunden|sendung|vorgang|referenz|commande|facture"
     r"|pedido|factura|ordine|fattura|заказ|счёт|счет|订单|单号|注文|주문|طلب|epoch|timestamp|unix|seconds|bytes"
-    r"|isbn|issn|page|line|port|account|customer|member",
+    r"|isbn|issn|ean|upc|gtin|barcode|page|line|port|account|customer|member",
     r"ref\.?|case|po|sku|part|item|model|id|no\.?|nr\.?|time|date|ms|kb|mb|gb|doi|pid|uid|gid|code|#",
 )
 

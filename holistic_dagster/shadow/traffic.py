@@ -20,7 +20,8 @@ from typing import Any
 from holistic_dagster.config.shadow import ShadowSpec
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.records import sha256_json
-from holistic_dagster.shadow.pii import PiiRemover
+from holistic_dagster.shadow import pii_check
+from holistic_dagster.shadow.masking import Masker
 
 
 def log_key(path: Path) -> str:
@@ -91,7 +92,7 @@ def _count(value: Any, field: str) -> int | None:
     return value
 
 
-def parse_record(raw: dict[str, Any], line: int, spec: ShadowSpec, remover: PiiRemover) -> TrafficRecord:
+def parse_record(raw: dict[str, Any], line: int, spec: ShadowSpec, masker: Masker) -> TrafficRecord:
     """One logged request + response, PII removed from every text kept. Raises ValueError saying what is wrong,
     naming fields, never quoting the record's text."""
     for dotted in spec.pii.drop_fields:
@@ -106,7 +107,7 @@ def parse_record(raw: dict[str, Any], line: int, spec: ShadowSpec, remover: PiiR
         if not isinstance(request["messages"], list) or not all(isinstance(m, dict) for m in request["messages"]):
             raise ValueError("request.messages is not a list of message objects")
         messages = [
-            {"role": remover.remove(str(m.get("role", ""))), "content": remover.remove(_content(m.get("content")))}
+            {"role": masker.mask(str(m.get("role", ""))), "content": masker.mask(_content(m.get("content")))}
             for m in request["messages"]
         ]
         message = choices[0].get("message")
@@ -116,7 +117,7 @@ def parse_record(raw: dict[str, Any], line: int, spec: ShadowSpec, remover: PiiR
         text = prompt if isinstance(prompt, str) else _content(prompt) if isinstance(prompt, list) else None
         if text is None:
             raise ValueError("request.prompt is neither text nor a list of texts")
-        messages = [{"role": "user", "content": remover.remove(text)}]
+        messages = [{"role": "user", "content": masker.mask(text)}]
         answer = choices[0].get("text") if isinstance(choices[0].get("text"), str) else ""
     else:
         raise ValueError("request has neither `messages` (chat/completions) nor `prompt` (completions)")
@@ -132,12 +133,12 @@ def parse_record(raw: dict[str, Any], line: int, spec: ShadowSpec, remover: PiiR
     latency = raw.get("latency_s", _get(raw, "metadata.latency_s"))
     logged = next((v for v in (raw.get("timestamp"), raw.get("created_at"), response.get("created")) if v), None)
     return TrafficRecord(
-        record_id=remover.remove(str(raw.get("id") or response.get("id") or sha256_json(raw)[:16])),
+        record_id=masker.mask(str(raw.get("id") or response.get("id") or sha256_json(raw)[:16])),
         line=line,
-        slice=remover.remove(str(_get(raw, spec.slice_by) or "")) if spec.slice_by else "",
+        slice=masker.mask(str(_get(raw, spec.slice_by) or "")) if spec.slice_by else "",
         messages=tuple(messages),
         prompt=prompt,
-        response=remover.remove(answer),
+        response=masker.mask(answer),
         response_tokens=tokens if tokens is not None else len(answer.split()),
         latency_s=float(latency) if isinstance(latency, (int, float)) and not isinstance(latency, bool) else None,
         logged_at=_timestamp(logged),
@@ -155,7 +156,7 @@ class Quarantined:
 def read_traffic(path: Path, spec: ShadowSpec) -> tuple[list[TrafficRecord], list[Quarantined]]:
     """Every well-formed record of a traffic log (the first max_records), PII removed, and the malformed ones
     quarantined (line and reason only). A file that cannot be read is a DataFormatError naming it."""
-    remover = PiiRemover(spec.pii.redact, spec.pii.phone_regions)
+    masker = Masker(spec.pii.policy, spec.pii.redact, spec.pii.phone_regions)
     records: list[TrafficRecord] = []
     quarantined: list[Quarantined] = []
     seen: set[str] = set()
@@ -170,7 +171,7 @@ def read_traffic(path: Path, spec: ShadowSpec) -> tuple[list[TrafficRecord], lis
             raw = json.loads(data.decode("utf-8"))
             if not isinstance(raw, dict):
                 raise ValueError("a line must be a JSON object")
-            record = parse_record(raw, number, spec, remover)
+            record = parse_record(raw, number, spec, masker)
             if record.record_id in seen:
                 raise ValueError("its record id appears on an earlier line")
         except UnicodeDecodeError:
@@ -185,24 +186,35 @@ def read_traffic(path: Path, spec: ShadowSpec) -> tuple[list[TrafficRecord], lis
         except (ValueError, TypeError, AttributeError) as e:
             # our own messages name fields only; anything else is reduced to its type, and redacted regardless
             reason = str(e) if isinstance(e, ValueError) else f"malformed ({type(e).__name__})"
-            quarantined.append(Quarantined(number, remover.remove(reason)))
+            quarantined.append(Quarantined(number, masker.mask(reason)))
             continue
         seen.add(record.record_id)
         records.append(record)
         if spec.max_records and len(records) >= spec.max_records:
             break
-    return [_swept(r, remover) for r in records], quarantined
+    return [_swept(r, masker, spec.pii.policy) for r in records], quarantined
 
 
-def _swept(record: TrafficRecord, remover: PiiRemover) -> TrafficRecord:
-    """The record with every name found anywhere in the log removed from all its texts: a name the NER model
-    tagged in the user's message and missed in production's answer (or in another record) goes from both."""
-    messages = tuple({**m, "content": remover.sweep(m["content"])} for m in record.messages)
+def _swept(record: TrafficRecord, masker: Masker, policy: str) -> TrafficRecord:
+    """The record with every name found anywhere in the log masked in all its texts (a name the NER model tagged
+    in the user's message and missed in production's answer, or in another record, goes from both); then what
+    the independent detector (shadow.pii_check: Presidio, and the policy's complement) still finds in a text is
+    masked too: a miss of the masker is a catch of the detector, and the record is kept."""
+
+    def clean(text: str, free_text: bool = True) -> str:
+        text = masker.sweep(text)
+        try:
+            found = pii_check.find_pii(text, free_text, policy)
+        except Exception as e:  # fail closed: the caller stores nothing
+            raise pii_check.DetectorError(str(e)) from e
+        spans = [(f.start, f.end, pii_check.placeholder_type(f.entity)) for f in found]
+        return masker.replace(text, spans) if spans else text
+
     return replace(
         record,
-        record_id=remover.sweep(record.record_id),
-        slice=remover.sweep(record.slice),
-        messages=messages,
-        prompt=remover.sweep(record.prompt),
-        response=remover.sweep(record.response),
+        record_id=clean(record.record_id, False),
+        slice=clean(record.slice, False),
+        messages=tuple({**m, "content": clean(m["content"])} for m in record.messages),
+        prompt=clean(record.prompt),
+        response=clean(record.response),
     )

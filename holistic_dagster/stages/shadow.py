@@ -22,7 +22,7 @@ from holistic_dagster.judging.judged import VERDICT_COLUMNS as JUDGED_COLUMNS
 from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.shadow import Quarantined, read_traffic
-from holistic_dagster.shadow.pii_check import TRAFFIC_TEXTS, found_per_row
+from holistic_dagster.shadow.pii_check import TRAFFIC_TEXTS, DetectorError, found_per_row
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge
@@ -36,7 +36,12 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
     the independent detector (shadow.pii_check) still finds personal data: it runs before anything is stored,
     so a record the remover failed on is never stored, sent or judged. A detector that cannot run stores
     nothing (fails closed)."""
-    records, quarantined = read_traffic(path, spec)
+    try:
+        records, quarantined = read_traffic(path, spec)
+    except DetectorError as e:  # fail closed: unchecked text is never stored
+        raise HolisticError(
+            f"{path}: the independent PII detector could not run, nothing was stored: {redact(str(e))}"
+        ) from e
     if not records:
         lines = ", ".join(str(q.line) for q in quarantined[:10]) or "none"
         raise HolisticError(f"{path}: no well-formed records (quarantined lines: {lines})")
@@ -62,7 +67,7 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
         ]
     )
     try:
-        found = found_per_row(frame, TRAFFIC_TEXTS)
+        found = found_per_row(frame, TRAFFIC_TEXTS, spec.pii.policy)
     except Exception as e:  # fail closed: unchecked text is never stored
         raise HolisticError(
             f"{path}: the independent PII detector could not run, nothing was stored: {redact(str(e))}"

@@ -123,15 +123,15 @@ def test_pii_is_removed_before_anything_is_stored_or_sent(shadow_world):
     wh, server = shadow_world["wh"], shadow_world["server"]
     traffic = wh.df("SELECT * FROM traffic ORDER BY line")
     assert len(traffic) == 7 and list(traffic["slice"]) == [t[0] for t in TRAFFIC]
-    assert traffic["prompt"].iat[0] == (  # a date is no phone number
-        "system: You are a helpful assistant.\nuser: Hi, I am [email] (call [phone]), since 1969-07-20. "
+    assert traffic["prompt"].iat[0] == (  # a date is no phone number; one from a birth year is masked as a date
+        "system: You are a helpful assistant.\nuser: Hi, I am [EMAIL_1] (call [PHONE_1]), since [DATE_1]. "
         f"{QA[0]['q']}\nassistant:"
     )
     stored = "\n".join(wh.df(f"SELECT * FROM {table}").to_csv() for table in TABLES)
     sent = "\n".join(prompt for _, prompt in server.hits)
     for secret in PII:
         assert secret not in stored and secret not in sent, secret
-    assert "[email]" in sent  # the candidates and the judge saw the redacted text
+    assert "[EMAIL_1]" in sent  # the candidates and the judge saw the masked text
 
 
 def test_verdicts_and_win_rates_per_slice_by_hand(shadow_world):
