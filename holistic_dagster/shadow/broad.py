@@ -67,7 +67,7 @@ _WRITTEN_DATE = regex.compile(rf"(?i)(?<![\p{{Latin}}\p{{Cyrillic}}\p{{Greek}}\p
 _IPV6 = regex.compile(
     r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{1,4}:){2,7}(?::|[0-9A-Fa-f]{1,4})(?:[0-9A-Fa-f:]*)(?![0-9A-Fa-f:])"
 )
-_HASH = regex.compile(r"(?i)[0-9a-f]{7,64}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UUID = regex.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _VERSION = regex.compile(r"(?i)v?\d{1,4}(?:\.\d{1,5}){1,3}(?:[-+.]?[a-z]+\d*)?")
 # a quantity's thousands (1,234,567.89; 1.234.567,89), or a mathematical decimal (3.14159)
 _VERSION_CUE = regex.compile(
@@ -89,15 +89,26 @@ _HAN_DIGITS = regex.compile(r"[〇零一二三四五六七八九壹贰叁肆伍�
 
 # identifiers of things, whole: a UUID or a hash, an ISO 8601 time stamp (no part of one is a phone or a card)
 _THING = regex.compile(
-    r"(?i)(?<![\w-])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|(?=[0-9a-f]*[a-f][0-9a-f]*[a-f])"
-    r"(?=[0-9a-f]*\d)[0-9a-f]{7,64}|(?:19|20)\d\d-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)"
-    r"(?![\w-])"
+    r"(?i)(?<![\w-])(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{7,64}"
+    r"|(?:19|20)\d\d-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)(?![\w-])"
 )
+
+
+def a_hash(token: str) -> bool:
+    """A git hash or a digest: lower-case hex with digits and at least two letters past its first two characters
+    (an IBAN, DE89370400440532013000 or de89..., has its letters in front; a passport, F2905039, has one)."""
+    return (
+        regex.fullmatch(r"[0-9a-f]{7,64}", token) is not None
+        and any(c.isdigit() for c in token)
+        and sum(c in "abcdef" for c in token[2:]) >= 2
+    )
 
 
 def things(text: str) -> list[tuple[int, int]]:
     """Spans of identifiers that name things, not people (UUIDs, hashes, time stamps): kept whole."""
-    return [m.span() for m in _THING.finditer(text)]
+    return [
+        m.span() for m in _THING.finditer(text) if not regex.fullmatch(r"(?i)[0-9a-f]+", m.group()) or a_hash(m.group())
+    ]
 
 
 def numbers(text: str, today: datetime.date | None = None) -> Iterator[tuple[int, int, str]]:
@@ -157,7 +168,7 @@ def _says_what_it_is(text: str, start: int, end: int, value: str) -> bool:
     """A number that is no identifier by its own shape (a hash, a version, a price, a quantity, a dotted quad
     that is no IP address) or by the cue before it."""
     before = text[max(0, start - 40) : start]
-    if _HASH.fullmatch(value) and len(regex.findall(r"(?i)[a-f]", value)) >= 2:  # no passport's F2905039
+    if _UUID.fullmatch(value) or a_hash(value):
         return True
     if _VERSION.fullmatch(value) and (value[0] in "vV" or _VERSION_CUE.search(before)):
         return not (value.count(".") == 3 and value.replace(".", "").isdigit() and is_ip(text, start, value))

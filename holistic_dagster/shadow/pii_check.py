@@ -137,7 +137,8 @@ def placeholder_type(entity: str) -> str:
 # a log's texts are read before they are stored and again by the pii_removed check: the analyzer runs once each
 @lru_cache(maxsize=50_000)
 def _findings(text: str, free_text: bool) -> tuple[Finding, ...]:
-    placeholders = [m.span() for m in PLACEHOLDER.finditer(text)]
+    # the masker's placeholders, and identifiers of things (a UUID, a hash, a time stamp's fraction of a second)
+    placeholders = [m.span() for m in PLACEHOLDER.finditer(text)] + broad.things(text)
     found = [
         Finding(r.entity_type, r.start, r.end, round(float(r.score), 2))
         for r in _analyzer().analyze(text, language="en", entities=[*ENTITIES, "DATE_TIME"], score_threshold=MIN_SCORE)

@@ -35,6 +35,7 @@ def masker():
         ("電話は０９０１２３４５６７８です", "０９０１２３４５６７８"),  # full-width digits run into Japanese
         ("昨日7381:41fc:885b:ee51:7b62:58aa:5984:998dから", "41fc"),  # IPv6 inside unspaced text
         ("Member 4815 1623 42 asked again", "4815"),  # an account-like number with no cue saying what it is
+        ("Pay into DE89370400440532013000 or de89370400440532013000", "0532013000"),  # hex-shaped, yet no hash
         ("Details: 6308 Moran Trail", "Moran"),
         ("Neem contact op met Kyradreef 230.", "Kyradreef"),
         ("Kontaktujte prosím Žofie Havlíčková.", "Havlíčková"),
