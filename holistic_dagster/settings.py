@@ -42,6 +42,11 @@ ENVIRONMENT = (
         "(unset)",
         "1, true or yes: never download; a missing file is an error (an optional scenario is skipped with its reason)",
     ),
+    EnvironmentVariable(
+        "HOLISTIC_MAX_DOWNLOAD_MB",
+        "8192",
+        "the largest upstream file a scenario may download, in MB (a larger one is refused, nothing kept)",
+    ),
     EnvironmentVariable("HOLISTIC_CATALOG", "assets/", "another evaluation catalog: suites/, scenarios/, templates/"),
     EnvironmentVariable(
         "HOLISTIC_RESOURCES",
@@ -164,6 +169,16 @@ def max_eval_instances() -> int | None:
 
         raise CatalogError(f"{MAX_EVAL_ENV}={value!r}: a positive whole number of instances")
     return int(value)
+
+
+def max_download_bytes() -> int:
+    """The largest file a download may bring (HOLISTIC_MAX_DOWNLOAD_MB, default 8192)."""
+    value = os.environ.get("HOLISTIC_MAX_DOWNLOAD_MB", "").strip() or "8192"
+    try:
+        megabytes = float(value)
+    except ValueError:
+        raise ValueError(f"HOLISTIC_MAX_DOWNLOAD_MB must be a number of megabytes; got {value!r}") from None
+    return int(megabytes * 1024 * 1024)
 
 
 def allow_download() -> bool:

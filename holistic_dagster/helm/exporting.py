@@ -101,6 +101,12 @@ def _replaceable(target: Path, replace: bool) -> dict[str, list[str]] | None:
             f"{target} was not written by `holistic export` (no readable {MANIFEST}): nothing was written or "
             "deleted. Export under another --suite or --out"
         ) from None
+    strays = sorted(run for run in ours if not _a_folder_name(run))
+    if strays:
+        raise HolisticError(
+            f"{target / MANIFEST} names runs that are no folder of {target} ({', '.join(map(repr, strays))}): "
+            "nothing was written or deleted"
+        )
     for run, files in ours.items():
         folder = target / run
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
@@ -112,6 +118,11 @@ def _replaceable(target: Path, replace: bool) -> dict[str, list[str]] | None:
                 "deleted. Move them away, or export under another --suite or --out"
             )
     return ours
+
+
+def _a_folder_name(name: str) -> bool:
+    """A run's folder name: one path component, not . or .., so target / name stays inside target."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
 def _swap_in(staging: Path, target: Path, ours: dict[str, list[str]], written: dict[str, list[str]]) -> None:

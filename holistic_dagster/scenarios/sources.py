@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import shutil
 import tarfile
 import tempfile
@@ -91,7 +92,7 @@ def _download(spec: ScenarioSpec, cache: Path) -> None:
             target.mkdir()
             _fetch_main(spec, target, tmp_path)
             for relative, url in download.files.items():
-                dest = target / download.archive_dir / relative
+                dest = _within(target, target / download.archive_dir / relative)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 _fetch(url, dest)
             (target / ".complete").write_text(download.origin)
@@ -119,7 +120,7 @@ def _fetch_main(spec: ScenarioSpec, target: Path, tmp_path: Path) -> None:
                     split={"test": "val"}.get(split, split),
                     file=split_file(pattern, subset).rsplit("/", 1)[-1],
                 )
-                dest = target / download.archive_dir / split_file(pattern, subset)
+                dest = _within(target, target / download.archive_dir / split_file(pattern, subset))
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 _fetch(url, dest)
     else:
@@ -130,12 +131,16 @@ def _fetch_main(spec: ScenarioSpec, target: Path, tmp_path: Path) -> None:
             raise OSError(f"checksum mismatch for {download.url}")
         if tarfile.is_tarfile(archive):
             with tarfile.open(archive) as tar:
-                tar.extractall(target, filter="data")
+                tar.extractall(target, filter="data")  # refuses members and links that leave target
         elif zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as z:
+                for member in z.namelist():
+                    _within(target, target / member)
                 z.extractall(target)
+        elif name.endswith(_ARCHIVES):
+            raise OSError(f"{download.url} is no {name.rsplit('.', 1)[-1]} archive: not the data")
         else:  # a single data file: place it where the split pattern expects it
-            dest = target / download.archive_dir / name
+            dest = _within(target, target / download.archive_dir / name)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(archive), dest)
 
@@ -154,6 +159,47 @@ def _fetch_hub(url: str, patterns: list[str], dest: Path) -> None:
         raise OSError(" ".join(f"{type(e).__name__}: {e}".split())) from e  # one line
 
 
+_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
+_HTML = (b"<!doctype html", b"<html", b"<head", b"<?xml version")
+
+
+def _within(folder: Path, path: Path) -> Path:
+    """path, refused (OSError) unless it resolves inside folder (a scenario file's key, an archive's member)."""
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise OSError(f"{path.relative_to(folder) if path.is_relative_to(folder) else path} would be written outside "
+                      "the download folder: refused")  # fmt: skip
+    return path
+
+
+def _read(response, url: str, received: int, announced: str | None) -> bytes:
+    try:
+        return response.read(1 << 20)
+    except http.client.IncompleteRead as e:  # the connection closed before the announced length
+        raise OSError(f"{url} was cut off: {received + len(e.partial)} of {announced} bytes arrived") from None
+
+
 def _fetch(url: str, dest: Path) -> None:
+    """url into dest, refused (OSError, nothing kept) when the server sent an HTML page for a data file, fewer bytes
+    than it announced, a gzip file that is none, or more than the size limit (HOLISTIC_MAX_DOWNLOAD_MB)."""
+    limit = settings.max_download_bytes()
     with urllib.request.urlopen(url, timeout=60) as response, dest.open("wb") as out:
-        shutil.copyfileobj(response, out)
+        announced = response.headers.get("Content-Length")
+        if announced and announced.isdigit() and int(announced) > limit:
+            raise OSError(
+                f"{url} is {int(announced) / 2**20:.0f} MB, over the {limit / 2**20:.0f} MB limit "
+                "(HOLISTIC_MAX_DOWNLOAD_MB)"
+            )
+        kind = response.headers.get("Content-Type", "")
+        received = 0
+        while chunk := _read(response, url, received, announced):
+            if received == 0 and not url.lower().endswith((".html", ".htm")):
+                if "text/html" in kind or chunk.lstrip()[:14].lower().startswith(_HTML):
+                    raise OSError(f"{url} sent an HTML page, not the data (a login or error page?)")
+                if url.lower().endswith(".gz") and not chunk.startswith(b"\x1f\x8b"):
+                    raise OSError(f"{url} is no gzip file: not the data")
+            received += len(chunk)
+            if received > limit:
+                raise OSError(f"{url} is over the {limit / 2**20:.0f} MB limit (HOLISTIC_MAX_DOWNLOAD_MB)")
+            out.write(chunk)
+    if announced and announced.isdigit() and received != int(announced):
+        raise OSError(f"{url} was cut off: {received} of {announced} bytes arrived")

@@ -32,6 +32,11 @@ class DownloadSpec(Strict):
     def _a_source(self) -> DownloadSpec:
         if not self.url and not self.files:
             raise ValueError("give a url, files, or both")
+        inside("archive_dir", self.archive_dir)
+        for key in self.files:
+            inside(f"files key {key!r}", key)
+        for pattern in self.patterns:
+            inside(f"pattern {pattern!r}", pattern)
         return self
 
     @property
@@ -41,11 +46,25 @@ class DownloadSpec(Strict):
         return first + (f" and {len(more)} more file(s)" if more else "")
 
 
+def inside(what: str, path: str) -> str:
+    """A path a scenario file gives for its own folder: relative and inside it (no absolute path, no `..`), or a
+    ValueError naming the key."""
+    parts = path.replace("\\", "/").split("/")
+    if path.startswith(("/", "\\", "~")) or (len(path) > 1 and path[1] == ":") or ".." in parts:
+        raise ValueError(f"{what}: {path!r} leaves the scenario's folder (give a relative path inside it, no '..')")
+    return path
+
+
 class SourceSpec(Strict):
     dir: str  # sub-folder of a data dir holding the upstream files
     revision: str  # the upstream revision the files are (a commit, a release), recorded with them
     # where to fetch the files when no data folder has them
     download: DownloadSpec | None = None
+
+    @field_validator("dir")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return inside("dir", value)
 
 
 class InstanceSpec(Strict):

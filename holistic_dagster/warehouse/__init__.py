@@ -22,6 +22,7 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse.local import SCHEMA_VERSION, TABLES, BackgroundWriter, Warehouse, WarehouseWriteError
 from holistic_dagster.warehouse.shared import SharedStore
 from holistic_dagster.warehouse.store import ReadOnlyError, ResultStore, run_user_query
+from holistic_dagster.warehouse.store_files import refuse_special
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -40,6 +41,7 @@ __all__ = [
 def open_warehouse(path: Path | str) -> ResultStore:
     """A path named *.duckdb, or an existing file, is one DuckDB file (one writer at a time); an existing folder,
     or a path ending in a separator, is a shared results store that many processes write at once."""
+    refuse_special(path)  # a FIFO named warehouse.duckdb would block DuckDB's open forever
     if str(path).endswith(("/", os.sep)) or Path(path).is_dir():
         return SharedStore(path)
     if Path(path).suffix == ".duckdb" or Path(path).is_file():

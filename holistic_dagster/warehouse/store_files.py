@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,19 @@ def refuse_links(root: Path) -> None:
                     f"the results store {root} holds a symbolic link, {path} -> {os.readlink(path)}: a store's "
                     "files must be its own, so it is not read until the link is removed"
                 )
+            refuse_special(path)
+
+
+def refuse_special(path: str | Path) -> None:
+    """Only regular files and folders are read: a FIFO would block its reader forever, a device would feed it
+    whatever it holds. Raises HolisticError naming the path and what it is."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise HolisticError(f"{path} is {kind}, not a file: it is not read (a store holds regular files only)")
 
 
 class StoreFiles(LocalFileSystem):
@@ -42,6 +56,8 @@ class StoreFiles(LocalFileSystem):
         if mode != "rb":
             _refuse(path)
         self._inside(path)
+        if not stat.S_ISREG(os.stat(self._strip_protocol(path)).st_mode):
+            _refuse(path)  # a FIFO or a device planted after the check: never opened, never waited on
         return super()._open(path, mode=mode, **kwargs)
 
     def ls(self, path, detail=False, **kwargs):  # what glob() lists: never a folder a link leads to

@@ -329,6 +329,22 @@ def test_export_never_deletes_what_it_did_not_write(small_run, tmp_path):
     assert (ours / run / "my_analysis.txt").read_text() == "mine" and (ours / run / "stats.json").exists()
 
 
+@pytest.mark.parametrize("stray", ["../victim", "..", ".", "", "a/b"])
+def test_a_manifest_that_names_anything_but_a_run_folder_is_refused_and_nothing_touched(small_run, tmp_path, stray):
+    """An edited or planted manifest must not steer --replace out of runs/<suite>/ (a run named ../victim would
+    have been moved aside and lost)."""
+    wh, out = small_run["wh"], tmp_path / "out"
+    ours = export_runs(wh, "s1", out, suite="mine")
+    victim = write(out / "runs" / "victim" / "keep.txt", "precious")
+    manifest = json.loads((ours / ".holistic-export.json").read_text())
+    manifest["runs"][stray] = ["keep.txt"]
+    (ours / ".holistic-export.json").write_text(json.dumps(manifest))
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(HolisticError, match="names runs that are no folder of"):
+        export_runs(wh, "s1", out, suite="mine", replace=True)
+    assert victim.read_text() == "precious" and sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
 def test_cli_import_and_export(tmp_path, monkeypatch):
     from dagster import AssetKey, DagsterInstance, MultiPartitionKey
     from typer.testing import CliRunner

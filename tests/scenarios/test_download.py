@@ -8,6 +8,7 @@ import io
 import shutil
 import tarfile
 import threading
+import zipfile
 
 import pytest
 
@@ -148,3 +149,89 @@ def test_an_optional_scenario_is_downloaded_where_it_can_be_and_skipped_with_why
     assert deployment.runnable("o1") == (["boolq", "natural_qa_openbook_longans"], {})  # from the cache
     spec = deployment.catalog().scenario("natural_qa_openbook_longans")
     assert len(load_instances(spec)) == 30  # HELM's 30 of the 45 records (tests/scenarios/fixtures)
+
+
+def _mmlu_from(catalog: Catalog, url: str):
+    spec = catalog.scenario("mmlu").model_copy(update={"subsets": ("anatomy",)})
+    download = spec.source.download.model_copy(update={"url": url})
+    return spec.model_copy(update={"source": spec.source.model_copy(update={"download": download})})
+
+
+@pytest.fixture
+def bad_upstream(tmp_path):
+    """A server that answers with a login page, a body cut short of its Content-Length, a big file, a .gz that is
+    none and a zip whose member leaves the folder it is unpacked into."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("../escaped.csv", "a,b\n")
+    bodies = {
+        "/login.tar": (b"<!DOCTYPE html><html><body>Please sign in</body></html>", "text/html", None),
+        "/cut.tar": (b"x" * 100, "application/x-tar", 5000),
+        "/big.csv": (b"q,a\n" * 400_000, "text/csv", None),
+        "/fake.tar.gz": (b"PK this is no gzip", "application/gzip", None),
+        "/escape.zip": (buffer.getvalue(), "application/zip", None),
+    }
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body, kind, length = bodies[self.path]
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(length or len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("/login.tar", "sent an HTML page, not the data"),
+        ("/cut.tar", "was cut off: 100 of 5000 bytes arrived"),
+        ("/big.csv", r"over the 1 MB limit \(HOLISTIC_MAX_DOWNLOAD_MB\)"),
+        ("/fake.tar.gz", "is no gzip file"),
+        ("/escape.zip", "would be written outside the download folder"),
+    ],
+)
+def test_a_download_that_is_not_the_data_is_refused_and_never_marked_complete(
+    bad_upstream, tmp_path, monkeypatch, path, error
+):
+    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
+    monkeypatch.setenv("HOLISTIC_MAX_DOWNLOAD_MB", "1")
+    monkeypatch.delenv("HOLISTIC_OFFLINE")
+    with pytest.raises(DataUnavailableError, match=error):
+        load_instances(_mmlu_from(Catalog(), bad_upstream + path))
+    assert not (tmp_path / "home" / "downloads" / "mmlu").exists()
+    assert not (tmp_path / "home" / "downloads" / "escaped.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("archive_dir: data", "archive_dir: ../../etc", "archive_dir"),
+        ("dir: mmlu", "dir: /etc", "dir"),
+    ],
+)
+def test_a_scenario_file_whose_paths_leave_its_folder_is_refused_naming_the_file_and_key(tmp_path, old, new, key):
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    edit_file(tmp_path / "assets" / "scenarios" / "mmlu.yaml", old, new)
+    with pytest.raises(Exception, match=rf"(?s)mmlu\.yaml.*{key}.*leaves the scenario's folder"):
+        Catalog(tmp_path / "assets").scenario("mmlu")
+
+
+def test_a_files_key_that_leaves_the_folder_is_refused():
+    from pydantic import ValidationError
+
+    from holistic_dagster.scenarios.spec import DownloadSpec
+
+    with pytest.raises(ValidationError, match=r"files key '\.\./\.\./\.bashrc': .* leaves the scenario's folder"):
+        DownloadSpec(files={"../../.bashrc": "http://127.0.0.1/x"})

@@ -440,3 +440,30 @@ def test_a_killed_writer_s_temporary_file_is_removed_once_no_live_writer_can_own
     SharedStore(store.path).ensure_schema()  # the next process to open the store
     assert not old.exists() and fresh.exists()
     assert store.query("SELECT count(*) FROM source_files")[1] == [(2,)]
+
+
+def test_a_fifo_or_a_device_in_the_store_is_refused_never_waited_on(tmp_path):
+    """A FIFO would block a reader forever (the leaderboard's, `holistic query`'s); a device would feed it anything.
+    The store is not read while one is there, and a FIFO named as the DuckDB file is refused before DuckDB opens it."""
+    import os
+
+    from holistic_dagster.warehouse import open_warehouse
+    from holistic_dagster.warehouse.store_files import StoreFiles
+
+    store = SharedStore(tmp_path / "store")
+    store.replace({"version": "v1", "scenario": "s"}, {"source_files": _files("v1", 2)})
+    fifo = store.path / "source_files" / ("e" * 64 + ".parquet")  # matched by the table's glob
+    os.mkfifo(fifo)
+    for read in (lambda: store.df("SELECT count(*) AS n FROM source_files"),
+                 lambda: store.query("SELECT count(*) FROM source_files")):  # fmt: skip
+        with pytest.raises(HolisticError, match=f"{fifo} is a FIFO, not a file: it is not read"):
+            read()
+    with pytest.raises(PermissionError, match="out of holistic query's reach"):  # planted after the check
+        StoreFiles(str(store.path)).open(str(fifo)).read()
+    fifo.unlink()
+    assert store.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 2
+
+    named = tmp_path / "warehouse.duckdb"
+    os.mkfifo(named)
+    with pytest.raises(HolisticError, match="warehouse.duckdb is a FIFO, not a file"):
+        open_warehouse(named)
