@@ -93,10 +93,25 @@ class RunFailed(HolisticError):
 
 
 def _root_cause(error) -> str:
-    """The user's error under Dagster's wrappers (e.g. a DataFormatError naming file and record)."""
-    while error.cause is not None:
+    """The user's error under Dagster's wrappers: the first of ours (a HolisticError such as a DataFormatError or
+    a CatalogError, which names the file and says what is wrong), not the library error it was raised from (a
+    truncated GGUF's "cannot reshape array"); else the innermost error."""
+    ours = _our_errors()
+    chain = []
+    while error is not None:
+        chain.append(error)
         error = error.cause
-    return error.message.strip()
+    mine = [e for e in chain if e.cls_name in ours]
+    return (mine[0] if mine else chain[-1]).message.strip()
+
+
+def _our_errors() -> set[str]:
+    found, todo = set(), [HolisticError]
+    while todo:
+        cls = todo.pop()
+        found.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return found
 
 
 @dataclass

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from holistic_dagster.errors import DataFormatError
 from holistic_dagster.records import SourceFile, sha256_file
@@ -106,14 +106,18 @@ class StatName(_Fields):
     perturbation: dict[str, Any] | None = None
 
 
+# a statistic's number: JSON's NaN and Infinity (which json.loads accepts) are refused, naming the file and field
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
 class Stat(_Fields):
     name: StatName
     count: int
-    sum: float = 0.0
-    sum_squared: float = 0.0
-    min: float | None = None
-    max: float | None = None
-    mean: float | None = None
+    sum: Finite = 0.0
+    sum_squared: Finite = 0.0
+    min: Finite | None = None
+    max: Finite | None = None
+    mean: Finite | None = None
 
 
 class InstanceStats(_Fields):

@@ -25,7 +25,7 @@ from holistic_dagster.records import (
     sha256_json,
 )
 from holistic_dagster.scenarios.formats import file_format
-from holistic_dagster.scenarios.formats.base import not_utf8, source_file
+from holistic_dagster.scenarios.formats.base import GZIP_ERRORS, not_gzip, not_utf8, source_file
 from holistic_dagster.scenarios.spec import ScenarioSpec, read_splits, split_file
 
 _log = logging.getLogger(__name__)
@@ -244,6 +244,8 @@ def _read_split(
         records = [(where, record, split) for where, record in fmt.records(path, spec, root, split, subset)]
     except UnicodeDecodeError:
         raise not_utf8(path) from None
+    except GZIP_ERRORS as e:
+        raise not_gzip(path, None, e) from None
     reorders = helm is not None and (helm.keep or helm.shuffle_seed is not None or helm.test_size is not None)
     if reorders and split == "test" and records:
         records = _as_helm_reads(spec, records, path, subset)

@@ -149,6 +149,13 @@ BROKEN = [
      r"record \[0\]\.stats\[0\]\.sum: Input should be a valid number"),
     ("per_instance_stats.json", lambda t: _edited(t, lambda d: d[0]["stats"][0].update(count="1")),
      r"record \[0\]\.stats\[0\]\.count: Input should be a valid integer"),
+    # NaN and Infinity, which JSON readers accept, and null where HELM writes a number
+    ("stats.json", lambda t: t.replace('"mean": ', '"mean": NaN, "_was": ', 1),
+     r"record \[\d+\]\.mean: Input should be a finite number"),
+    ("per_instance_stats.json", lambda t: _edited(t, lambda d: d[0]["stats"][0].update(sum=None)),
+     r"record \[0\]\.stats\[0\]\.sum: Input should be a valid number"),
+    ("per_instance_stats.json", lambda t: t.replace('"sum": ', '"sum": Infinity, "_was": ', 1),
+     r"record \[0\]\.stats\[0\]\.sum: Input should be a finite number"),
     # the files of one run belong together: HELM writes the run's adapter spec into both
     ("scenario_state.json", lambda t: _edited(t, lambda d: d["adapter_spec"].update(model="other/model")),
      r"record adapter_spec: differs from run_spec.json's: the files are not one run's"),

@@ -72,6 +72,25 @@ def test_legalbench_settings_without_the_task_name_the_file_and_the_line(catalog
         load_file_instances(spec, tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("line", "value", "problem"),
+    [
+        (0, "text", r"record line 1: fields of task 'abercrombie': expected a list of \[label, column\] pairs"),
+        (0, [["Description"]], r"record line 1: fields of task 'abercrombie': expected a list of \[label, column\]"),
+        (0, [], r"record line 1: fields of task 'abercrombie': expected a list"),
+        (2, ["answer"], r"record line 3: label_key of task 'abercrombie': expected text"),
+        (4, "five", r"record line 5: shots of task 'abercrombie': expected a count"),
+    ],
+)
+def test_legalbench_settings_malformed_name_the_file_the_line_and_the_setting(catalog, tmp_path, line, value, problem):
+    settings = [dict(s) for s in LEGALBENCH_SETTINGS]
+    settings[line]["abercrombie"] = value
+    write_legalbench(tmp_path, settings)
+    spec = catalog.scenario("legalbench").model_copy(update={"subsets": ("abercrombie",)})
+    with pytest.raises(DataFormatError, match=rf"helm_prompt_settings.jsonl, {problem}"):
+        load_file_instances(spec, tmp_path)
+
+
 def nq_record(n: int) -> dict:
     """A NaturalQuestions record in upstream's layout: a page's HTML (an entity, a no-break space, a table), 0 to 3
     annotators with long and short answers as byte spans, some without a short answer."""
@@ -105,6 +124,21 @@ def write_nq_files(root) -> None:
     for f in range(5):
         with gzip.open(root / f"nq-dev-0{f}.jsonl.gz", "wt", encoding="utf-8") as out:
             out.writelines(json.dumps(nq_record(n)) + "\n" for n in range(f * 9, f * 9 + 9))
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda raw: raw[: len(raw) // 2], r"nq-dev-02.jsonl.gz(, record after line \d+)?: the gzip file is cut off"),
+        (lambda raw: gzip.decompress(raw), r"nq-dev-02.jsonl.gz: not a gzip file \(.*\); download it again"),
+    ],
+)
+def test_natural_qa_a_truncated_or_non_gzip_file_is_named(catalog, tmp_path, damage, problem):
+    write_nq_files(tmp_path)
+    broken = tmp_path / "nq-dev-02.jsonl.gz"
+    broken.write_bytes(damage(broken.read_bytes()))
+    with pytest.raises(DataFormatError, match=problem):
+        load_file_instances(catalog.scenario("natural_qa_openbook_longans"), tmp_path)
 
 
 def test_natural_qa_open_book_reads_the_full_files_as_helms_own_code(catalog, tmp_path):
@@ -190,6 +224,25 @@ def test_msmarco_regular_reads_helms_files_candidates_are_the_top_k_and_the_judg
     with pytest.raises(
         DataFormatError, match=r"regular_queries.tsv, record line 1: passage p2 of query q1 is not in docu"
     ):
+        load_file_instances(spec, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("documents", "problem"),
+    [
+        ("p1\tshort\np2\t" + "x" * 200_000 + "\n", r"documents.tsv, record line 2: field larger than field limit"),
+        ('p1\tshort\np2\t"an opened quote\np3\tthird\np4\tfourth\n',
+         r"documents.tsv, record line 2: a quote opened on this line is not closed on it \(the row runs to line 4\)"),
+    ],
+)  # fmt: skip
+def test_msmarco_a_field_over_the_limit_or_an_unclosed_quote_is_blamed_on_its_file_and_line(
+    catalog, tmp_path, documents, problem
+):
+    write_msmarco(tmp_path)
+    write(tmp_path / "documents.tsv", documents)
+    spec = catalog.scenario("msmarco_regular")
+    spec = spec.model_copy(update={"msmarco_tsv": spec.msmarco_tsv.model_copy(update={"valid_topk": 3})})
+    with pytest.raises(DataFormatError, match=problem):
         load_file_instances(spec, tmp_path)
 
 

@@ -5,6 +5,7 @@ a DataFormatError naming the file, the record and the problem."""
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -56,6 +57,17 @@ def open_text(path: Path):
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8", newline="")
     return path.open(encoding="utf-8", newline="")
+
+
+# what reading a .gz file raises when it is cut off (EOFError) or none at all (BadGzipFile, zlib.error)
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def not_gzip(path: Path, where: str | None, error: Exception) -> DataFormatError:
+    """The error for a .gz file that is cut off or is no gzip file, naming the file and the last line read."""
+    if isinstance(error, EOFError):
+        return DataFormatError(path, where, "the gzip file is cut off (download it again)")
+    return DataFormatError(path, where, f"not a gzip file ({error}); download it again")
 
 
 def not_utf8(path: Path) -> DataFormatError:

@@ -59,6 +59,23 @@ def read_settings(path: Path, task: str) -> dict:
         found = f"found {len(parsed)}"
         raise DataFormatError(path, None, f"expected {len(SETTINGS)} lines ({', '.join(SETTINGS)}), {found}")
     for n, (name, values) in enumerate(zip(SETTINGS, parsed), start=1):
+        if not isinstance(values, dict):
+            raise DataFormatError(path, f"line {n}", f"{name}: expected an object {{task: value}}")
         if task not in values:
             raise DataFormatError(path, f"line {n}", f"no {name} for task {task!r}")
+        problem = _malformed(name, values[task])
+        if problem:
+            raise DataFormatError(path, f"line {n}", f"{name} of task {task!r}: {problem}")
     return {name: values[task] for name, values in zip(SETTINGS, parsed)}
+
+
+def _malformed(name: str, value: object) -> str | None:
+    """What is wrong with one setting's value, or None."""
+    if name == "fields":
+        pairs = isinstance(value, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value
+        )
+        return None if pairs and value else "expected a list of [label, column] pairs of text"
+    if name == "shots":
+        return None if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else "expected a count"
+    return None if isinstance(value, str) else "expected text"

@@ -68,13 +68,31 @@ def _candidates(ranked: list[tuple[str, int]], judged: dict[str, int], k: int) -
 
 
 def _rows(path: Path, width: int) -> Iterator[tuple[str, list[str]]]:
+    """The file's rows, each named by its line. A field over the csv module's limit, or a quote opened and never
+    closed (which swallows the lines after it), is a DataFormatError naming this file and the line it starts on."""
     with open_text(path) as f:
-        for n, row in enumerate(csv.reader(f, delimiter="\t"), start=1):
+        reader = csv.reader(f, delimiter="\t")
+        line = 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DataFormatError(path, f"line {line}", f"{e} (a quote opened and never closed?)") from None
+            where = f"line {line}"
+            if reader.line_num > line or any("\n" in field for field in row):
+                raise DataFormatError(
+                    path,
+                    where,
+                    f"a quote opened on this line is not closed on it (the row runs to line {reader.line_num})",
+                )
+            line = reader.line_num + 1
             if not row:
                 continue
             if len(row) < width:
-                raise DataFormatError(path, f"line {n}", f"expected {width} tab-separated fields, found {len(row)}")
-            yield f"line {n}", row[:width]
+                raise DataFormatError(path, where, f"expected {width} tab-separated fields, found {len(row)}")
+            yield where, row[:width]
 
 
 def _read_topk(path: Path) -> dict[str, list[tuple[str, int]]]:

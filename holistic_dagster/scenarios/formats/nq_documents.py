@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from holistic_dagster.errors import DataFormatError
-from holistic_dagster.scenarios.formats.base import FileFormat, open_text, source_file
+from holistic_dagster.scenarios.formats.base import GZIP_ERRORS, FileFormat, not_gzip, open_text, source_file
 
 
 class NqDocuments(FileFormat):
@@ -39,7 +39,15 @@ def read_nq_documents(files: tuple[tuple[Path, int], ...]) -> list[tuple[Path, s
     draw = random.Random(0)
     out = []
     for path, _ in files:
-        kept = 0
+        out += _records(path, draw)
+    return out
+
+
+def _records(path: Path, draw: random.Random) -> list[tuple[Path, str, dict[str, Any]]]:
+    """One file's records (see read_nq_documents); a .gz file cut off or none at all names the file and the last
+    line read."""
+    out, kept, n = [], 0, 0
+    try:
         with open_text(path) as f:
             for n, line in enumerate(f, start=1):
                 where = f"line {n}"
@@ -59,6 +67,8 @@ def read_nq_documents(files: tuple[tuple[Path, int], ...]) -> list[tuple[Path, s
                 answers = short[k : k + 1] if split == "train" else list(dict.fromkeys(short))
                 record = {"example_id": str(raw.get("example_id", n)), "question": question, "split": split}
                 out.append((path, where, {**record, "passage": long[k], "answers": answers}))
+    except GZIP_ERRORS as e:
+        raise not_gzip(path, f"after line {n}" if n else None, e) from None
     return out
 
 
