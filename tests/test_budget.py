@@ -211,6 +211,38 @@ def test_the_estimate_counts_with_the_server_s_tokenizer_where_it_has_one(tmp_pa
         with pytest.raises(BudgetExceeded):
             evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=estimate.cost * 0.99)
         assert sum(server.hits.values()) == 0
-        evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=estimate.cost)
+        # this server also bills 4x the completion tokens it generated, past max_tokens: room for that
+        evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=4 * estimate.cost)
         sent = warehouse.df("SELECT sum(num_prompt_tokens) AS n FROM completions")["n"].iat[0]
         assert sum(server.hits.values()) == 6 and sent == sum(prompts["num_prompt_tokens"])  # billed as estimated
+
+
+def test_the_budget_is_the_evaluations_across_runs_and_in_flight_requests_are_reserved(tmp_path, untrained_client):
+    """A server billing 4x the tokens the estimate counted, four requests allowed in flight: the estimate passes the
+    budget, the first request goes alone (how the server bills is learnt from it), and then each request's cost is
+    reserved before it is sent, so nothing is sent once what was spent and what is in flight reach the budget: the
+    overshoot is below one request's cost whatever max_concurrency is. The budget is the evaluation's, across runs:
+    a re-run with the same budget has nothing left and says so before any request (never a negative budget); a
+    larger one spends only what it adds."""
+    from holistic_dagster.defs.runner import RunFailed
+
+    instance = DagsterInstance.ephemeral()
+    with OpenAIProtocolTestServer(untrained_client, usage_scale=4) as server:
+        catalog, db, models, defs = priced_world(tmp_path, server, "max_concurrency: 4, ")
+        deployment = Deployment.of(warehouse=db, catalog=catalog.root, models=models)
+        with pytest.raises(BudgetExceeded):  # builds the prompts, sends nothing
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=0.0)
+        warehouse = Warehouse(db)
+        budget = estimate_cost(StageContext(warehouse, catalog, deployment), "b1", "priced", ["mini_qa"]).cost
+        with pytest.raises(RunFailed, match="stopped for budget"):
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=budget)
+        cached = warehouse.df("SELECT num_prompt_tokens, num_completion_tokens FROM completion_cache")
+        costs = [PRICE.cost(r.num_prompt_tokens, r.num_completion_tokens) for r in cached.itertuples()]
+        assert 1 <= len(costs) < 6 and sum(server.hits.values()) == len(costs)
+        assert sum(costs) >= budget and sum(costs) - max(costs) < budget  # over by less than one request's cost
+
+        with pytest.raises(BudgetExceeded, match=r"\$0 \(--max-cost, less \$[\d.]+ already spent on this evaluation"):
+            evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=budget)
+        assert sum(server.hits.values()) == len(costs)
+        evaluate_suite(defs, instance, "b1", ["priced"], catalog=catalog, max_cost=100 * budget)
+        assert sum(server.hits.values()) == 6  # the answered ones were not paid for again

@@ -92,15 +92,34 @@ async def send_concurrently(
     seed: int = 0,
 ) -> list[Completion]:
     """Sends every request with at most `max_concurrency` in flight; returns completions in request order. When
-    `on_done` raises StopSending, no request is sent after it: those in flight finish (and are handed over)."""
+    `on_done` raises StopSending, no request is sent after it: those in flight finish (and are handed over). An
+    `on_done` with a `reserve(request) -> bool | None` attribute is asked before each request is sent; False: that
+    request and those after it are not sent (a budget that what is spent and in flight has reached); None: it is
+    asked again once another answer has arrived."""
     rng = random.Random(seed)
     gate = asyncio.Semaphore(max_concurrency)
     stopped = False
+    reserve = getattr(on_done, "reserve", None)  # a budget: the request's cost reserved before it is sent
+    answered = asyncio.Condition()
+    num_answered = 0
+
+    async def may_send(request: Request) -> bool:
+        while reserve is not None:
+            verdict = reserve(request)
+            if verdict is not None:
+                return verdict
+            seen = num_answered  # the budget waits for an answer in flight
+            async with answered:
+                await answered.wait_for(lambda: num_answered > seen or stopped)
+            if stopped:
+                return False
+        return True
 
     async def one(request: Request) -> Completion:
-        nonlocal stopped
+        nonlocal stopped, num_answered
         async with gate:
-            if stopped:
+            if stopped or not await may_send(request):
+                stopped = True
                 return not_sent(request)
             try:
                 completion = await with_retries(lambda: send(request), policy, rng)
@@ -111,6 +130,9 @@ async def send_concurrently(
                 on_done([completion])
             except StopSending:
                 stopped = True
+        async with answered:
+            num_answered += 1
+            answered.notify_all()
         return completion
 
     return list(await asyncio.gather(*(one(r) for r in requests)))

@@ -32,7 +32,7 @@ from holistic_dagster.defs.jobs import (
 )
 from holistic_dagster.defs.partitions import model_partitions, version_partitions
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.stages.budget import check_budget, estimate_cost
+from holistic_dagster.stages.budget import check_budget, estimate_cost, left_of, spent_on
 from holistic_dagster.stages.context import StageContext
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -198,8 +198,12 @@ def evaluate_suite(
             execute(f"{label} (prompts)", job, key, scenario_keys(scenarios, ("prompts",)))
             stage = StageContext(warehouse, catalog, deployment)
             estimate = estimate_cost(stage, version, model, scenarios)
-            check_budget(estimate, budget, source)
-            announce(f"{model}: estimated at most ${estimate.cost:.4f} of the ${budget:g} budget ({source})")
+            left, where = left_of(budget, spent_on(stage, model, version), source)
+            check_budget(estimate, left, where)
+            announce(
+                f"{model}: estimated at most ${estimate.cost:.4f} of the ${left:.4f} left of the ${budget:g} budget "
+                f"({where})"
+            )
             selection = scenario_keys(scenarios, ("completions", "scores"))
         result = execute(label, job, key, selection)
         # the files as the step left them: those a dataset read, a demo model's checkpoint once built

@@ -1,23 +1,28 @@
-"""The budget guard: what evaluating a priced model would cost, estimated from its built prompts before any request
-is sent (each distinct request's prompt tokens at the input price and its max_tokens at the output price, an upper
-bound on what it can generate), requests the completion cache already answered for these weights excluded; a run
-past the suite's or the command's max_cost is refused, saying the estimate and what drives it.
+"""The budget guard. A budget (the suite's max_cost, or the command's) is the evaluation's: one model on one suite
+version, counted across runs. What it has been billed so far is its answers in the completion cache, each at the
+price recorded with it (`spent_on`); a re-run spends only what is left, and says so.
+
+Before any request: what evaluating a priced model would cost is estimated from its built prompts (each distinct
+request's prompt tokens at the input price and its max_tokens at the output price, an upper bound on what it can
+generate), requests the completion cache already answered excluded; a run whose estimate is past what is left of
+the budget is refused, saying the estimate and what drives it.
 
 An estimate counts tokens with the entry's `tokenizer:` where it has one, else ~4 characters a token, which a
-server's own tokenizer can exceed. So spending is also metered as the answers arrive (`Spend`: the usage each
-response reports, at the entry's price, with what the model's earlier steps of the same run spent): when the
-budget is reached no more requests are sent (those in flight finish: the overshoot is bounded by them), and the
-step fails as stopped for budget (BudgetReached), saying what was spent and what was left undone. The answers it
-got are in the completion cache: a run with a larger budget does not pay for them again."""
+server's own tokenizer can exceed. So spending is also metered as the answers arrive (`Spend`): before a request is
+sent its estimated cost is reserved against the budget, and no request is sent once what was spent and what is
+reserved reach it (so the overshoot is one request's cost, whatever max_concurrency is); each answer settles its
+reservation with the usage the server reported. When the budget is reached the step fails as stopped for budget
+(BudgetReached), saying what was spent and what was left undone. The answers it got are in the completion cache:
+a run with a larger budget does not pay for them again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.records import Completion, Price
+from holistic_dagster.records import Completion, Price, Request
 from holistic_dagster.stages.context import StageContext
 
 
@@ -35,19 +40,47 @@ class BudgetReached(HolisticError):
 
 @dataclass
 class Spend:
-    """What one model's answers cost in this run, metered as they arrive: each response's reported usage (prompt
-    and completion tokens; a failed request reports none) at the entry's price."""
+    """What one model's answers cost, metered as they arrive: each request's estimated cost reserved before it is
+    sent (`reserve`), then each response's reported usage (prompt and completion tokens; a failed request reports
+    none) at the entry's price in its place (`add`)."""
 
     price: Price
     budget: float
     source: str  # where the budget was set
-    earlier: float = 0.0  # spent by this model's earlier steps of the same run
+    earlier: float = 0.0  # billed to this evaluation before this step (earlier runs, earlier steps)
     spent: float = 0.0  # in this step
     answered: int = 0
+    reserved: dict[str, float] = field(default_factory=dict)  # request id -> reserved cost, while in flight
+    estimated: dict[str, float] = field(default_factory=dict)  # request id -> its estimate, while in flight
+    ratio: float = 1.0  # the largest billed / estimated cost of an answer so far (a server counting more tokens)
+
+    def estimate(self, request: Request) -> float:
+        return self.price.cost(request.num_prompt_tokens, request.max_tokens)
+
+    def reserve(self, request: Request) -> bool | None:
+        """Whether the request may be sent: True (its cost, the estimate scaled by what answers so far were
+        billed against theirs, is reserved until its answer arrives), False (what was spent and what is in
+        flight reach the budget: send no more), None (wait for an answer: the first request goes alone, so
+        that how the server bills is known before several are in flight)."""
+        if self.earlier + self.spent + sum(self.reserved.values()) >= self.budget:
+            return False
+        if self.answered == 0 and self.reserved:
+            return None
+        estimate = self.estimate(request)
+        self.estimated[request.request_id] = estimate
+        self.reserved[request.request_id] = estimate * self.ratio
+        return True
 
     def add(self, finished: Sequence[Completion]) -> bool:
-        """Counts finished answers; True once the budget is reached (send no more)."""
-        self.spent += sum(self.price.cost(c.num_prompt_tokens, c.num_completion_tokens) for c in finished)
+        """Counts finished answers in place of their reservations; True once the budget is reached (send no
+        more)."""
+        for c in finished:
+            billed = self.price.cost(c.num_prompt_tokens, c.num_completion_tokens)
+            self.reserved.pop(c.request_id, None)
+            estimate = self.estimated.pop(c.request_id, 0.0)
+            if estimate > 0:
+                self.ratio = max(self.ratio, billed / estimate)
+            self.spent += billed
         self.answered += len(finished)
         return self.reached
 
@@ -59,22 +92,35 @@ class Spend:
         total = self.earlier + self.spent
         return BudgetReached(
             f"stopped for budget: {label} reached the budget of ${self.budget:g} ({self.source}): ${total:.4f} spent "
-            f"in this run (${self.spent:.4f} on this step's {self.answered} answer(s), by the usage the server "
-            f"reported; ${self.earlier:.4f} before), {not_sent} request(s) not sent. The answers got are in the "
-            "completion cache: run again with a larger budget to finish without paying for them again",
+            f"on this evaluation (${self.spent:.4f} on this step's {self.answered} answer(s), by the usage the "
+            f"server reported; ${self.earlier:.4f} before), {not_sent} request(s) not sent. The answers got are in "
+            "the completion cache: run again with a larger budget to finish without paying for them again",
             f"spent ${total:.4f} of ${self.budget:g} ({self.source}); {label}: {not_sent} request(s) not sent",
         )
 
 
-def spent_in_run(stage: StageContext, model: str) -> float:
-    """What the model's answers cost in this Dagster run so far (its earlier steps' stored completions)."""
-    if not stage.run_id or not stage.warehouse.path.exists():
+def spent_on(stage: StageContext, model: str, version: str) -> float:
+    """What the evaluation of `model` on suite `version` has been billed so far, across runs: its requests the
+    completion cache holds answers to (for these weights), each at the price recorded with its answer."""
+    if not stage.warehouse.path.exists() or stage.model(model).price is None:
         return 0.0
+    model_key = answering_identity(stage.client(model).describe())
     spent = stage.warehouse.df(
-        "SELECT coalesce(sum(cost_usd), 0) AS usd FROM request_costs WHERE dagster_run_id = ? AND model = ?",
-        [stage.run_id, model],
+        "SELECT coalesce(sum((c.num_prompt_tokens * CAST(json_extract(p.decoding, '$.price.input_per_million') "
+        "AS DOUBLE) + c.num_completion_tokens * CAST(json_extract(p.decoding, '$.price.output_per_million') AS "
+        "DOUBLE)) / 1e6), 0) AS usd FROM completion_cache c JOIN provenance p USING (provenance_id) "
+        "WHERE c.model_key = ? AND json_extract(p.decoding, '$.price') IS NOT NULL "
+        "AND c.request_id IN (SELECT request_id FROM prompts WHERE model = ? AND version = ?)",
+        [model_key, model, version],
     )["usd"].iat[0]
     return float(spent)
+
+
+def left_of(budget: float, spent: float, source: str) -> tuple[float, str]:
+    """What is left of a budget once `spent` is counted (never below zero), and where it comes from, in words."""
+    if spent <= 0:
+        return budget, source
+    return max(0.0, budget - spent), f"{source}, less ${spent:.4f} already spent on this evaluation"
 
 
 @dataclass(frozen=True)

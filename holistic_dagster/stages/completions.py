@@ -14,7 +14,7 @@ from holistic_dagster.clients.identity import NUMERICS, answering_identity
 from holistic_dagster.clients.protocol import StopSending
 from holistic_dagster.records import Completion, Request, sha256_json
 from holistic_dagster.results.scores import prompted_method
-from holistic_dagster.stages.budget import Spend, check_budget, estimate_cost, spent_in_run
+from holistic_dagster.stages.budget import Spend, check_budget, estimate_cost, left_of, spent_on
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.warehouse import BackgroundWriter
@@ -32,10 +32,10 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
         budget, source = stage.catalog.suite(version).max_cost, f"suite {version}'s max_cost"
     spend = None
     if budget is not None and (price := stage.model(model).price) is not None:
-        spend = Spend(price, budget, source, earlier=spent_in_run(stage, model))
-        left = f"{source}, less ${spend.earlier:.4f} spent earlier in this run" if spend.earlier else source
+        spend = Spend(price, budget, source, earlier=spent_on(stage, model, version))
+        left, where = left_of(budget, spend.earlier, source)
         estimate = estimate_cost(stage, version, model, [scenario])
-        check_budget(estimate, budget - spend.earlier, f"{left}, for {scenario} alone")
+        check_budget(estimate, left, f"{where}, for {scenario} alone")
     adapter = adapter_as_asked(
         spec.adapter, prompted_method(stage.warehouse, version, scenario, model), pin.conventions
     )
@@ -101,6 +101,9 @@ def answer_requests(
                 advance(len(finished))
             if spend is not None and spend.add(finished):
                 raise StopSending
+
+        if spend is not None:
+            save.reserve = spend.reserve  # asked before each request is sent (clients/http.py send_concurrently)
 
         client.generate([r for r in todo if r.kind == "generate"], save)
         if not (spend and spend.reached):
