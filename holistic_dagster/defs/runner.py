@@ -196,20 +196,25 @@ def evaluate_suite(
         model = key.keys_by_dimension["model"] if job == EVALUATE_JOB else None
         if model is not None and budget is not None and getattr(registry.get(model), "price", None) is not None:
             execute(f"{label} (prompts)", job, key, scenario_keys(scenarios, ("prompts",)))
-            stage = StageContext(warehouse, catalog, deployment)
-            estimate = estimate_cost(stage, version, model, scenarios)
-            left, where = left_of(budget, spent_on(stage, model, version), source)
-            check_budget(estimate, left, where)
-            announce(
-                f"{model}: estimated at most ${estimate.cost:.4f} of the ${left:.4f} left of the ${budget:g} budget "
-                f"({where})"
-            )
+            announce(_within_budget(StageContext(warehouse, catalog, deployment), version, model, scenarios,
+                                    budget, source))  # fmt: skip
             selection = scenario_keys(scenarios, ("completions", "scores"))
         result = execute(label, job, key, selection)
         # the files as the step left them: those a dataset read, a demo model's checkpoint once built
         freshness.record(warehouse, step, result.run_id, inputs().files)
         runs.append(SuiteRun(label, result))
     return runs
+
+
+def _within_budget(stage: StageContext, version: str, model: str, scenarios, budget: float, source: str) -> str:
+    """Refuses (BudgetExceeded) an evaluation whose estimate is past what is left of its budget (what earlier runs
+    spent on it counted); else says the estimate against what is left."""
+    estimate = estimate_cost(stage, version, model, scenarios)
+    left, where = left_of(budget, spent_on(stage, model, version), source)
+    check_budget(estimate, left, where)
+    return (
+        f"{model}: estimated at most ${estimate.cost:.4f} of the ${left:.4f} left of the ${budget:g} budget ({where})"
+    )
 
 
 def run_arena(defs: Definitions, instance: DagsterInstance, version: str) -> ExecuteInProcessResult:
