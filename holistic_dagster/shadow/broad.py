@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import regex
 
 from holistic_dagster.shadow import lexicon
+from holistic_dagster.shadow.broad_words import addresses, names
 from holistic_dagster.shadow.pii_context import DATE_SHAPES, is_ip
 
 MIN_DIGITS = 5  # a run with fewer digits is no identifier (a year, a house number, a count)
@@ -208,7 +209,5 @@ def emails(text: str) -> Iterator[tuple[int, int, str]]:
 
 def spans(text: str, today: datetime.date | None = None) -> list[tuple[int, int, str]]:
     """Every span the policy masks in `text` (start, end, kind), overlapping spans left for the caller to join."""
-    from holistic_dagster.shadow.broad_words import addresses, names
-
     language = lexicon.language_of(text)
     return [*emails(text), *numbers(text, today), *addresses(text, language), *names(text, language)]

@@ -57,11 +57,12 @@ class Masker:
             return text
         if text not in self._masked:
             clean = redact(text).replace("[REDACTED]", "[SECRET]") if self._secrets else text
+            things = broad.things(clean)  # a UUID, a hash, a time stamp: no part of one is a phone or a card
             spans = [
                 (s.start, s.end, s.category.upper())
-                for s in self.precise._merged(clean)
+                for s in self.precise.spans(clean)
                 if not (s.category == "person" and broad_words.no_person(clean, s.start, s.end))
-                and not any(a <= s.start and s.end <= b for a, b in broad.things(clean))
+                and not any(a <= s.start and s.end <= b for a, b in things)
             ]
             if self.policy == MASK:
                 spans += broad.spans(clean, self.today)

@@ -175,11 +175,12 @@ class PiiRemover:
     def _replace(self, text: str) -> str:
         if "secret" in self.categories:
             text = redact(text).replace("[REDACTED]", "[secret]")
-        for span in sorted(self._merged(text), key=lambda s: s.start, reverse=True):
+        for span in sorted(self.spans(text), key=lambda s: s.start, reverse=True):
             text = text[: span.start] + f"[{span.category}]" + text[span.end :]
         return text
 
-    def _merged(self, text: str) -> list[Span]:
+    def spans(self, text: str) -> list[Span]:
+        """The spans found in `text`, typed, without overlaps."""
         # earlier categories win an overlap (an IBAN's digits are no phone number); then the longer span
         kept: list[Span] = []
         for span in self._spans(text):

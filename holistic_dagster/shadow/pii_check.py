@@ -111,15 +111,20 @@ def find_pii(text: str, free_text: bool = True, policy: str = MASK) -> list[Find
     must treat that as a failure, never as clean text."""
     if not text:
         return []
-    found = list(_findings(text, free_text))
-    if policy == MASK:
-        inside = [m.span() for m in PLACEHOLDER.finditer(text)]
-        found += [
-            Finding(f"SURVIVING_{kind}", a, b, 1.0)
-            for a, b, kind in broad.spans(text)
-            if not any(x <= a and b <= y for x, y in inside)
-        ]
+    found = list(_findings(text, free_text)) + (list(_survivors(text)) if policy == MASK else [])
     return sorted(found, key=lambda f: f.start)
+
+
+# read before storing, by the stage's last look and by the pii_removed check: the policy runs once per text
+@lru_cache(maxsize=50_000)
+def _survivors(text: str) -> tuple[Finding, ...]:
+    """What the mask policy would mask that is left in `text` (outside the masker's placeholders)."""
+    inside = [m.span() for m in PLACEHOLDER.finditer(text)]
+    return tuple(
+        Finding(f"SURVIVING_{kind}", a, b, 1.0)
+        for a, b, kind in broad.spans(text)
+        if not any(x <= a and b <= y for x, y in inside)
+    )
 
 
 # what the masker calls each of the detector's findings when it masks them
