@@ -105,6 +105,9 @@ class ShadowSpec(Strict):
     bootstrap_samples: int = Field(1000, gt=0)
     # the seed of the answer order shown to the judge and of the bootstrap
     seed: int = 0
+    # the most (USD) one log's shadow evaluation may cost each priced model, counted across runs: a candidate's
+    # answers, the judge's verdicts (and, once per judge, its qualification); none: no limit
+    max_cost: float | None = Field(None, ge=0.0)
     # what is removed from traffic before anything is stored, sent or logged
     pii: PiiSpec = PiiSpec()
     qualification: QualificationSpec = QualificationSpec()  # a judge below it gives no win rates (verdicts kept)

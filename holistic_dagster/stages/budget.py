@@ -24,6 +24,7 @@ from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Price, Request
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse.journal import replay
 
 
 class BudgetExceeded(HolisticError):
@@ -99,21 +100,65 @@ class Spend:
         )
 
 
-def spent_on(stage: StageContext, model: str, version: str) -> float:
-    """What the evaluation of `model` on suite `version` has been billed so far, across runs: its requests the
-    completion cache holds answers to (for these weights), each at the price recorded with its answer."""
-    if not stage.warehouse.path.exists() or stage.model(model).price is None:
+# what a completion_cache row `c` cost at the price in its provenance `p`
+_COST = (
+    "(c.num_prompt_tokens * CAST(json_extract(p.decoding, '$.price.input_per_million') AS DOUBLE) + "
+    "c.num_completion_tokens * CAST(json_extract(p.decoding, '$.price.output_per_million') AS DOUBLE)) / 1e6"
+)
+
+
+def _billed(stage: StageContext, model: str, requests_sql: str, params: list) -> float:
+    """What the completion cache's answers of `model` (these weights) to the requests `requests_sql` selects
+    cost, each at the price recorded with it."""
+    if stage.model(model).price is None:
+        return 0.0
+    replay(stage.warehouse, "completion_cache")  # answers a killed run was billed for but had not committed
+    if not stage.warehouse.path.exists():
         return 0.0
     model_key = answering_identity(stage.client(model).describe())
     spent = stage.warehouse.df(
-        "SELECT coalesce(sum((c.num_prompt_tokens * CAST(json_extract(p.decoding, '$.price.input_per_million') "
-        "AS DOUBLE) + c.num_completion_tokens * CAST(json_extract(p.decoding, '$.price.output_per_million') AS "
-        "DOUBLE)) / 1e6), 0) AS usd FROM completion_cache c JOIN provenance p USING (provenance_id) "
-        "WHERE c.model_key = ? AND json_extract(p.decoding, '$.price') IS NOT NULL "
-        "AND c.request_id IN (SELECT request_id FROM prompts WHERE model = ? AND version = ?)",
-        [model_key, model, version],
+        f"SELECT coalesce(sum({_COST}), 0) AS usd FROM completion_cache c JOIN provenance p USING (provenance_id) "
+        f"WHERE c.model_key = ? AND json_extract(p.decoding, '$.price') IS NOT NULL "
+        f"AND c.request_id IN ({requests_sql})",
+        [model_key, *params],
     )["usd"].iat[0]
     return float(spent)
+
+
+def spent_on(stage: StageContext, model: str, version: str) -> float:
+    """What the evaluation of `model` on suite `version` has been billed so far, across runs: its requests the
+    completion cache holds answers to (for these weights), each at the price recorded with its answer."""
+    return _billed(stage, model, "SELECT request_id FROM prompts WHERE model = ? AND version = ?", [model, version])
+
+
+def metered(
+    stage: StageContext, model: str, requests: Sequence[Request], budget: float | None, source: str, task: str
+) -> Spend | None:
+    """The meter of a priced model asked `requests` outside a suite (shadow traffic, a judge's verdicts) under
+    `budget`, counted across runs: what its answers to these requests were billed before counts as spent, the
+    estimate of those still unanswered is checked against what is left (BudgetExceeded), and the answers are
+    metered as they arrive. None where there is no budget or no price. task: what the requests are, in words."""
+    price = stage.model(model).price
+    if budget is None or price is None:
+        return None
+    ids = list(dict.fromkeys(r.request_id for r in requests))
+    earlier = _billed(stage, model, "SELECT unnest(?::VARCHAR[])", [ids])
+    model_key = answering_identity(stage.client(model).describe())
+    cached = set()
+    if stage.warehouse.path.exists():
+        cached = set(stage.warehouse.df(
+            "SELECT DISTINCT request_id FROM completion_cache WHERE model_key = ? AND request_id IN "
+            "(SELECT unnest(?::VARCHAR[]))", [model_key, ids]
+        )["request_id"])  # fmt: skip
+    todo = list({r.request_id: r for r in requests if r.request_id not in cached}.values())
+    prompt, output = sum(r.num_prompt_tokens for r in todo), sum(r.max_tokens for r in todo)
+    estimate = CostEstimate(
+        model, "", price, (ScenarioEstimate(task, len(todo), len(cached), prompt, output, price.cost(prompt, output)),),
+        task=task,
+    )  # fmt: skip
+    left, where = left_of(budget, earlier, source)
+    check_budget(estimate, left, where)
+    return Spend(price, budget, source, earlier=earlier)
 
 
 def left_of(budget: float, spent: float, source: str) -> tuple[float, str]:
@@ -139,6 +184,11 @@ class CostEstimate:
     version: str
     price: Price
     scenarios: tuple[ScenarioEstimate, ...]
+    task: str = ""  # what is asked, outside a suite ("'b' answering traffic log 'day1'"); else the suite's
+
+    @property
+    def what(self) -> str:
+        return self.task or f"evaluating {self.model!r} on suite {self.version!r}"
 
     @property
     def cost(self) -> float:
@@ -165,6 +215,7 @@ def estimate_cost(stage: StageContext, version: str, model: str, scenarios: list
     if spec.price is None:
         return None
     model_key = answering_identity(stage.client(model).describe())
+    replay(stage.warehouse, "completion_cache")
     frame = stage.warehouse.df(
         "WITH distinct_requests AS (SELECT scenario, request_id, any_value(num_prompt_tokens) AS prompt_tokens, "
         "any_value(max_tokens) AS max_tokens FROM prompts WHERE model = ? AND version = ? "
@@ -196,6 +247,6 @@ def check_budget(estimate: CostEstimate | None, max_cost: float | None, source: 
     if estimate is None or max_cost is None or estimate.cost <= max_cost:
         return
     raise BudgetExceeded(
-        f"refused before any request: evaluating {estimate.model!r} on suite {estimate.version!r} would cost up to "
-        f"${estimate.cost:.4f}, past the budget of ${max_cost:g} ({source}): {estimate.explain()}"
+        f"refused before any request: {estimate.what} would cost up to ${estimate.cost:.4f}, past the budget of "
+        f"${max_cost:g} ({source}): {estimate.explain()}"
     )

@@ -18,6 +18,7 @@ from holistic_dagster.stages.budget import Spend, check_budget, estimate_cost, l
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.warehouse import BackgroundWriter
+from holistic_dagster.warehouse.journal import replay
 from holistic_dagster.warehouse.rows import completion_from_row, completion_row
 
 
@@ -46,8 +47,6 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
         "stop": list(adapter.stop_sequences),
         "max_train_instances": adapter.max_train_instances,
     }
-    if (price := stage.model(model).price) is not None:  # what the answers cost (view request_costs)
-        decoding["price"] = price.model_dump()
     done, info, num_sent = answer_requests(stage, model, requests, decoding, f"{model} on {scenario}", spend)
     distinct = list(dict.fromkeys(r.request_id for r in requests))
     frame = pd.DataFrame(
@@ -80,14 +79,17 @@ def answer_requests(
     """Each distinct request's completion and provenance id, the client's description and how many requests
     were sent: only requests this model (same backend, path and revision) has never answered are sent, and
     every finished batch or response is committed to the completion cache at once, so a killed run resumes
-    where it stopped and repeats no finished request. decoding: recorded in the provenance. spend: meters what
-    the answers cost; when it reaches its budget no more requests are sent and BudgetReached is raised."""
+    where it stopped and repeats no finished request. decoding: recorded in the provenance (with a priced model's
+    price, which request_costs reads). spend: meters what the answers cost; when it reaches its budget no more
+    requests are sent and BudgetReached is raised."""
     client = stage.client(model)
     info = client.describe()
     model_key = answering_identity(info)
     distinct = list({r.request_id: r for r in requests}.values())
     done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
     todo = [r for r in distinct if r.request_id not in done]
+    if (price := stage.model(model).price) is not None:  # what the answers cost (view request_costs)
+        decoding = {**decoding, "price": price.model_dump()}
     provenance_id = _record_provenance(stage, model, info, decoding)
     advance = stage.progress(label, len(todo)) if stage.progress and todo else None
 
@@ -154,6 +156,7 @@ def cache_rows(completions: list[Completion], model_key: str, provenance_id: str
 def _cached_completions(
     stage: StageContext, model_key: str, request_ids: list[str]
 ) -> dict[str, tuple[Completion, str]]:
+    replay(stage.warehouse, "completion_cache")  # answers a killed run got but had not committed
     if not stage.warehouse.path.exists():
         return {}
     frame = stage.warehouse.df(

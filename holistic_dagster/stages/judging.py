@@ -23,16 +23,26 @@ from holistic_dagster.judging.safety import Answers, SafetyJudge, judge_prompt, 
 from holistic_dagster.metrics.safety import KIND, SAFE
 from holistic_dagster.records import Completion, Request, SafetyJudgement
 from holistic_dagster.scenarios import load_instances
+from holistic_dagster.stages.budget import metered
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 
 
 def run_judge(
-    stage: StageContext, judge: str, battles: list[Battle], template: str, max_tokens: int, method: str
+    stage: StageContext,
+    judge: str,
+    battles: list[Battle],
+    template: str,
+    max_tokens: int,
+    method: str,
+    budget: tuple[float, str] | None = None,
+    where: str = "",
 ) -> tuple[list[Judged], int]:
     """The judge model judges each battle in both orders through its backend and the completion cache (a
     judgement it has given before is not asked again); a prompt longer than its context is an error, not a
-    request. Returns the judged battles and how many requests were sent."""
+    request. A priced judge with a budget ((USD, where it was set)) is metered like any model (stages/budget.py
+    metered: these battles' judgements, across runs). Returns the judged battles and how many requests were
+    sent. where: what the battles are, in words."""
     client = stage.client(judge)
     layout = getattr(client, "chat_prompt", None)
     setup = JudgeSetup(
@@ -41,7 +51,9 @@ def run_judge(
     pairs = {b.battle_id: judge_requests(b, setup) for b in battles}
     sendable = [r for pair in pairs.values() for r in pair if not too_long(r, setup)]
     decoding = {"method": method, "template": template, "max_tokens": max_tokens, "temperature": 0.0, "stop": []}
-    done, _, sent = answer_requests(stage, judge, sendable, decoding, f"{judge} judging {len(battles)} battles")
+    task = f"{judge!r} judging {len(battles)} battles {where}".rstrip()
+    spend = metered(stage, judge, sendable, *budget, task) if budget else None
+    done, _, sent = answer_requests(stage, judge, sendable, decoding, task, spend)
     fallback = next((pid for _, pid in done.values()), "")
     judged = []
     for b in battles:
@@ -120,13 +132,19 @@ def qualification_battles(stage: StageContext, spec: QualificationSpec) -> list[
 
 
 def qualify(
-    stage: StageContext, judge: str, template: str, max_tokens: int, spec: QualificationSpec
+    stage: StageContext,
+    judge: str,
+    template: str,
+    max_tokens: int,
+    spec: QualificationSpec,
+    budget: tuple[float, str] | None = None,
 ) -> tuple[Qualification, int]:
     """Measures the judge on the qualification battles with the template and max_tokens it is used with and
     stores the measurement (replacing the judge's earlier one for them). Returns it and how many requests were
-    sent (none when the judge's identity and the battles are unchanged: the completion cache answers)."""
+    sent (none when the judge's identity and the battles are unchanged: the completion cache answers). budget:
+    as run_judge's."""
     battles = qualification_battles(stage, spec)
-    judged, sent = run_judge(stage, judge, battles, template, max_tokens, "judge_qualification")
+    judged, sent = run_judge(stage, judge, battles, template, max_tokens, "judge_qualification", budget, "to qualify")
     measured = qualification.measure([(j.battle, j.judgement) for j in judged])
     qualified, reason = qualification.decide(measured[qualification.ALL], spec)
     identity = answering_identity(stage.client(judge).describe())

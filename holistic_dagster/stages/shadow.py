@@ -23,11 +23,13 @@ from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.shadow import Quarantined, read_traffic
 from holistic_dagster.shadow.pii_check import TRAFFIC_TEXTS, DetectorError, found_per_row
+from holistic_dagster.stages.budget import metered
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge
 
 TRAFFIC = "traffic"  # the scenario name shadow battles carry
+BUDGET_SOURCE = "shadow.yaml's max_cost"
 
 
 def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) -> dict[str, Any]:
@@ -111,7 +113,9 @@ def answer_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str,
             prompt = layout(r.prompt) if layout else r.prompt
             requests.append(greedy_request(r.record_id, prompt, spec.max_tokens, client.count_tokens))
         decoding = {"method": "shadow", "max_tokens": spec.max_tokens, "temperature": 0.0, "stop": []}
-        done, info, sent = answer_requests(stage, candidate, requests, decoding, f"{candidate} on traffic {log}")
+        task = f"{candidate!r} answering traffic log {log!r}"
+        spend = metered(stage, candidate, requests, spec.max_cost, BUDGET_SOURCE, task)
+        done, info, sent = answer_requests(stage, candidate, requests, decoding, task, spend)
         for q in requests:
             c, provenance_id = done[q.request_id]
             rows.append(
@@ -156,8 +160,11 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
         candidate = Answer(a.model, a.request_id, a.text, int(a.num_completion_tokens))
         first = draw(spec.seed, bid, "order") % 2 == 0  # production shown first
         battles.append(Battle(bid, TRAFFIC, a.record_id, record.prompt, "", production, candidate, first))
-    measured, _ = qualify(stage, spec.judge, spec.template, spec.judge_max_tokens, spec.qualification)
-    judged, sent = run_judge(stage, spec.judge, battles, spec.template, spec.judge_max_tokens, "shadow_judge")
+    budget = (spec.max_cost, BUDGET_SOURCE) if spec.max_cost is not None else None
+    measured, _ = qualify(stage, spec.judge, spec.template, spec.judge_max_tokens, spec.qualification, budget)
+    judged, sent = run_judge(
+        stage, spec.judge, battles, spec.template, spec.judge_max_tokens, "shadow_judge", budget, f"on log {log!r}"
+    )
     side = {"a": "production", "b": "candidate", "tie": "tie", "": ""}
     rows = [
         {

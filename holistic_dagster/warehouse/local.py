@@ -20,9 +20,10 @@ import pandas as pd
 from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse.journal import Segment, journal_dir
 from holistic_dagster.warehouse.store import StoreReads
 
-SCHEMA_VERSION = "4"  # 4: efficient evaluation (anchor_fits, anchor_instances, partial_evaluations, estimates)
+SCHEMA_VERSION = "5"  # 4: efficient evaluation (anchor_fits, ...); 5: request_costs from the completion cache
 TABLES = (
     "completion_cache",
     "source_files",
@@ -238,9 +239,10 @@ class Warehouse(StoreReads):
 class BackgroundWriter:
     """Upserts rows into one table from a background thread, committing whatever has queued up in one
     transaction, at most once per `interval_s`: the caller (a local model's batches, an event loop of HTTP
-    requests) never waits on DuckDB, and rows are durable within about `interval_s` of being handed over.
-    Committing every batch as it came made a local model's generation 1.7x slower on 2 cores: each commit's
-    CPU competes with torch's threads."""
+    requests) never waits on DuckDB. Committing every batch as it came made a local model's generation 1.7x
+    slower on 2 cores: each commit's CPU competes with torch's threads. What is handed over between two commits
+    is kept in a write-ahead journal first (journal.py), so a killed process loses no row it was handed: the
+    next reader replays it (journal.replay) and a finished answer is never asked for again."""
 
     def __init__(self, warehouse: Warehouse, table: str, interval_s: float = 1.0):
         self.warehouse, self.table, self.interval_s = warehouse, table, interval_s
@@ -248,33 +250,49 @@ class BackgroundWriter:
         self._error: BaseException | None = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"write-{table}", daemon=True)
+        self._lock = threading.Lock()  # a hand-over is in the journal segment that the queue's rows belong to
+        self._segment: Segment | None = None
 
     def __enter__(self) -> BackgroundWriter:
+        self._segment = Segment(journal_dir(self.warehouse.path), self.table)
         self._thread.start()
         return self
 
     def put(self, rows: list[dict[str, Any]]) -> None:
         """Hands rows over (plain dicts: the caller, e.g. an event loop answering HTTP responses, pays no
-        DataFrame per call; one frame per commit is built on the writer's thread)."""
+        DataFrame per call; one frame per commit is built on the writer's thread). They are in the journal when
+        this returns."""
         if self._error is not None:
             raise self._error
         if rows:
-            self._queue.put(rows)
+            with self._lock:
+                assert self._segment is not None, "put() outside the writer's with-block"
+                self._segment.append(rows)
+                self._queue.put(rows)
 
     def _run(self) -> None:
         while True:
             batches = [self._queue.get()]
-            while not self._queue.empty():
-                batches.append(self._queue.get_nowait())
+            with self._lock:  # everything queued so far is in this segment; what comes next goes in a new one
+                while not self._queue.empty():
+                    batches.append(self._queue.get_nowait())
+                committing = self._segment
+                assert committing is not None
+                if not committing.empty:
+                    self._segment = Segment(committing.path.parent, self.table)
             done = batches[-1] is None
             rows = [row for batch in batches if batch is not None for row in batch]
             try:
                 if rows:
                     self.warehouse.upsert(self.table, pd.DataFrame(rows))
-            except BaseException as e:  # reported to the caller at put() or on exit
+            except BaseException as e:  # reported to the caller at put() or on exit; the journal keeps the rows
                 self._error = e
                 return
+            if committing is not self._segment or done:
+                committing.retire()
             if done:
+                if self._segment is not committing:
+                    self._segment.retire()
                 return
             self._closing.wait(self.interval_s)  # what arrives meanwhile goes in the next commit
 

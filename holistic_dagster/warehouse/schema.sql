@@ -405,15 +405,22 @@ JOIN instances i ON i.version = s.version AND i.scenario = s.scenario AND i.inst
 JOIN source_files f ON f.version = i.version AND f.scenario = i.scenario AND f.uri = i.source_uri
 JOIN provenance pv ON pv.provenance_id = s.provenance_id;
 
--- What each request of a priced model cost at the price it had when it was answered (the registry's `price`,
--- recorded in the provenance); a run's spending: SELECT dagster_run_id, sum(cost_usd) FROM request_costs GROUP BY ALL
+-- Each request a priced model was billed for, once, whatever used its answer (an evaluation, a judge, shadow
+-- traffic) and whichever run got it: the completion cache's answers, with the tokens the server reported, at the
+-- price recorded in the provenance (the registry's `price` when it was answered); method: what asked it (the
+-- decoding method, e.g. multiple_choice_joint, shadow, arena_judge); version and scenario: an evaluation that
+-- used it (the first, where several did; none for a judge's or shadow request). A run's spending:
+-- SELECT dagster_run_id, sum(cost_usd) FROM request_costs GROUP BY ALL
 CREATE OR REPLACE VIEW request_costs AS
-SELECT c.model, c.version, c.scenario, c.request_id, c.num_prompt_tokens, c.num_completion_tokens,
+SELECT p.model, u.version, u.scenario, c.request_id, c.sample_index,
+       json_extract_string(p.decoding, '$.method') AS method, c.num_prompt_tokens, c.num_completion_tokens,
        (c.num_prompt_tokens * CAST(json_extract(p.decoding, '$.price.input_per_million') AS DOUBLE)
         + c.num_completion_tokens * CAST(json_extract(p.decoding, '$.price.output_per_million') AS DOUBLE)) / 1e6
          AS cost_usd,
-       p.dagster_run_id
-FROM completions c JOIN provenance p USING (provenance_id)
+       p.dagster_run_id, c.created_at
+FROM completion_cache c JOIN provenance p USING (provenance_id)
+LEFT JOIN (SELECT request_id, provenance_id, min(version) AS version, arg_min(scenario, version || '/' || scenario) AS scenario
+           FROM completions GROUP BY ALL) u USING (request_id, provenance_id)
 WHERE json_extract(p.decoding, '$.price') IS NOT NULL;
 
 -- HELM Safety's judgements (judging/safety.py): each judgement of a safety scenario's answer by each judge that
@@ -480,6 +487,7 @@ CREATE TABLE IF NOT EXISTS safety_agreement (
 -- column prediction: the answer that was scored (the completion's text, or the chosen option)
 -- column template: the prompt template's name
 -- column max_tokens: the most tokens a request may generate
+-- column method: what asked the request (its decoding method): an evaluation's adapter method, shadow, arena_judge, shadow_judge, judge_qualification
 -- column record_id: the logged call's id within its log
 -- column slice: the value of the traffic's slice field ('' = all traffic)
 -- column level: critical | warning | ok

@@ -1,5 +1,6 @@
 """SIGKILL a materialization mid-run against a model server, run it again: no request reaches the server
-twice, and the scores equal those of an uninterrupted run."""
+twice (not even one answered a moment before the kill, between two of the completion cache's commits), what the
+server billed is what request_costs shows, and the scores equal those of an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _world(tmp_path, base_url):
     models = write(
         tmp_path / "models.yaml",
         f"models:\n  remote: {{backend: openai, path: demo-llama-tuned, base_url: '{base_url}', max_concurrency: 2, "
-        "api_key_env: KILL_RESUME_KEY}\n",
+        "api_key_env: KILL_RESUME_KEY, price: {input_per_million: 3, output_per_million: 15}}\n",
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -68,20 +69,14 @@ def test_killed_materialization_resumes_without_repeating_requests(tuned_client,
         monkeypatch.setenv("DAGSTER_HOME", str(home))
         killed = tmp_path / "killed.duckdb"
         monkeypatch.setenv("KILL_RESUME_KEY", "first-run")  # each run sends its own key: the server tells them apart
-        server.hold_after(32)  # the first run gets 32 answers, then waits: it is killed with exactly 32 committed
+        server.hold_after(32)  # the first run gets 32 answers, then its next requests wait
         proc = subprocess.Popen([sys.executable, "-c", RUN, str(killed), str(catalog), str(models)], env=os.environ)
-
-        def num_cached() -> int:
-            if not killed.exists():
-                return 0
-            return int(Warehouse(killed).df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
-
-        kill_when(proc, lambda: num_cached() >= 32, timeout_s=180, interval_s=0.1, what="32 cached completions")
+        # both its requests in flight are held: it has handled all 32 answers (a request is sent only once an
+        # earlier one's answer was handed over), likely within a second of its last commit to the cache
+        kill_when(proc, lambda: server.held == 2, timeout_s=180, interval_s=0.05, what="2 requests held")
         server.release()
-        cache = Warehouse(killed).df("SELECT request_id FROM completion_cache")
-        prompts = Warehouse(killed).df("SELECT DISTINCT request_id, prompt FROM prompts")
-        finished = set(prompts[prompts["request_id"].isin(cache["request_id"])]["prompt"])
-        assert len(finished) == 32
+        answered = {prompt for prompt, *_ in server.billed}
+        assert len(answered) == 32
 
         monkeypatch.setenv("KILL_RESUME_KEY", "second-run")
         resource = HolisticResource(warehouse_path=str(killed), catalog_dir=str(catalog), models_file=str(models))
@@ -92,12 +87,19 @@ def test_killed_materialization_resumes_without_repeating_requests(tuned_client,
         assert DagsterInstance.get().get_run_by_id(killed_run[0]).status.value == "FAILURE"
         assert "STARTED" not in {r.status.value for r in DagsterInstance.get().get_runs()}
         assert len(server.hits) == 120
-        # whatever the timing: the second run sent exactly the requests whose answers were not committed when the
-        # first died (in flight, or answered since its last commit), each once, and no finished one
+        # whatever the timing: the second run sent exactly the requests the first got no answer to, each once:
+        # the answers it got between two commits were in the journal, replayed before the cache was read
         resent = {p: n for (key, p), n in server.hits_by_key.items() if key == "Bearer second-run"}
-        assert set(resent) == set(server.hits) - finished and set(resent.values()) == {1}
+        assert set(resent) == set(server.hits) - answered and set(resent.values()) == {1}
         first = {p for key, p in server.hits_by_key if key == "Bearer first-run"}
-        assert finished <= first and set(server.hits) == first | set(resent)
+        assert answered <= first and set(server.hits) == first | set(resent)
+        assert not list(tmp_path.glob("killed.duckdb.journal/*"))  # replayed, then gone
+
+        # request_costs: each request the server billed once, at its usage, whichever run got it
+        billed = sum(3 * p + 15 * c for _, p, c in server.billed) / 1e6
+        costs = Warehouse(killed).df("SELECT count(*) AS n, sum(cost_usd) AS usd FROM request_costs")
+        assert int(costs["n"].iat[0]) == len(server.billed) == 120
+        assert costs["usd"].iat[0] == pytest.approx(billed, rel=1e-9)
 
         server.hits.clear()
         clean = tmp_path / "clean.duckdb"

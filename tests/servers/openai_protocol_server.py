@@ -7,7 +7,8 @@ contain a fault marker get scripted faults, one per attempt, to exercise retries
   SLOW     -> sleeps 3 s (past the client timeout), then OK   MALFORMED -> a body that is not JSON
   ALWAYS500 -> 500 on every attempt      ECHOKEY -> 400 on every attempt, the error body quoting the request's
                                           key and Authorization header (as servers that echo a request do)
-It counts requests per prompt and the most requests it ever had in flight, and keeps the last request's headers.
+It counts requests per prompt and the most requests it ever had in flight, and keeps the last request's headers
+and the usage it reported on each answer it gave (`billed`: what a provider would charge).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class OpenAIProtocolTestServer(LoopbackServer):
         self._answer_limit: int | None = None  # see hold_after
         self._answered = 0
         self._gate = threading.Event()
+        self.held = 0  # requests waiting at the gate right now
+        # (prompt, prompt tokens, completion tokens) of each answer given, as its usage reported them; an answer
+        # held until release() is left out (given after its client was killed, it reaches no one)
+        self.billed: list[tuple[str, int, int]] = []
         routes = [Route("/v1/completions", self.completions, methods=["POST"])]
         if tokenize:
             routes.append(Route("/tokenize", self.tokenize, methods=["POST"]))
@@ -94,6 +99,7 @@ class OpenAIProtocolTestServer(LoopbackServer):
         self.last_headers = dict(http.headers)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        held = False
         try:
             await asyncio.sleep(0.05)  # some latency, so concurrent requests overlap
             marker = next((m for m in SCRIPTS if m in prompt), None)
@@ -116,13 +122,18 @@ class OpenAIProtocolTestServer(LoopbackServer):
                     return Response('{"id": "x", "choices": [', media_type="application/json")
             if self._answer_limit is not None:  # (one event loop: the check and the count cannot interleave)
                 if self._answered >= self._answer_limit:
+                    self.held += 1
                     await asyncio.to_thread(self._gate.wait)
+                    self.held -= 1
+                    held = True
                 else:
                     self._answered += 1
             async with self._lock:  # one model call at a time
-                if body.get("echo"):
-                    return JSONResponse(await asyncio.to_thread(self._echo, prompt))
-                return JSONResponse(await asyncio.to_thread(self._generate, body))
+                answer = await asyncio.to_thread(self._echo if body.get("echo") else self._generate, body)
+            if not held:
+                usage = answer["usage"]
+                self.billed.append((prompt, usage["prompt_tokens"], usage["completion_tokens"]))
+            return JSONResponse(answer)
         finally:
             self.in_flight -= 1
 
@@ -162,8 +173,9 @@ class OpenAIProtocolTestServer(LoopbackServer):
         }
 
     @torch.inference_mode()
-    def _echo(self, text: str) -> dict:
+    def _echo(self, body: dict) -> dict:
         """Prompt log-probabilities, as OpenAI's legacy completions API returns them with echo=True."""
+        text = body["prompt"]
         tok = self.client.tokenizer
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         ids = enc["input_ids"]

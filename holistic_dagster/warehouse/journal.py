@@ -1,0 +1,113 @@
+"""A write-ahead journal for the rows a BackgroundWriter has been handed but not yet committed: each hand-over is
+appended to a file beside the store (one JSON line, written before the caller counts the rows as kept), so a
+process killed between two commits loses nothing it acknowledged. The next reader of the table replays what a
+dead writer left (`replay`) before reading it.
+
+The journal lives in `<store>.journal/`, one segment file per writer at a time, locked (flock) while its writer
+lives: a segment nobody holds is a dead writer's. A writer starts a new segment at each commit and deletes the
+committed one, so a journal holds at most what arrived since the last commit. Appends reach the operating
+system at once (they survive the process, not a power cut: no fsync per answer). Replaying is idempotent: the
+rows are upserted by their key."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import socket
+import uuid
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+
+class _Upserting(Protocol):
+    path: Path
+
+    def upsert(self, table: str, frame: pd.DataFrame) -> None: ...
+
+
+def journal_dir(store_path: Path) -> Path:
+    return store_path.with_name(store_path.name + ".journal")
+
+
+def _host() -> str:
+    # a segment names its host: flock holds on one host only, so a writer replays only its own host's segments
+    return socket.gethostname().replace("-", "_") or "host"
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()  # the table's TIMESTAMP column casts it back on upsert
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+class Segment:
+    """One locked journal file, appended to by one writer."""
+
+    def __init__(self, folder: Path, table: str):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{table}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}.jsonl"
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)  # released by the kernel when the process dies, however it dies
+        self.empty = True
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        line = json.dumps(rows, default=_encode, ensure_ascii=False, separators=(",", ":")) + "\n"
+        data = line.encode()
+        while data:  # one write() of a line is all of it in practice; a partial one is continued
+            data = data[os.write(self._fd, data) :]
+        self.empty = False
+
+    def retire(self) -> None:
+        """Its rows are committed: the file goes."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        os.close(self._fd)
+
+
+def _rows_of(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            try:
+                rows.extend(json.loads(line))
+            except ValueError:  # the writer died mid-line: what it had not finished writing was never acknowledged
+                log.warning("%s line %d: cut off by the writer's death, skipped", path, number)
+    return rows
+
+
+def replay(store: _Upserting, table: str) -> int:
+    """Upserts the rows dead writers of `table` (on this host) left in the journal and deletes their segments.
+    Returns how many rows were replayed."""
+    folder = journal_dir(store.path)
+    if not folder.is_dir():
+        return 0
+    replayed = 0
+    for path in sorted(folder.glob(f"{table}-{_host()}-*.jsonl")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:  # replayed by another process meanwhile
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a live writer's
+                continue
+            rows = _rows_of(path)
+            if rows:
+                store.upsert(table, pd.DataFrame(rows))
+                replayed += len(rows)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        finally:
+            os.close(fd)
+    if replayed:
+        log.info("replayed %d %s row(s) a killed run had received but not committed", replayed, table)
+    return replayed

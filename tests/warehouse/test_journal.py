@@ -1,0 +1,88 @@
+"""The completion cache's write-ahead journal: rows a BackgroundWriter was handed survive a SIGKILL between two
+commits and are replayed, once, by the next reader; a live writer's journal is left alone; a line cut off by the
+writer's death is skipped, the rest replayed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from datetime import datetime
+
+from holistic_dagster.warehouse import BackgroundWriter, Warehouse
+from holistic_dagster.warehouse.journal import journal_dir, replay
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from holistic_dagster.warehouse import BackgroundWriter, Warehouse
+    from tests.warehouse.test_journal import _row as row
+    with BackgroundWriter(Warehouse(sys.argv[1]), "completion_cache", interval_s=3600) as cache:
+        cache.put([row(0)])   # committed at once (the first commit does not wait)
+        for i in range(1, 6):
+            cache.put([row(i)])   # in the journal when put() returns; the next commit is an hour away
+        print("handed over", flush=True)
+        time.sleep(3600)
+    """
+)
+
+
+def _row(i: int) -> dict:
+    """A completion_cache row."""
+    return {
+        "model_key": "m", "request_id": f"r{i}", "sample_index": 0, "text": f"answer {i}", "tokens": "[]",
+        "logprobs": "[]", "logprob": 0.0, "num_prompt_tokens": 3, "num_completion_tokens": 2, "latency_s": 0.1,
+        "finish_reason": "stop", "provenance_id": "p", "created_at": datetime(2026, 1, 2), "top_logprobs": "[]",
+    }  # fmt: skip
+
+
+def _cached(path) -> list[str]:
+    return Warehouse(path).df("SELECT request_id FROM completion_cache ORDER BY request_id")["request_id"].tolist()
+
+
+def test_rows_handed_over_survive_a_kill_between_commits_and_are_replayed_once(tmp_path):
+    db = tmp_path / "w.duckdb"
+    Warehouse(db).ensure_schema()
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "handed over"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert len(_cached(db)) <= 1  # the hour-long interval: nothing after the first commit reached the file
+    segments = list(journal_dir(db).iterdir())  # the dead writer's (two, where it died committing the first row)
+    assert 1 <= len(segments) <= 2
+
+    assert replay(Warehouse(db), "completion_cache") >= 5
+    assert _cached(db) == [f"r{i}" for i in range(6)]
+    row = Warehouse(db).df("SELECT * FROM completion_cache WHERE request_id = 'r3'").iloc[0]
+    assert (row["text"], row["created_at"], row["num_completion_tokens"]) == ("answer 3", datetime(2026, 1, 2), 2)
+    assert not any(s.exists() for s in segments) and replay(Warehouse(db), "completion_cache") == 0
+
+
+def test_a_live_writers_journal_is_not_replayed_and_a_clean_exit_leaves_none(tmp_path):
+    db = tmp_path / "w.duckdb"
+    with BackgroundWriter(Warehouse(db), "completion_cache", interval_s=3600) as cache:
+        cache.put([_row(0)])
+        cache.put([_row(1)])
+        assert replay(Warehouse(db), "completion_cache") == 0  # its writer holds it
+    assert _cached(db) == ["r0", "r1"]
+    assert list(journal_dir(db).iterdir()) == []
+
+
+def test_a_line_cut_off_by_the_writers_death_is_skipped_and_the_rest_replayed(tmp_path, caplog):
+    db = tmp_path / "w.duckdb"
+    Warehouse(db).ensure_schema()
+    folder = journal_dir(db)
+    folder.mkdir()
+    host = socket.gethostname().replace("-", "_")
+    whole = json.dumps([{**_row(7), "created_at": "2026-01-02T00:00:00"}])
+    (folder / f"completion_cache-{host}-1-dead.jsonl").write_text(whole + "\n" + whole[:40])
+    assert replay(Warehouse(db), "completion_cache") == 1
+    assert _cached(db) == ["r7"]
+    assert "line 2: cut off by the writer's death" in caplog.text
+    assert list(folder.iterdir()) == []
