@@ -33,9 +33,9 @@ ENVIRONMENT = (
     ),
     EnvironmentVariable(
         "HOLISTIC_DATA_DIR",
-        "(none)",
-        "folders (separated by :) holding upstream data files, "
-        "searched before downloading, e.g. ../shared/data (`--data-dir` for one command)",
+        "<home>/settings.toml's data_dirs, then ../shared/data",
+        "folders (separated by :) holding upstream data files, searched before downloading, e.g. ../shared/data "
+        "(`--data-dir` for one command; `holistic demo` and `evaluate` remember the folders given them)",
     ),
     EnvironmentVariable(
         "HOLISTIC_OFFLINE",
@@ -143,11 +143,68 @@ def warehouse_path() -> Path:
     return path
 
 
+# a data folder beside the checkout (how the demo's machines hold upstream files): searched when nothing else is set
+SIBLING_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
 def data_dirs() -> list[Path]:
-    """Local directories holding upstream data files, searched before downloading (HOLISTIC_DATA_DIR,
-    separated by the OS path separator)."""
-    value = os.environ.get("HOLISTIC_DATA_DIR", "")
-    return [Path(p).expanduser().resolve() for p in value.split(os.pathsep) if p]
+    """Local directories holding upstream data files, searched before downloading: HOLISTIC_DATA_DIR (separated by
+    the OS path separator; set but empty: none) where it is set; else the folders remembered in
+    <home>/settings.toml (`holistic demo` or `evaluate` given them remember them) and ../shared/data beside the
+    checkout, those that exist."""
+    if "HOLISTIC_DATA_DIR" in os.environ:
+        value = os.environ["HOLISTIC_DATA_DIR"]
+        return [Path(p).expanduser().resolve() for p in value.split(os.pathsep) if p]
+    found = [d for d in remembered_data_dirs() if d.is_dir()]
+    if SIBLING_DATA.is_dir() and SIBLING_DATA.resolve() not in found:
+        found.append(SIBLING_DATA.resolve())
+    return found
+
+
+def settings_file() -> Path:
+    """What the project remembers between commands (today: the data folders), in the home."""
+    return home_dir() / "settings.toml"
+
+
+def remembered_data_dirs() -> list[Path]:
+    import tomllib
+
+    path = settings_file()
+    try:
+        with path.open("rb") as f:
+            value = tomllib.load(f).get("data_dirs", [])
+    except FileNotFoundError:
+        return []
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        from holistic_dagster.errors import CatalogError
+
+        raise CatalogError(f"{path}: not a settings file we can read ({e}); fix or delete it") from e
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        from holistic_dagster.errors import CatalogError
+
+        raise CatalogError(f"{path}: data_dirs must be a list of folder paths, got {value!r}")
+    return [Path(v).expanduser().resolve() for v in value]
+
+
+def remember_data_dirs(dirs: list[Path]) -> bool:
+    """Writes the data folders to the settings file, so that later commands (in any shell) search them without
+    HOLISTIC_DATA_DIR. Returns whether anything changed."""
+    import json
+
+    dirs = [Path(d).resolve() for d in dirs]
+    if dirs == remembered_data_dirs():
+        return False
+    path = settings_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Written by `holistic demo` / `holistic evaluate` from the data folders they were given (--data-dir or",
+        "# HOLISTIC_DATA_DIR); every command searches these when HOLISTIC_DATA_DIR is not set. Edit freely.",
+        "data_dirs = [" + ", ".join(json.dumps(str(d)) for d in dirs) + "]",  # a JSON string is a TOML string
+    ]
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    return True
 
 
 def download_dir() -> Path:

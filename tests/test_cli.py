@@ -275,3 +275,65 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_only_with_debug(tmp_p
     debugged = run("--debug", "leaderboard", "--db", str(garbage))
     assert debugged.returncode == 1 and "Traceback (most recent call last)" in debugged.stderr
     assert "warehouse/local.py" in debugged.stderr  # where it happened
+
+
+def test_version_prints_the_program_version():
+    from importlib.metadata import version
+
+    shown = run("--version")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"holistic {version('holistic-dagster')}"
+
+
+def test_list_shows_each_kind_with_descriptions_and_whether_a_scenarios_data_is_here(tmp_path):
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+    from holistic_dagster.metrics.registry import METRICS
+
+    def listed(*args: str, **env: str) -> str:
+        result = CliRunner().invoke(app, ["list", *args], env={"COLUMNS": "400", **env})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    suites = listed("suites")
+    assert "helm-lite-v1" in suites and "HELM Lite's leaderboard" in suites
+    models = listed("models")
+    assert "demo-gpt2-untrained" in models and "transformers" in models
+    metrics = listed("metrics")
+    assert all(name in metrics for name in METRICS) and "ece_10_bin" in metrics
+
+    data = tmp_path / "data"
+    (data / "boolq").mkdir(parents=True)
+    (data / "boolq" / "dev.jsonl").write_text('{"question": "q", "passage": "p", "answer": true}\n')
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in listed("scenarios", HOLISTIC_DATA_DIR=str(data)).splitlines()
+        if line.startswith("│") and line.split("│")[1].strip()
+    }
+    assert rows["boolq"] == "here" and rows["synthetic_reasoning"] == "generated"
+    assert rows["mmlu"].startswith("no local copy of its data")
+    unknown = CliRunner().invoke(app, ["list", "things"])
+    assert unknown.exit_code == 2 and "'things' is not one of 'models', 'suites', 'scenarios', 'metrics'" in (
+        unknown.output
+    )
+
+
+def test_gate_takes_baseline_then_candidate_as_compare_does(tmp_path):
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+
+    def gate(*args: str):
+        return CliRunner().invoke(app, ["gate", *args, "--db", str(tmp_path / "none.duckdb")])
+
+    twice = gate("old", "new", "--baseline", "other")
+    assert twice.exit_code == 2 and "the baseline is given twice ('old' and --baseline 'other')" in twice.output
+    three = gate("a", "b", "c")
+    assert three.exit_code == 2 and "give [BASELINE] CANDIDATE, one or two models; got 3" in three.output
+    # the order taken: `new` is judged against `old` (here there is no warehouse to judge them in)
+    ordered = gate("old", "new", "--suite", "v1")
+    assert (
+        ordered.exit_code == 2 and "no warehouse at" in ordered.output and "is its own baseline" not in (ordered.output)
+    )
+    same = gate("same", "same")
+    assert same.exit_code == 2 and "same is its own baseline" in same.output

@@ -64,6 +64,12 @@ def test_unchanged_steps_are_skipped_and_a_change_reruns_what_it_reaches(tmp_pat
     assert prompts.str.contains("Text: ").all()
     assert evaluate()["leaderboard"]  # and then unchanged again
 
+    # the same files through another folder path (moved, re-mounted): content decides, nothing runs
+    (tmp_path / "data").rename(tmp_path / "moved")
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "moved"))
+    moved = evaluate()
+    assert all(moved[s].startswith("inputs unchanged since run ") for s in STEPS), moved
+
     # an output deleted behind its back: that step runs again
     wh = Warehouse(path)
     wh.replace({"version": "s1"}, {"leaderboard_stats": wh.df("SELECT * FROM leaderboard_stats LIMIT 0")})
@@ -74,7 +80,8 @@ def test_unchanged_steps_are_skipped_and_a_change_reruns_what_it_reaches(tmp_pat
 @pytest.mark.slow  # three `holistic evaluate` processes
 def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, shared_data):
     """`holistic evaluate` after an evaluation recorded by evaluate_suite: its own plan agrees, and it answers
-    from the warehouse without a Dagster run (nor Dagster: it is not imported)."""
+    from the warehouse without a Dagster run (nor Dagster: it is not imported), also from a new shell without
+    HOLISTIC_DATA_DIR (the data folders it was given are remembered)."""
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
     write(tmp_path / "assets" / "suites" / "s1.yaml", SMALL_SUITE)
     env = {
@@ -84,7 +91,7 @@ def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, s
         "DAGSTER_HOME": str(tmp_path / "dagster"),
         "COLUMNS": "200",
     }
-    command = [str(Path(sys.executable).with_name("holistic")), "evaluate", "--model", MODEL, "--version", "s1"]
+    command = [str(Path(sys.executable).with_name("holistic")), "evaluate", "--model", MODEL, "--suite", "s1"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
     # no terminal (a pipe, a CI log): a line per scenario as its requests are answered, not minutes of silence
@@ -97,9 +104,13 @@ def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, s
         "import atexit, sys\n"
         "atexit.register(lambda: print('dagster imported:', 'dagster' in sys.modules, file=sys.stderr))"
     )
+    # a new shell: no HOLISTIC_DATA_DIR; the folders the first run was given are remembered in the home
+    assert str(shared_data.resolve()) in (Path(os.environ["HOLISTIC_HOME"]) / "settings.toml").read_text()
+    new_shell = {k: v for k, v in env.items() if k != "HOLISTIC_DATA_DIR"}
     second = subprocess.run(
-        [sys.executable, "-c", f"{check}\n{probe}", *command], env=env, capture_output=True, text=True, timeout=600
-    )
+        [sys.executable, "-c", f"{check}\n{probe}", *command], env=new_shell, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
     assert second.returncode == 0, second.stderr
     assert "nothing changed" in second.stdout
     for step in STEPS:
@@ -133,7 +144,7 @@ def test_a_killed_run_is_marked_failed_also_when_nothing_is_left_to_run(tmp_path
         "DAGSTER_HOME": str(home),
         "COLUMNS": "200",
     }
-    command = [str(Path(sys.executable).with_name("holistic")), "evaluate", "--model", MODEL, "--version", "s1"]
+    command = [str(Path(sys.executable).with_name("holistic")), "evaluate", "--model", MODEL, "--suite", "s1"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
     instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))

@@ -4,8 +4,9 @@ before it starts Dagster, so a re-run with nothing changed costs a warehouse rea
 
 A step's inputs:
 - datasets (per suite version): this package's code, the suite file, each scenario's definition and template
-  (its code version), the data folders looked in, and the source files the last run read (size and
-  modification time; a changed file re-runs the step, and when its instances come out the same, nothing after);
+  (its code version), and the source files the last run read (size and modification time, each keyed by its place
+  in the data folder that holds it, not by the folder's path: the same files in a moved folder are the same
+  input; a changed file re-runs the step, and when its instances come out the same, nothing after);
 - a model's evaluation (per model and version): the code, the suite file, the scenario definitions, the model's
   registry entry with its checkpoint files (size and time) for a local model, and the dataset rows;
 - the summaries (per version: leaderboard, regressions, report): the code, the suite file, the registry (a
@@ -19,6 +20,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -33,16 +35,36 @@ from holistic_dagster.records import code_fingerprint, sha256_json
 from holistic_dagster.results.leaderboard import report_path
 from holistic_dagster.warehouse import Warehouse
 
+DATA = "data:"  # a file's key below whichever data folder holds it
 
-def files_state(paths: list[str]) -> list[list[Any]]:
-    """[path, size, mtime_ns] per file (None for a file that is gone)."""
+
+def _data_key(path: str, data_dirs: Sequence[Path]) -> tuple[str, str]:
+    """(the file's key, where it is now): a file inside a data folder is keyed by its place below it, so that the
+    same files reached through another folder path (a moved or re-mounted folder, a symlink) are the same input.
+    A file recorded at a path that is gone is looked for below today's data folders (its longest tail found)."""
+    p = Path(path)
+    for d in data_dirs:
+        if p.is_relative_to(d):
+            return DATA + p.relative_to(d).as_posix(), path
+    if not p.exists():
+        for k in range(1, len(p.parts)):
+            tail = Path(*p.parts[k:])
+            for d in data_dirs:
+                if (d / tail).exists():
+                    return DATA + tail.as_posix(), str(d / tail)
+    return path, path
+
+
+def files_state(paths: list[str], data_dirs: Sequence[Path] = ()) -> list[list[Any]]:
+    """[key, size, mtime_ns] per file (None for a file that is gone); key: the path, or for a file in one of the
+    data folders its place below it (_data_key)."""
     state = []
-    for path in sorted(set(paths)):
+    for key, path in sorted({_data_key(p, data_dirs) for p in paths}):
         try:
             st = os.stat(path)
-            state.append([path, st.st_size, st.st_mtime_ns])
+            state.append([key, st.st_size, st.st_mtime_ns])
         except OSError:
-            state.append([path, None, None])
+            state.append([key, None, None])
     return state
 
 
@@ -87,12 +109,12 @@ def datasets_step(deployment: Deployment, warehouse: Warehouse, catalog: Catalog
         "SELECT uri FROM source_files WHERE version = ? AND uri NOT LIKE 'generator:%'", [version]
     )["uri"].tolist() if warehouse.path.exists() else []  # fmt: skip
     scenarios, skipped = deployment.runnable(version)
+    # not the data folders' paths: the files read, by their place in them, size and time (files_state)
     inputs = {
         **_suite_inputs(catalog, version),
-        "data_dirs": [str(d) for d in deployment.data_dirs],
         "skipped": sorted(skipped),  # an optional scenario's data arriving runs the step again
     }
-    return Step("datasets", version, sha256_json(inputs)[:24], files_state(files), scenarios)
+    return Step("datasets", version, sha256_json(inputs)[:24], files_state(files, deployment.data_dirs), scenarios)
 
 
 def evaluate_step(

@@ -1,7 +1,7 @@
 """The `holistic` command, one module per group of verbs (as inspect_ai's _cli/): evaluate.py (demo, evaluate),
 results.py (leaderboard, compare, trace, report, query, views), arena.py (arena, vote), serve.py (ui, worker),
 exchange.py (import-helm, export), models.py (install-ladder), gate.py (gate), efficient.py (efficient validate,
-plan); common.py holds what they share.
+plan), listing.py (list); common.py holds what they share.
 The CLI imports no Dagster: its runs go through defs/local.py."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from holistic_dagster.cli import arena, efficient, evaluate, exchange, gate, models, results, serve
+from holistic_dagster.cli import arena, efficient, evaluate, exchange, gate, listing, models, results, serve
 from holistic_dagster.cli.common import err
 from holistic_dagster.errors import HolisticError
 
 app = typer.Typer(
+    rich_markup_mode=None,  # click's plain help: flags shown as flags, text wrapped between words
     add_completion=False,
     no_args_is_help=True,
     help="Holistic evaluation of language models on Dagster (HELM-style metric families).",
@@ -41,6 +42,7 @@ for name, verb in (
     ("ui", serve.ui),
     ("worker", serve.worker),
     ("install-ladder", models.install_ladder),
+    ("list", listing.list_things),
 ):
     app.command(name)(verb)
 app.add_typer(efficient.app, name="efficient")
@@ -48,10 +50,21 @@ app.add_typer(efficient.app, name="efficient")
 _debug = False
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"holistic {version('holistic-dagster')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
     debug: Annotated[
         bool, typer.Option("--debug", envvar="HOLISTIC_DEBUG", help="show the traceback of an unexpected error")
+    ] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
     ] = False,
 ) -> None:
     global _debug

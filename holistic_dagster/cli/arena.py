@@ -38,7 +38,7 @@ def arena(
             fail(str(e))
     why = (
         f"no arena ratings for suite {version!r} yet: its arena has no judge models and nobody has voted on battles "
-        f"with its baseline (`holistic vote --version {version}`), or fewer than two models answered its arena "
+        f"with its baseline (`holistic vote --suite {version}`), or fewer than two models answered its arena "
         "scenarios"
     )
     try:

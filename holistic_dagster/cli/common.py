@@ -23,8 +23,14 @@ DbOption = Annotated[
         "data/warehouse.duckdb)",
     ),
 ]
+# --suite is HELM's word; --version, its former name, is still accepted (and `holistic --version` is the program's)
 VersionOption = Annotated[
-    Optional[str], typer.Option(help="suite version (a file in assets/suites/; default: the newest)")
+    Optional[str],
+    typer.Option(
+        "--suite",
+        "--version",
+        help="suite version (a file in assets/suites/; default: the newest); --version is its former name",
+    ),
 ]
 DataDirOption = Annotated[
     Optional[Path], typer.Option(help="folder with upstream data files (default: $HOLISTIC_DATA_DIR)")
@@ -60,6 +66,23 @@ def shown_on_terminal(text: str) -> str:
     from holistic_dagster.config.redaction import visible
 
     return visible(text)
+
+
+def invocation() -> str:
+    """How the user calls this program, for the hints we print: `holistic` where that name on PATH is this program
+    (the venv activated), else the path they ran (`.venv/bin/holistic`, as the docs write it)."""
+    import os
+    import shutil
+    import sys
+
+    ran = Path(sys.argv[0])
+    on_path = shutil.which("holistic")
+    if ran.name != "holistic" or (on_path and Path(on_path).resolve() == ran.resolve()):
+        return "holistic"
+    try:
+        return os.path.relpath(ran)
+    except ValueError:
+        return str(ran)
 
 
 def fail(message: str) -> None:

@@ -17,6 +17,7 @@ from holistic_dagster.cli.common import DbOption, VersionOption, console, defaul
 from holistic_dagster.errors import HolisticError
 
 app = typer.Typer(
+    rich_markup_mode=None,  # click's plain help: flags shown as flags, text wrapped between words
     no_args_is_help=True,
     help="Evaluation sized to the decision: validate anchor estimates and the sequential gate, plan sample sizes.",
 )
@@ -65,7 +66,9 @@ def validate(
         float, typer.Option(min=0.0, max=1.0, help="the gate's tolerated drop (0.02 = 2 points)")
     ] = 0.0,
     look: Annotated[int, typer.Option(min=1, help="the sequential gate looks every this many instances")] = 25,
-    gate: Annotated[bool, typer.Option(help="also validate the sequential gate on every pair of models")] = True,
+    gate: Annotated[
+        bool, typer.Option("--gate/--no-gate", help="also validate the sequential gate on every pair of models")
+    ] = True,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="write every figure as JSON")] = None,
     db: DbOption = None,
 ) -> None:

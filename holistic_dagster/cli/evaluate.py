@@ -21,6 +21,7 @@ from holistic_dagster.cli.common import (
     default_version,
     deployment,
     fail,
+    invocation,
 )
 from holistic_dagster.cli.leaderboard_table import print_leaderboard
 from holistic_dagster.errors import HolisticError
@@ -116,7 +117,7 @@ def _evaluate(
         _mark_killed_runs(chosen)
         for line in unchanged:
             console.print(f"[bold]>[/] {line}")
-        _finish(chosen, version, started, tour)
+        _finish(chosen, version, started, tour, explicit=bool(data_dir))
         return
     from holistic_dagster.clients.registry import start_model_processes
     from holistic_dagster.quality import gx
@@ -144,7 +145,7 @@ def _evaluate(
         local.evaluate(chosen, version, names, announce, not force, max_cost, efficient)
     except HolisticError as e:
         fail(str(e))
-    _finish(chosen, version, started, tour)
+    _finish(chosen, version, started, tour, explicit=bool(data_dir))
 
 
 def _mark_killed_runs(chosen) -> None:
@@ -173,16 +174,24 @@ def _all_unchanged(chosen, version: str, names: list[str], registry: dict, effic
     return lines
 
 
-def _finish(chosen, version: str, started: float, tour: bool) -> None:
+def _finish(chosen, version: str, started: float, tour: bool, explicit: bool) -> None:
+    """The leaderboard and where everything is; data folders given (explicit: --data-dir, else HOLISTIC_DATA_DIR)
+    are remembered for the commands after this one, in any shell."""
+    import os
+
+    from holistic_dagster import settings
+
     print_leaderboard(chosen, version, full=False)
+    if (explicit or os.environ.get("HOLISTIC_DATA_DIR")) and settings.remember_data_dirs(list(chosen.data_dirs)):
+        shown_dirs = ", ".join(str(d) for d in chosen.data_dirs)
+        console.print(f"\nData folders remembered in [cyan]{settings.settings_file()}[/]: {escape(shown_dirs)}")
     from holistic_dagster.results.leaderboard import report_path
 
     console.print(f"\n{'Demo' if tour else 'Evaluation'} finished in {time.perf_counter() - started:.0f} s.")
     console.print(f"Report (HTML, opens offline): [cyan]{report_path(chosen.warehouse(), version)}[/]")
     console.print(f"Results (DuckDB): [cyan]{chosen.warehouse_path}[/]")
+    me = invocation()
+    console.print(f"  {me} query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\"")
     console.print(
-        "  holistic query \"SELECT scenario, model, metric, value FROM leaderboard WHERE family = 'accuracy'\""
-    )
-    console.print(
-        f"Dagster runs and asset checks: DAGSTER_HOME={chosen.dagster_home}; open the UI with [cyan]holistic ui[/]"
+        f"Dagster runs and asset checks: DAGSTER_HOME={chosen.dagster_home}; open the UI with [cyan]{me} ui[/]"
     )

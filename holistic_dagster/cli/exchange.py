@@ -55,10 +55,10 @@ def import_helm(
         console.print(f"  [dim]not imported: {n} {what}[/]")
     _record_in_dagster(chosen, version, parts)
     models = sorted({p.model for p in parts})
-    console.print(f"Next: holistic leaderboard --version {version}")
+    console.print(f"Next: holistic leaderboard --suite {version}")
     if len(models) > 1:
-        console.print(f"      holistic compare {models[0]} {models[1]} --version {version}")
-    console.print(f"      holistic report --version {version}")
+        console.print(f"      holistic compare {models[0]} {models[1]} --suite {version}")
+    console.print(f"      holistic report --suite {version}")
 
 
 def _record_in_dagster(chosen, version: str, parts) -> None:

@@ -24,15 +24,25 @@ def _alpha(value: float | None) -> float | None:
 SequentialOption = Annotated[
     bool,
     typer.Option(
+        "--sequential",
         help="read the paired instances in a seeded order, a batch at a time, and stop as soon as a regression "
         "beyond the rule's drop is established or ruled out (group-sequential exact McNemar): prints the "
         "instances used and the smallest drop they could have found",
+    ),
+]
+ModelsArgument = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="[BASELINE] CANDIDATE",
+        help="the model to beat, then the model under test (e.g. a pull request's), in `holistic compare`'s "
+        "order; the candidate alone: its baseline is --baseline's, else resources/alerts.yaml's",
     ),
 ]
 LookOption = Annotated[int, typer.Option(min=1, help="with --sequential: instances per batch")]
 EvaluateOption = Annotated[
     bool,
     typer.Option(
+        "--evaluate",
         help="with --sequential: evaluate the candidate a batch at a time, stopping each scenario where its test "
         "stops (the baseline needs results on the whole draw); its cells are then estimates from that sample",
     ),
@@ -40,7 +50,7 @@ EvaluateOption = Annotated[
 
 
 def gate(
-    candidate: Annotated[str, typer.Argument(help="the model under test (e.g. a pull request's)")],
+    models: ModelsArgument,
     baseline: Annotated[
         Optional[str], typer.Option(help="the model to beat (default: as resources/alerts.yaml's `baseline` says)")
     ] = None,
@@ -72,6 +82,7 @@ def gate(
     from holistic_dagster.report.gate import gate_markdown
     from holistic_dagster.results.leaderboard import main_metrics, regression_alpha, report_path
 
+    baseline, candidate = _baseline_and_candidate(models, baseline)
     try:
         chosen = deployment(db)
         version = version or default_version(chosen)
@@ -113,6 +124,23 @@ def gate(
         err.print(f"[bold red]error:[/] {escape(type(e).__name__)}: {escape(str(e).strip())}")
         raise typer.Exit(UNDECIDED) from None
     _print_verdict(result, text)
+
+
+def _baseline_and_candidate(models: list[str], baseline: str | None) -> tuple[str | None, str]:
+    """(the baseline, None where it is to be looked up; the candidate) from `[BASELINE] CANDIDATE` and --baseline."""
+    from holistic_dagster.alerts.gate import UNDECIDED
+
+    if len(models) == 2 and baseline in (None, models[0]):
+        return models[0], models[1]
+    if len(models) == 1:
+        return baseline, models[0]
+    why = (
+        f"the baseline is given twice ({models[0]!r} and --baseline {baseline!r})"
+        if len(models) == 2
+        else f"give [BASELINE] CANDIDATE, one or two models; got {len(models)}"
+    )
+    err.print(f"[bold red]error:[/] {escape(why)}")
+    raise typer.Exit(UNDECIDED)
 
 
 def _print_verdict(result, text: str) -> None:

@@ -45,14 +45,16 @@ def leaderboard(
     if not all_metrics:
         console.print("\nEvery metric under every perturbation: [cyan]holistic leaderboard --all[/]")
     console.print(
-        f"Per scenario and instance, with prompts and outputs: the report (holistic report --version {version}) "
+        f"Per scenario and instance, with prompts and outputs: the report (holistic report --suite {version}) "
         f"at {report_path(chosen.warehouse(), version)}"
     )
 
 
 def compare(
-    model_a: Annotated[str, typer.Argument(help="the baseline (e.g. the previous revision)")],
-    model_b: Annotated[str, typer.Argument(help="the model compared with it")],
+    model_a: Annotated[
+        str, typer.Argument(metavar="BASELINE", help="the baseline (e.g. the previous revision), as `holistic gate`'s")
+    ],
+    model_b: Annotated[str, typer.Argument(metavar="CANDIDATE", help="the model compared with it")],
     version: VersionOption = None,
     alpha: Annotated[Optional[float], typer.Option(help="significance level (default: the suite's)")] = None,
     db: DbOption = None,

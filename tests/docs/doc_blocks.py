@@ -104,12 +104,13 @@ def workspace(root: Path, shared_data: Path) -> tuple[Path, dict[str, str]]:
             shutil.copytree(entry, main / entry.name)
         elif entry.name not in NOT_LINKED:
             (main / entry.name).symlink_to(entry)
+    # no HOLISTIC_DATA_DIR, as in a user's new shell: the data folders are found as theirs are (../shared/data
+    # beside the checkout, or what the demo remembered); the scratch copy's own home, catalog and deployment files
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLISTIC_", "DAGSTER_", "PYTEST_"))}
     env.update(
         HOLISTIC_HOME=str(main / "data"),
         HOLISTIC_CATALOG=str(main / "assets"),
         HOLISTIC_RESOURCES=str(main / "resources"),
-        HOLISTIC_DATA_DIR=str(shared_data),
         HOLISTIC_OFFLINE="1",
         GX_ANALYTICS_ENABLED="false",
         NO_MKDOCS_2_WARNING="1",
