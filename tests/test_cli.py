@@ -63,7 +63,9 @@ def test_leaderboard_prints_one_table_per_family(suite_run):
     assert "undefined for every model on" in out.stdout
     assert "Every metric under every perturbation: holistic leaderboard --all" in out.stdout
     missing = run("leaderboard", "--version", "v7", "--db", str(suite_run["path"]))
-    assert missing.returncode == 1 and "no results for suite version 'v7'" in missing.stderr
+    assert (
+        missing.returncode == 1 and "unknown suite 'v7': no suite file and no results (the suites: " in missing.stderr
+    )
 
 
 def test_demo_rejects_an_unknown_model_before_doing_anything(tmp_path):
@@ -78,7 +80,7 @@ def test_compare_prints_paired_verdicts(suite_run):
     assert "demo-llama-tuned vs demo-gpt2-untrained (suite v2, alpha 0.05, paired)" in out.stdout
     assert "synthetic_reasoning" in out.stdout and "better" in out.stdout
     missing = run("compare", "demo-gpt2-untrained", "nobody", "--version", SUITE, "--db", str(suite_run["path"]))
-    assert missing.returncode == 1 and "no instances scored for both" in missing.stderr
+    assert missing.returncode == 1 and "'nobody' is not a registered model" in missing.stderr
 
 
 def invoke(small_run, *args: str):
@@ -148,13 +150,18 @@ def test_leaderboard_and_compare_in_process(small_run):
     fairness = out.stdout.split("fairness (suite s1)")[1].split("robustness (suite s1)")[0]
     assert "not applicable: the suite version chooses no perturbations: boolq" in fairness
     missing = invoke(small_run, "leaderboard", "--version", "v7", "--db", db)
-    assert missing.exit_code == 1 and "no results for suite version 'v7'" in missing.stderr
+    assert missing.exit_code == 1 and "unknown suite 'v7': no suite file and no results (the suites: " in missing.stderr
     same = invoke(small_run, "compare", "demo-gpt2-untrained", "demo-gpt2-untrained", "--version", "s1", "--db", db)
     assert same.exit_code == 0, same.stderr
     assert "demo-gpt2-untrained vs demo-gpt2-untrained (suite s1, alpha 0.05, paired)" in same.stdout
     assert "no sig. change" in same.stdout and "better" not in same.stdout and "worse" not in same.stdout
     nobody = invoke(small_run, "compare", "demo-gpt2-untrained", "nobody", "--version", "s1", "--db", db)
-    assert nobody.exit_code == 1 and "no instances scored for both" in nobody.stderr
+    assert nobody.exit_code == 1 and "'nobody' is not a registered model (" in nobody.stderr
+    assert "and has no results on suite 's1' (evaluated there: demo-gpt2-untrained" in nobody.stderr
+    idle = invoke(small_run, "compare", "demo-gpt2-untrained", "demo-llama-tuned", "--suite", "s1", "--db", db)
+    assert idle.exit_code == 1 and "'demo-llama-tuned' is not evaluated on suite 's1': holistic evaluate" in idle.stderr
+    family = invoke(small_run, "leaderboard", "--family", "accuracyy", "--suite", "s1", "--db", db)
+    assert family.exit_code == 1 and "unknown metric family 'accuracyy': the families are accuracy, " in family.stderr
 
 
 def test_trace_and_report_in_process(small_run, tmp_path):
@@ -337,3 +344,15 @@ def test_gate_takes_baseline_then_candidate_as_compare_does(tmp_path):
     )
     same = gate("same", "same")
     assert same.exit_code == 2 and "same is its own baseline" in same.output
+
+
+def test_a_missing_data_dir_is_refused_before_anything_starts(tmp_path):
+    from typer.testing import CliRunner
+
+    from holistic_dagster.cli import app
+
+    db = tmp_path / "w.duckdb"
+    args = ["--model", "demo-gpt2-untrained", "--data-dir", str(tmp_path / "nope"), "--db", str(db)]
+    shown = CliRunner().invoke(app, ["evaluate", *args])
+    assert shown.exit_code == 1 and f"--data-dir {tmp_path / 'nope'}: no such folder" in shown.stderr
+    assert not db.exists()  # nothing ran

@@ -18,10 +18,16 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
     from holistic_dagster.results.headline import suite_headline
     from holistic_dagster.results.leaderboard import imported_models, leaderboard
 
+    if family is not None and family not in FAMILIES:
+        fail(f"unknown metric family {family!r}: the families are {', '.join(FAMILIES)}")
     warehouse = deployment.warehouse()
     frame = leaderboard(warehouse, version, family)
     if frame.empty:
-        fail(f"no results for suite version {version!r} in {warehouse.path}")
+        versions = deployment.catalog().suite_versions()
+        if version not in versions:  # (an imported HELM run's version has no suite file, but has results)
+            fail(f"unknown suite {version!r}: no suite file and no results (the suites: {', '.join(versions)})")
+        what = f"family {family!r} of suite {version!r}" if family else f"suite {version!r}"
+        fail(f"no results for {what} in {warehouse.path}: evaluate a model first (holistic evaluate --suite {version})")
     imported = imported_models(warehouse, version)
     head = suite_headline(warehouse, deployment.catalog(), version)
     rates = head.rates

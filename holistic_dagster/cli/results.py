@@ -82,6 +82,7 @@ def compare(
         for p in partial.itertuples(index=False)
     )
     if frame.empty:
+        _say_which_is_missing(chosen, version, (model_a, model_b))
         fail(f"no instances scored for both {model_a!r} and {model_b!r} in suite version {version!r}{estimated}")
     table = Table(title=f"{model_b} vs {model_a} (suite {version}, alpha {level:g}, paired)", title_justify="left")
     for column in ("family", "scenario", "metric", "n", model_a, model_b, "diff", "95% CI", "p", "verdict"):
@@ -110,6 +111,25 @@ def compare(
     worse = frame[frame["verdict"] == "worse"]
     if len(worse):
         console.print(f"[red]{model_b} is significantly worse on {len(worse)} (scenario, family) pair(s).[/]")
+
+
+def _say_which_is_missing(chosen, version: str, models: tuple[str, ...]) -> None:
+    """Fails naming a model that is not evaluated on the version, and whether it is registered at all."""
+    scored = set(
+        chosen.warehouse().df("SELECT DISTINCT model FROM instance_scores WHERE version = ?", [version])["model"]
+    )
+    registry = chosen.models()
+    for model in models:
+        if model in scored:
+            continue
+        if model in registry:
+            fail(
+                f"{model!r} is not evaluated on suite {version!r}: holistic evaluate --model {model} --suite {version}"
+            )
+        fail(
+            f"{model!r} is not a registered model ({chosen.models_path}) and has no results on suite {version!r} "
+            f"(evaluated there: {', '.join(sorted(scored)) or 'none'})"
+        )
 
 
 def trace(

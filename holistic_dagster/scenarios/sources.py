@@ -72,7 +72,7 @@ def _local_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None) -> tuple[Pa
     cache = settings.download_dir() / spec.name
     if (cache / ".complete").exists():
         return cache / (spec.source.download.archive_dir if spec.source.download else ""), ""
-    hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/`" + (
+    hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/` (or pass it as --data-dir)" + (
         f" (looked in {', '.join(looked)})" if looked else ""
     )
     if spec.data_note:
