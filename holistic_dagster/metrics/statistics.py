@@ -5,7 +5,8 @@ between two models on the same instances.
   family), a model's win rate is the share of the other models it beats, a tie counting one half; its mean
   win rate is the mean over the columns where it and at least one other model have a value.
 - Bootstrap CI: resample the instances with replacement `n_boot` times (numpy Generator seeded with `seed`),
-  recompute the statistic, take the 2.5th and 97.5th percentiles.
+  recompute the statistic, take the 2.5th and 97.5th percentiles; for a statistic that resampling biases
+  (calibration's ECE), those percentiles shifted by the bootstrap's bias estimate (bias_shifted_interval).
 - Paired test: on the instances both models were scored on, the difference of means with a paired bootstrap
   CI, and a two-sided paired permutation (sign-flip) test of "no difference"; the verdict is better / worse
   when p < alpha, else no significant change.
@@ -67,6 +68,26 @@ def bootstrap_statistic_ci(
         return float("nan"), float("nan")
     low, high = np.nanpercentile(stats, [2.5, 97.5])
     return float(low), float(high)
+
+
+def bias_shifted_interval(
+    resampled: np.ndarray, estimate: float, bounds: tuple[float, float] = (0.0, 1.0)
+) -> tuple[float, float]:
+    """The 95% interval of a statistic that resampling biases (ECE: duplicated instances crowd its bins, so the
+    resampled values sit above the estimate, and on n <= 30 their 2.5-97.5 percentiles can exclude it): the
+    percentiles shifted by the bootstrap's estimate of the bias (the mean resampled value minus the estimate),
+    i.e. the resampled spread re-centred on the estimate, clipped to the metric's bounds. It holds the estimate
+    whenever the mean resampled value lies between those percentiles."""
+    values = np.asarray(resampled, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) == 0 or not np.isfinite(estimate):
+        return float("nan"), float("nan")
+    low, high = np.percentile(values, [2.5, 97.5])
+    bias = float(values.mean()) - estimate
+    shifted = max(bounds[0], low - bias), min(bounds[1], high - bias)
+    if shifted[0] > shifted[1]:  # a degenerate spread pushed past a bound: the percentiles as they are
+        return float(low), float(high)
+    return float(shifted[0]), float(shifted[1])
 
 
 def bootstrap_ci(

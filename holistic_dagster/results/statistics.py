@@ -9,7 +9,14 @@ import pandas as pd
 
 from holistic_dagster.metrics import NO_CI, metric
 from holistic_dagster.metrics.calibration import calibration_metrics_per_row
-from holistic_dagster.metrics.statistics import N_BOOT, SEED, bootstrap_ci, bootstrap_statistic_ci, mean_win_rate
+from holistic_dagster.metrics.statistics import (
+    N_BOOT,
+    SEED,
+    bias_shifted_interval,
+    bootstrap_ci,
+    bootstrap_statistic_ci,
+    mean_win_rate,
+)
 from holistic_dagster.metrics.toxicity import toxicity_metrics
 from holistic_dagster.results.efficient import estimates
 from holistic_dagster.results.leaderboard import headline_columns
@@ -88,15 +95,15 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
 
 def _calibration_ci(rows, c, n_boot: int, seed: int, memo: dict) -> tuple[float, float]:
     """ECE and the other calibration metrics from resampled (max_prob, exact_match) pairs (the same resamples
-    for every calibration metric of a cell's model and scenario, computed once)."""
+    for every calibration metric of a cell's model and scenario, computed once), the interval shifted by the
+    resampling's bias (bias_shifted_interval)."""
     key = (c.model, c.scenario)
     if key not in memo:
         memo[key] = _calibration_boot(calibration_pairs(rows, c.model, c.scenario), n_boot, seed)
     stats = memo[key]
     if stats is None or c.metric not in stats:
         return float("nan"), float("nan")
-    low, high = np.nanpercentile(stats[c.metric], [2.5, 97.5])
-    return float(low), float(high)
+    return bias_shifted_interval(stats[c.metric], float(c.value), metric(c.metric).bounds)
 
 
 BOOT_BATCH_CELLS = 2_000_000  # resampled pairs scored at once: a few tens of MB however large the scenario
