@@ -1,7 +1,8 @@
 """The documentation's reference pages, generated from the code so that they cannot drift: the CLI (from the
 `holistic` command itself), the warehouse (from schema.sql and its comments), the configuration files (from
-their schemas) and the environment variables (settings.ENVIRONMENT). The docs site's hook (docs/hooks.py)
-replaces a page's `<!-- reference: NAME -->` line with REFERENCES[NAME]()."""
+their schemas) and the environment variables (settings.ENVIRONMENT). A page's `<!-- reference: NAME -->` block
+holds REFERENCES[NAME]() as committed, so the page reads on GitHub too; `python -m holistic_dagster.cli.reference`
+rewrites stale blocks, a test fails on one, and the docs site's hook (docs/hooks.py) generates them afresh."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import re
 import types
 import typing
 from collections.abc import Callable
+from pathlib import Path
 
 from pydantic import BaseModel
 
-from holistic_dagster.settings import ENVIRONMENT
+from holistic_dagster.settings import ENVIRONMENT, REPO_ROOT
 
 
 def _cell(text: object) -> str:
@@ -223,3 +225,36 @@ REFERENCES: dict[str, Callable[[], str]] = {
     "configuration": configuration_reference,
     "environment": environment_reference,
 }
+
+# a reference in a page: the mark, then the generated text as committed (GitHub shows it), then the end mark
+_BLOCK = re.compile(
+    r"^<!-- reference: (\w+) -->\n(?:.*?\n)?<!-- end of reference: \1 -->$|^<!-- reference: (\w+) -->$", re.M | re.S
+)
+
+
+def fill_references(markdown: str, where: str = "") -> str:
+    """The page with each reference block's text generated afresh (a bare mark gets its block)."""
+
+    def generate(match: re.Match) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in REFERENCES:
+            raise ValueError(f"{where}: unknown reference {name!r} (known: {', '.join(REFERENCES)})")
+        return f"<!-- reference: {name} -->\n{REFERENCES[name]().rstrip()}\n<!-- end of reference: {name} -->"
+
+    return _BLOCK.sub(generate, markdown)
+
+
+def write_references(docs: Path = REPO_ROOT / "docs") -> list[Path]:
+    """Rewrites the pages whose committed references are not what the code generates; returns them."""
+    changed = []
+    for page in sorted(docs.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if (filled := fill_references(text, str(page))) != text:
+            page.write_text(filled, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
+if __name__ == "__main__":  # .venv/bin/python -m holistic_dagster.cli.reference: bring the committed pages up to date
+    for page in write_references():
+        print(f"rewrote {page}")

@@ -132,3 +132,35 @@ def test_the_documented_commands_run(tmp_path, shared_data):
             run_block(block, cwd, env)
             ran += 1
     assert ran >= 10
+
+
+def test_the_committed_references_are_what_the_code_generates():
+    """The reference pages carry their generated text (GitHub shows it): stale after a change to the CLI, the DDL,
+    a schema or the variables until `.venv/bin/python -m holistic_dagster.cli.reference` rewrites them."""
+    from holistic_dagster.cli.reference import fill_references
+
+    pages = sorted((REPO_ROOT / "docs").rglob("*.md"))
+    marked = [p for p in pages if "<!-- reference: " in p.read_text(encoding="utf-8")]
+    assert len(marked) == len(REFERENCES)
+    for page in marked:
+        text = page.read_text(encoding="utf-8")
+        assert "<!-- end of reference: " in text, f"{page}: a bare mark, nothing committed"
+        assert fill_references(text, str(page)) == text, (
+            f"{page}: stale; run .venv/bin/python -m holistic_dagster.cli.reference"
+        )
+
+
+def test_the_benchmarks_page_lists_every_section_in_its_contents(tmp_path):
+    """Its included result files' headings sit under the section that includes them (the hook demotes them): one
+    H1, the page's own."""
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO_ROOT, env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}, check=True, capture_output=True,
+    )  # fmt: skip
+    html = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
+    assert html.count("<h1") == 1
+    sections = re.findall(r'<h2 id="([^"]+)"', html)
+    assert len(sections) >= 9
+    contents = html.split('class="md-nav md-nav--secondary"')[1].split('class="md-content"')[0]
+    assert all(f'href="#{s}"' in contents for s in sections)
