@@ -356,3 +356,21 @@ def test_a_missing_data_dir_is_refused_before_anything_starts(tmp_path):
     shown = CliRunner().invoke(app, ["evaluate", *args])
     assert shown.exit_code == 1 and f"--data-dir {tmp_path / 'nope'}: no such folder" in shown.stderr
     assert not db.exists()  # nothing ran
+
+
+@pytest.mark.slow  # a Dagster run in a subprocess
+def test_a_failed_step_is_one_line_and_where_its_log_is_not_dagsters_stack_trace(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    args = ["evaluate", "--model", "demo-gpt2-untrained", "--suite", "v1", "--data-dir", str(empty)]
+    shown = run(*args, "--db", str(tmp_path / "w.duckdb"), HOLISTIC_OFFLINE="1", DAGSTER_HOME=str(tmp_path / "d"))
+    assert shown.returncode == 1
+    assert "Stack Trace" not in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+    lines = shown.stderr.strip().splitlines()
+    assert lines[-6].startswith("error: datasets for v1 failed (Dagster run ")
+    assert lines[-5].startswith("boolq__dataset: holistic_dagster.errors.DataUnavailableError: scenario 'boolq': ")
+    assert "(or pass it as --data-dir)" in lines[-5]
+    assert lines[-1].startswith("the full log: run ") and lines[-1].endswith("holistic --debug")
+    debugged = run("--debug", *args, "--db", str(tmp_path / "w2.duckdb"), HOLISTIC_OFFLINE="1",
+                   DAGSTER_HOME=str(tmp_path / "d"))  # fmt: skip
+    assert debugged.returncode == 1 and "STEP_FAILURE" in debugged.stderr  # Dagster's own log, asked for

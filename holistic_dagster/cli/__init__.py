@@ -69,6 +69,8 @@ def _options(
 ) -> None:
     global _debug
     _debug = debug
+    if debug:  # the runs this process starts show Dagster's own log too (defs/runner.py quiet_logs)
+        os.environ["HOLISTIC_DEBUG"] = "1"
 
 
 def main() -> None:

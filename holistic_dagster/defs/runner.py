@@ -4,6 +4,7 @@ then shows: datasets for the version, each model's evaluation, then the leaderbo
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,14 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.stages.budget import check_budget, estimate_cost, left_of, spent_on
 from holistic_dagster.stages.context import StageContext
 
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+def quiet_logs() -> dict:
+    """The run config of a run the CLI starts: Dagster's console logger says nothing (a failed step's stack trace
+    included: RunFailed prints each failure's one line and where the full log is), unless HOLISTIC_DEBUG
+    (`holistic --debug`) asks for its warnings and errors."""
+    level = "WARNING" if os.environ.get("HOLISTIC_DEBUG", "") not in ("", "0") else "CRITICAL"
+    return {"loggers": {"console": {"config": {"log_level": level}}}}
+
 
 # which process executes an in-process run: a run whose process has died unfinished is marked failed
 HOST_TAG, PID_TAG, PROCESS_START_TAG = "holistic/host", "holistic/pid", "holistic/process_started"
@@ -87,8 +95,13 @@ class RunFailed(HolisticError):
             if not c.passed and c.blocking
         ]
         self.result = result
+        where = (
+            f"the full log: run {result.run_id[:8]} in the Dagster UI (holistic ui); Dagster's own stack traces: "
+            "holistic --debug"
+        )
         super().__init__(
-            f"{label} failed (Dagster run {result.run_id}):\n" + "\n".join(failures or ["see the Dagster UI"])
+            f"{label} failed (Dagster run {result.run_id}):\n"
+            + "\n".join([*(failures or ["see the Dagster UI"]), where])
         )
 
 
@@ -172,7 +185,7 @@ def evaluate_suite(
             result = defs.resolve_job_def(job).execute_in_process(
                 partition_key=key,
                 instance=instance,
-                run_config=QUIET_LOGS,
+                run_config=quiet_logs(),
                 raise_on_error=False,
                 asset_selection=selection,
                 tags=tags,
@@ -225,7 +238,7 @@ def run_arena(defs: Definitions, instance: DagsterInstance, version: str) -> Exe
     register_partitions(instance, [], [version])
     with ledger.running(instance.root_directory):
         result = defs.resolve_job_def(ARENA_JOB).execute_in_process(
-            partition_key=version, instance=instance, run_config=QUIET_LOGS, raise_on_error=False, tags=process_tags()
+            partition_key=version, instance=instance, run_config=quiet_logs(), raise_on_error=False, tags=process_tags()
         )
     if not result.success:
         raise RunFailed("arena", result)
@@ -261,7 +274,7 @@ def gate_in_batches(
         announce(f"{candidate}: the first {n} instances of {', '.join(batch)}")
         with ledger.running(instance.root_directory):
             result = defs.resolve_job_def(EVALUATE_JOB).execute_in_process(
-                partition_key=key, instance=instance, run_config=QUIET_LOGS, raise_on_error=False,
+                partition_key=key, instance=instance, run_config=quiet_logs(), raise_on_error=False,
                 asset_selection=model_keys(batch), tags=process_tags() | {SAMPLE_TAG: str(n)},
             )  # fmt: skip
         if not result.success:
