@@ -149,6 +149,9 @@ def _type_name(annotation: object) -> str:
 
 
 def _default(field) -> str:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if "shown_default" in extra:  # filled in by its loader, not written by the user (a registry entry's name)
+        return str(extra["shown_default"])
     if field.is_required():
         return "required"
     value = field.get_default(call_default_factory=True)

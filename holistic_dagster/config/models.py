@@ -110,7 +110,7 @@ BackendSettings = create_model(
 
 
 class _Model(Strict):
-    name: str  # the model partition's key (filled in from the registry's key)
+    name: str = Field(json_schema_extra={"shown_default": "its key"})  # the model partition's key (from the registry)
     # the kind of client: transformers, tgi, openai, llamacpp or echo (its settings are below)
     backend: Literal[tuple(BACKEND_SETTINGS)]  # type: ignore[valid-type]
     # transformers: a local checkpoint directory, a hub id, demo:<name> for a built-in demo model, or
@@ -164,12 +164,17 @@ class _Model(Strict):
 
 def _entry_settings() -> dict[str, tuple]:
     """Every backend kind's settings as fields of a registry entry: unset (None) unless the entry gives them."""
-    fields = {}
-    for kind_settings in BACKEND_SETTINGS.values():
+    fields, kinds = {}, {}
+    for kind, kind_settings in BACKEND_SETTINGS.items():
         for key, field in kind_settings.model_fields.items():
+            kinds.setdefault(key, []).append(kind)
             typed = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
-            fields.setdefault(key, (typed | None, Field(None, description=field.description)))
-    return fields
+            fields.setdefault(key, (typed, field.description))
+    # each says the backends whose setting it is (a setting of another kind is refused)
+    return {
+        key: (typed | None, Field(None, description=f"{', '.join(kinds[key])}: {description}"))
+        for key, (typed, description) in fields.items()
+    }
 
 
 # A registry entry (resources/models.yaml): what the model is, and any backend setting of its kind, which wins over

@@ -231,6 +231,9 @@ class PerturbationsSpec(Strict):
 
 
 class SuiteScenario(Strict):
+    """One scenario's entry in a suite: how many of its instances are evaluated and how they are asked, over the
+    scenario file's own settings."""
+
     max_eval_instances: int = Field(gt=0)  # instances evaluated per subset, drawn by the conventions
     max_train_instances: int | None = Field(None, ge=0)  # in-context examples; default: the scenario's
     # fewer generated tokens than the scenario's (HELM's 4,096 for a chain of thought is hours on a CPU)

@@ -3,7 +3,10 @@
 -- Partition keys: version (suite version), scenario, model. Each stage replaces its partition atomically.
 
 -- The warehouse's own settings: its schema version (schema_version), which readers check.
-CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS schema_info (
+    key VARCHAR PRIMARY KEY,   -- the setting's name (schema_version)
+    value VARCHAR              -- the setting's value (the schema version: a number as text)
+);
 
 -- Upstream files (or generators) that instances were read from, with their checksum.
 CREATE TABLE IF NOT EXISTS source_files (
@@ -84,7 +87,8 @@ ALTER TABLE completion_cache ADD COLUMN IF NOT EXISTS top_logprobs JSON DEFAULT 
 -- over it and its perturbations of that family (perturbation = 'worst').
 CREATE TABLE IF NOT EXISTS instance_scores (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
-    metric VARCHAR NOT NULL, family VARCHAR NOT NULL, value DOUBLE NOT NULL,
+    metric VARCHAR NOT NULL, family VARCHAR NOT NULL,
+    value DOUBLE NOT NULL,           -- the instance's value of the metric (never NULL: an undefined one has no row)
     request_id VARCHAR NOT NULL,     -- the request whose completion carries the prediction
     prediction VARCHAR NOT NULL, provenance_id VARCHAR NOT NULL,
     perturbation VARCHAR NOT NULL DEFAULT '',
@@ -228,7 +232,7 @@ CREATE TABLE IF NOT EXISTS imported_runs (
 );
 
 -- Arena: pairwise battles between two models' stored answers to one instance, judged in both position orders.
--- judge: a registered model's name (LLM as judge), or 'human' (votes cast on `holistic arena vote`'s page).
+-- judge: a registered model's name (LLM as judge), or 'human' (votes cast on `holistic vote`'s page).
 -- winner: a | b | tie, or '' when a judgement gave no verdict (error says why: such a row is never a vote).
 -- request_a / request_b: the judged completions (lineage to prompts and instances); judge_request_*: the
 -- judge's own requests, keys of the completion cache.

@@ -164,3 +164,15 @@ def test_the_benchmarks_page_lists_every_section_in_its_contents(tmp_path):
     assert len(sections) >= 9
     contents = html.split('class="md-nav md-nav--secondary"')[1].split('class="md-content"')[0]
     assert all(f'href="#{s}"' in contents for s in sections)
+
+
+def test_the_readme_counts_the_documented_commands_as_they_are():
+    from collections import Counter
+
+    tiers = Counter(b.tier for b in shell_blocks(site_pages()))
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    claim = (
+        f"{tiers['fast'] + tiers['slow']} are run by the tests ({tiers['fast']} fast, {tiers['slow']} slow), "
+        f"{tiers['skip']} are not"
+    )
+    assert claim in readme, f"README.md should say: {claim}"
