@@ -1,0 +1,71 @@
+"""Every entry of the HELM leaderboard suites we ship (helm-lite-v1, helm-classic-v1) against what HELM 0.5.16's own
+run-spec functions give for the leaderboard's run entry (tests/helm/fixtures/helm_run_specs.json, made by
+bench/helm_run_specs.py in the peer environment): the method, instructions, prefixes, in-context examples,
+decoding, instance count and perturbations are equal, or the difference is a listed deviation with why and the
+setting that gives HELM's (holistic_dagster/helm/run_specs.py). Nothing unlisted, nothing listed that no longer
+differs, no entry on either side without the other."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from holistic_dagster.config.catalog import Catalog
+from holistic_dagster.helm.run_specs import DEVIATIONS, NOT_BUILT_OFFLINE, as_run_spec, deviation, differences
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "helm_run_specs.json").read_text())
+SPECS = FIXTURE["specs"]
+SUITES = ("helm-lite-v1", "helm-classic-v1")
+
+
+def ours() -> set[tuple[str, str, str]]:
+    catalog = Catalog()
+    entries = set()
+    for version in SUITES:
+        for scenario in catalog.suite(version).scenarios:
+            spec, _ = catalog.resolved_scenario(version, scenario)
+            entries |= {(version, scenario, subset) for subset in (spec.subsets or ("",))}
+    return entries
+
+
+def keyed(key: str) -> tuple[str, str, str]:
+    version, scenario, subset = key.split("|")
+    return version, scenario, subset
+
+
+def test_the_fixture_says_how_it_was_made_and_holds_every_entry_of_both_suites():
+    assert "crfm-helm 0.5.16" in FIXTURE["made_by"] and "construct_run_specs" in FIXTURE["made_by"]
+    helm = {keyed(k) for k in SPECS}
+    missing = ours() - helm
+    assert not missing, f"suite entries without HELM's run spec (run bench/helm_run_specs.py): {sorted(missing)}"
+    unlisted = {(v, s) for v, s, _ in helm - ours() if (v, s, "entry") not in DEVIATIONS}
+    assert not unlisted, f"HELM runs entries our suites leave out, without a listed reason: {sorted(unlisted)}"
+    not_built = {(v, s) for (v, s, _), spec in ((keyed(k), x) for k, x in SPECS.items()) if "not_built" in spec}
+    assert not_built == NOT_BUILT_OFFLINE
+
+
+def test_every_difference_from_helms_run_spec_is_a_listed_deviation():
+    catalog = Catalog()
+    unlisted, used = [], set()
+    for key, helm in sorted(SPECS.items()):
+        version, scenario, subset = keyed(key)
+        if "not_built" in helm or (version, scenario, subset) not in ours():
+            continue
+        for field, (mine, theirs) in differences(as_run_spec(catalog, version, scenario, subset), helm).items():
+            found = deviation(version, scenario, field)
+            if found is None:
+                unlisted.append(f"{key} {field}: ours {mine!r}, HELM's {theirs!r}")
+            else:
+                used.add(next(k for k in ((version, scenario, field), (version, "*", field)) if k in DEVIATIONS))
+    assert not unlisted, "differences from HELM's run specs that no deviation lists:\n" + "\n".join(unlisted)
+    stale = {k for k in DEVIATIONS if k[2] != "entry"} - used
+    assert not stale, f"listed deviations that no longer differ (remove them): {sorted(stale)}"
+
+
+@pytest.mark.parametrize("key", ["helm-lite-v1|math_chain_of_thought|algebra:level_1", "helm-lite-v1|narrative_qa|"])
+def test_the_decoding_the_issue_found_cut_for_a_cpu_is_helms(key):
+    version, scenario, subset = keyed(key)
+    mine = as_run_spec(Catalog(), version, scenario, subset)
+    assert mine["max_tokens"] == SPECS[key]["max_tokens"] and mine["max_tokens"] in (400, 100)
