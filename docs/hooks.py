@@ -11,7 +11,7 @@ from pathlib import Path
 from holistic_dagster.cli.reference import fill_references
 
 _INCLUDE = re.compile(r'^--8<-- "([^"]+)"$', re.MULTILINE)
-_HEADING = re.compile(r"^(#{1,4}) ", re.MULTILINE)
+_HEADING = re.compile(r"^(#{1,6}) ", re.MULTILINE)
 
 
 def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 (MkDocs' hook signature)

@@ -199,9 +199,10 @@ def remember_data_dirs(dirs: list[Path]) -> bool:
     lines = [
         "# Written by `holistic demo` / `holistic evaluate` from the data folders they were given (--data-dir or",
         "# HOLISTIC_DATA_DIR); every command searches these when HOLISTIC_DATA_DIR is not set. Edit freely.",
-        "data_dirs = [" + ", ".join(json.dumps(str(d)) for d in dirs) + "]",  # a JSON string is a TOML string
+        # a JSON string is a TOML basic string (ensure_ascii=False: TOML has no surrogate-pair escapes)
+        "data_dirs = [" + ", ".join(json.dumps(str(d), ensure_ascii=False) for d in dirs) + "]",
     ]
-    temporary = path.with_name(path.name + ".tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two commands at once: each its own
     temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
     temporary.replace(path)
     return True

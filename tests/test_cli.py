@@ -374,3 +374,18 @@ def test_a_failed_step_is_one_line_and_where_its_log_is_not_dagsters_stack_trace
     debugged = run("--debug", *args, "--db", str(tmp_path / "w2.duckdb"), HOLISTIC_OFFLINE="1",
                    DAGSTER_HOME=str(tmp_path / "d"))  # fmt: skip
     assert debugged.returncode == 1 and "STEP_FAILURE" in debugged.stderr  # Dagster's own log, asked for
+
+
+def test_no_verb_declares_an_option_name_twice():
+    """(export had --suite for HELM's suite name when --suite became the suite version's option: one silently
+    shadowed the other.)"""
+    import typer
+
+    from holistic_dagster.cli import app
+    from holistic_dagster.cli.reference import _verbs
+
+    root = typer.main.get_command(app)
+    context = root.context_class(root, info_name="holistic")
+    for name, command, _ in _verbs(root, context):
+        names = [opt for p in command.params for opt in (*p.opts, *p.secondary_opts)]
+        assert len(names) == len(set(names)), f"holistic {name}: {sorted(n for n in names if names.count(n) > 1)}"

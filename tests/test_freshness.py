@@ -76,6 +76,13 @@ def test_unchanged_steps_are_skipped_and_a_change_reruns_what_it_reaches(tmp_pat
     assert evaluate()["leaderboard"] == ""
     assert Warehouse(path).df("SELECT count(*) AS n FROM instance_scores")["n"].iat[0] == len(scores)
 
+    # a data folder put in front with its own copy of the file: what a run would read changed, the datasets run
+    front = tmp_path / "front" / "boolq"
+    shutil.copytree(tmp_path / "moved" / "boolq", front)
+    (front / "dev.jsonl").write_text("".join((front / "dev.jsonl").read_text().splitlines(keepends=True)[::-1]))
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", f"{tmp_path / 'front'}:{tmp_path / 'moved'}")
+    assert evaluate()["datasets for s1"] == ""
+
 
 @pytest.mark.slow  # three `holistic evaluate` processes
 def test_the_cli_skips_without_starting_dagster_when_nothing_changed(tmp_path, shared_data):

@@ -39,20 +39,23 @@ DATA = "data:"  # a file's key below whichever data folder holds it
 
 
 def _data_key(path: str, data_dirs: Sequence[Path]) -> tuple[str, str]:
-    """(the file's key, where it is now): a file inside a data folder is keyed by its place below it, so that the
-    same files reached through another folder path (a moved or re-mounted folder, a symlink) are the same input.
-    A file recorded at a path that is gone is looked for below today's data folders (its longest tail found)."""
+    """(the file's key, the file a run would read now): a file inside a data folder is keyed by its place below
+    it, so that the same files reached through another folder path (a moved or re-mounted folder, a symlink) are
+    the same input; it is looked up as a run looks it up, in the first of today's data folders that holds that
+    place (a folder added in front with another copy is a change). A file recorded at a path that is gone is
+    looked for by its longest tail found below today's folders."""
     p = Path(path)
-    for d in data_dirs:
-        if p.is_relative_to(d):
-            return DATA + p.relative_to(d).as_posix(), path
-    if not p.exists():
-        for k in range(1, len(p.parts)):
-            tail = Path(*p.parts[k:])
-            for d in data_dirs:
-                if (d / tail).exists():
-                    return DATA + tail.as_posix(), str(d / tail)
-    return path, path
+    place = next((p.relative_to(d) for d in data_dirs if p.is_relative_to(d)), None)
+    if place is None and not p.exists():
+        place = next(
+            (Path(*p.parts[k:]) for k in range(1, len(p.parts)) if any((d / Path(*p.parts[k:])).exists() for d in
+             data_dirs)),
+            None,
+        )  # fmt: skip
+    if place is None:
+        return path, path
+    found = next((d / place for d in data_dirs if (d / place).exists()), p)
+    return DATA + place.as_posix(), str(found)
 
 
 def files_state(paths: list[str], data_dirs: Sequence[Path] = ()) -> list[list[Any]]:

@@ -21,8 +21,11 @@ def import_helm(
     version: Annotated[
         Optional[str],
         typer.Option(
+            "--suite",
+            "--version",
             help="suite version to import into: one of the catalog's (HELM's instances must be its own, to be "
-            "compared with our models instance by instance), or a new name (default: helm-<HELM suite>)"
+            "compared with our models instance by instance), or a new name (default: helm-<HELM suite>); "
+            "--version is its former name",
         ),
     ] = None,
     db: DbOption = None,
@@ -77,7 +80,9 @@ def export(
     out: Annotated[Path, typer.Option(help="folder to write into: its runs/<suite>/ is HELM's layout")],
     format: Annotated[str, typer.Option("--format", help="the layout to write (helm)")] = "helm",
     version: VersionOption = None,
-    suite: Annotated[Optional[str], typer.Option(help="HELM suite name (default: the version)")] = None,
+    suite: Annotated[
+        Optional[str], typer.Option("--helm-suite", help="HELM suite name (default: the suite version's)")
+    ] = None,
     models: Annotated[
         Optional[list[str]], typer.Option("--model", help="only this model (repeatable; default: every model)")
     ] = None,

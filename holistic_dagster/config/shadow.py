@@ -105,8 +105,9 @@ class ShadowSpec(Strict):
     bootstrap_samples: int = Field(1000, gt=0)
     # the seed of the answer order shown to the judge and of the bootstrap
     seed: int = 0
-    # the most (USD) one log's shadow evaluation may cost each priced model, counted across runs: a candidate's
-    # answers, the judge's verdicts (and, once per judge, its qualification); none: no limit
+    # the most (USD) one log's shadow evaluation may cost each priced model in each role, counted across runs: a
+    # candidate's answers, the judge's verdicts (its qualification, once per judge, is held to it on its own);
+    # none: no limit
     max_cost: float | None = Field(None, ge=0.0)
     # what is removed from traffic before anything is stored, sent or logged
     pii: PiiSpec = PiiSpec()

@@ -3,15 +3,17 @@ appended to a file beside the store (one JSON line, written before the caller co
 process killed between two commits loses nothing it acknowledged. The next reader of the table replays what a
 dead writer left (`replay`) before reading it.
 
-The journal lives in `<store>.journal/`, one segment file per writer at a time, locked (flock) while its writer
-lives: a segment nobody holds is a dead writer's. A writer starts a new segment at each commit and deletes the
+The journal lives beside a DuckDB file (`warehouse.duckdb.journal/`) or inside a shared store's folder
+(`.journal/`), one segment file per writer at a time, locked (flock) while its writer lives: a segment nobody
+holds is a dead writer's. flock holds on one host, so a writer replays only its own host's segments: a killed
+worker's answers are replayed when a worker on the same host name reads the cache (until then they are asked
+again, as before the journal). A writer starts a new segment at each commit and deletes the
 committed one, so a journal holds at most what arrived since the last commit. Appends reach the operating
 system at once (they survive the process, not a power cut: no fsync per answer). Replaying is idempotent: the
 rows are upserted by their key."""
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import logging
@@ -34,6 +36,11 @@ class _Upserting(Protocol):
 
 
 def journal_dir(store_path: Path) -> Path:
+    """Beside a DuckDB file (`warehouse.duckdb.journal/`, as DuckDB's own .wal); inside a shared store's folder
+    (`.journal/`, which no table's name matches), where whoever may write the store may write it."""
+    store_path = Path(store_path)
+    if store_path.is_dir():
+        return store_path / ".journal"
     return store_path.with_name(store_path.name + ".journal")
 
 
@@ -53,12 +60,23 @@ class Segment:
 
     def __init__(self, folder: Path, table: str):
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"{table}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}.jsonl"
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)  # released by the kernel when the process dies, however it dies
+        name = f"{table}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}.jsonl"
+        # locked under a name no replayer looks for, then given its own: a replayer never sees it unlocked
+        hidden = folder / f".new-{name}"
+        self._fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # released by the kernel when the process dies, however it dies
+            self.path = folder / name
+            os.rename(hidden, self.path)
+        except BaseException:
+            os.close(self._fd)
+            hidden.unlink(missing_ok=True)
+            raise
         self.empty = True
+        self.closed = False
 
     def append(self, rows: list[dict[str, Any]]) -> None:
+        assert not self.closed, f"{self.path}: appended to after it was closed"
         line = json.dumps(rows, default=_encode, ensure_ascii=False, separators=(",", ":")) + "\n"
         data = line.encode()
         while data:  # one write() of a line is all of it in practice; a partial one is continued
@@ -67,25 +85,35 @@ class Segment:
 
     def retire(self) -> None:
         """Its rows are committed: the file goes."""
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        os.close(self._fd)
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Its rows could not be committed: the file stays, unlocked, for the next reader to replay."""
+        if not self.closed:
+            self.closed = True
+            os.close(self._fd)
 
 
-def _rows_of(path: Path) -> list[dict[str, Any]]:
+def _rows_of(fd: int, path: Path) -> list[dict[str, Any]]:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            try:
-                rows.extend(json.loads(line))
-            except ValueError:  # the writer died mid-line: what it had not finished writing was never acknowledged
-                log.warning("%s line %d: cut off by the writer's death, skipped", path, number)
+    for number, line in enumerate(b"".join(chunks).decode("utf-8", "replace").splitlines(), 1):
+        try:
+            rows.extend(json.loads(line))
+        except ValueError:  # the writer died mid-line: what it had not finished writing was never acknowledged
+            log.warning("%s line %d: cut off by the writer's death, skipped", path, number)
     return rows
 
 
 def replay(store: _Upserting, table: str) -> int:
     """Upserts the rows dead writers of `table` (on this host) left in the journal and deletes their segments.
-    Returns how many rows were replayed."""
+    Returns how many rows were replayed. A segment that cannot be upserted is set aside as *.bad, named in a
+    warning, so that it blocks nothing after it."""
     folder = journal_dir(store.path)
     if not folder.is_dir():
         return 0
@@ -100,12 +128,18 @@ def replay(store: _Upserting, table: str) -> int:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:  # a live writer's
                 continue
-            rows = _rows_of(path)
-            if rows:
-                store.upsert(table, pd.DataFrame(rows))
-                replayed += len(rows)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            if os.fstat(fd).st_nlink == 0:  # replayed or retired between our open and our lock
+                continue
+            rows = _rows_of(fd, path)
+            try:
+                if rows:
+                    store.upsert(table, pd.DataFrame(rows))
+            except Exception as e:
+                log.warning("%s: its rows could not be replayed (%s); set aside as %s.bad", path, e, path.name)
+                path.rename(path.with_name(path.name + ".bad"))
+                continue
+            replayed += len(rows)
+            path.unlink(missing_ok=True)
         finally:
             os.close(fd)
     if replayed:

@@ -261,45 +261,56 @@ class BackgroundWriter:
     def put(self, rows: list[dict[str, Any]]) -> None:
         """Hands rows over (plain dicts: the caller, e.g. an event loop answering HTTP responses, pays no
         DataFrame per call; one frame per commit is built on the writer's thread). They are in the journal when
-        this returns."""
-        if self._error is not None:
-            raise self._error
-        if rows:
-            with self._lock:
+        this returns, or raises: after the writer failed, they go to a journal segment of their own, left for the
+        next reader to replay, and the writer's error is raised."""
+        if not rows:
+            return
+        with self._lock:
+            if self._error is None:
                 assert self._segment is not None, "put() outside the writer's with-block"
                 self._segment.append(rows)
                 self._queue.put(rows)
+                return
+        leftover = Segment(journal_dir(self.warehouse.path), self.table)
+        leftover.append(rows)
+        leftover.abandon()
+        raise self._error
 
     def _run(self) -> None:
-        while True:
-            batches = [self._queue.get()]
-            with self._lock:  # everything queued so far is in this segment; what comes next goes in a new one
-                while not self._queue.empty():
-                    batches.append(self._queue.get_nowait())
-                committing = self._segment
-                assert committing is not None
-                if not committing.empty:
-                    self._segment = Segment(committing.path.parent, self.table)
-            done = batches[-1] is None
-            rows = [row for batch in batches if batch is not None for row in batch]
-            try:
+        committing: Segment | None = None
+        try:
+            while True:
+                batches = [self._queue.get()]
+                with self._lock:  # everything queued so far is in this segment; what comes next goes in a new one
+                    while not self._queue.empty():
+                        batches.append(self._queue.get_nowait())
+                    committing = self._segment
+                    assert committing is not None
+                    if not committing.empty:
+                        self._segment = Segment(committing.path.parent, self.table)
+                done = batches[-1] is None
+                rows = [row for batch in batches if batch is not None for row in batch]
                 if rows:
                     self.warehouse.upsert(self.table, pd.DataFrame(rows))
-            except BaseException as e:  # reported to the caller at put() or on exit; the journal keeps the rows
+                if committing is not self._segment or done:
+                    committing.retire()
+                if done:
+                    if self._segment is not committing:
+                        self._segment.retire()
+                    return
+                self._closing.wait(self.interval_s)  # what arrives meanwhile goes in the next commit
+        except BaseException as e:  # reported to the caller at put() or on exit; the journal keeps the rows
+            with self._lock:
                 self._error = e
-                return
-            if committing is not self._segment or done:
-                committing.retire()
-            if done:
-                if self._segment is not committing:
-                    self._segment.retire()
-                return
-            self._closing.wait(self.interval_s)  # what arrives meanwhile goes in the next commit
+                for segment in (committing, self._segment):  # unlocked, kept: the next reader replays them
+                    if segment is not None and not segment.closed:
+                        segment.abandon()
 
     def __exit__(self, *exc) -> None:
         self._closing.set()
         self._queue.put(None)
         self._thread.join()
+        self._segment = None
         if self._error is not None and exc[0] is None:
             raise self._error
 

@@ -423,7 +423,8 @@ SELECT p.model, u.version, u.scenario, c.request_id, c.sample_index,
          AS cost_usd,
        p.dagster_run_id, c.created_at
 FROM completion_cache c JOIN provenance p USING (provenance_id)
-LEFT JOIN (SELECT request_id, provenance_id, min(version) AS version, arg_min(scenario, version || '/' || scenario) AS scenario
+LEFT JOIN (SELECT request_id, provenance_id, min(struct_pack(v := version, s := scenario)).v AS version,
+                  min(struct_pack(v := version, s := scenario)).s AS scenario
            FROM completions GROUP BY ALL) u USING (request_id, provenance_id)
 WHERE json_extract(p.decoding, '$.price') IS NOT NULL;
 

@@ -13,6 +13,8 @@ import sys
 import textwrap
 from datetime import datetime
 
+import pytest
+
 from holistic_dagster.warehouse import BackgroundWriter, Warehouse
 from holistic_dagster.warehouse.journal import journal_dir, replay
 
@@ -86,3 +88,56 @@ def test_a_line_cut_off_by_the_writers_death_is_skipped_and_the_rest_replayed(tm
     assert _cached(db) == ["r7"]
     assert "line 2: cut off by the writer's death" in caplog.text
     assert list(folder.iterdir()) == []
+
+
+class FlakyStore:
+    """A warehouse whose first `fail` upserts fail (a full disk, say), then write through to the real one."""
+
+    def __init__(self, path, fail: int):
+        self.real, self.fail = Warehouse(path), fail
+        self.path = self.real.path
+
+    def upsert(self, table, frame):
+        if self.fail:
+            self.fail -= 1
+            raise OSError("No space left on device")
+        self.real.upsert(table, frame)
+
+
+def test_rows_a_failed_commit_held_are_kept_for_the_next_reader_and_the_error_is_raised(tmp_path):
+    db = tmp_path / "w.duckdb"
+    Warehouse(db).ensure_schema()
+    store = FlakyStore(db, fail=1)
+    writer = BackgroundWriter(store, "completion_cache", interval_s=3600)
+    with pytest.raises(OSError, match="No space left"):
+        with writer:
+            writer.put([_row(0)])
+            writer._thread.join(timeout=60)  # the first commit fails at once and ends the writer
+            with pytest.raises(OSError, match="No space left"):
+                writer.put([_row(1)])  # arrived after the failure: journaled on its own, then the error
+    assert _cached(db) == []
+    assert replay(store, "completion_cache") == 2  # this process's later read: nothing locked any more
+    assert _cached(db) == ["r0", "r1"]
+
+
+def test_a_segment_that_cannot_be_replayed_is_set_aside_and_blocks_nothing(tmp_path, caplog):
+    db = tmp_path / "w.duckdb"
+    Warehouse(db).ensure_schema()
+    folder = journal_dir(db)
+    folder.mkdir()
+    host = socket.gethostname().replace("-", "_")
+    (folder / f"completion_cache-{host}-1-a.jsonl").write_text(
+        json.dumps([{**_row(1), "created_at": "2026-01-02", "no_such_column": 1}]) + "\n"
+    )
+    good = json.dumps([{**_row(2), "created_at": "2026-01-02T00:00:00"}])
+    (folder / f"completion_cache-{host}-1-b.jsonl").write_text(good + "\n")
+    assert replay(Warehouse(db), "completion_cache") == 1
+    assert _cached(db) == ["r2"]
+    assert [p.name for p in folder.iterdir()] == [f"completion_cache-{host}-1-a.jsonl.bad"]
+    assert "could not be replayed" in caplog.text and "set aside" in caplog.text
+
+
+def test_a_shared_stores_journal_is_inside_its_folder(tmp_path):
+    (tmp_path / "store").mkdir()
+    assert journal_dir(tmp_path / "store") == tmp_path / "store" / ".journal"
+    assert journal_dir(tmp_path / "w.duckdb") == tmp_path / "w.duckdb.journal"
