@@ -20,7 +20,7 @@ from dagster import (
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.definitions import build_definitions
 from holistic_dagster.defs.resources import HolisticResource
-from holistic_dagster.defs.runner import QUIET_LOGS, evaluate_suite
+from holistic_dagster.defs.runner import evaluate_suite, quiet_logs
 from holistic_dagster.settings import REPO_ROOT
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
@@ -77,7 +77,7 @@ def launch(world, request):
     result = job.execute_in_process(
         partition_key=request.partition_key,
         instance=world["instance"],
-        run_config=QUIET_LOGS,
+        run_config=quiet_logs(),
         tags=request.tags,
         asset_selection=request.asset_selection,
     )
@@ -95,7 +95,7 @@ def follow_automation(world, cursor=None):
         keys = [k for k in summaries if version in requested[k]]
         job = world["defs"].resolve_job_def("leaderboard_job")
         assert job.execute_in_process(
-            partition_key=version, instance=world["instance"], asset_selection=keys, run_config=QUIET_LOGS
+            partition_key=version, instance=world["instance"], asset_selection=keys, run_config=quiet_logs()
         ).success
     return result.cursor, requested
 
