@@ -147,5 +147,11 @@ def differences(ours: dict[str, Any], helm: dict[str, Any]) -> dict[str, tuple[A
     return {f: (ours[f], helm[f]) for f in fields if ours[f] != helm[f]}
 
 
+def deviation_key(version: str, scenario: str, field: str) -> tuple[str, str, str] | None:
+    """The DEVIATIONS entry that covers a difference: the scenario's own, else the suite-wide one."""
+    return next((k for k in ((version, scenario, field), (version, ANY, field)) if k in DEVIATIONS), None)
+
+
 def deviation(version: str, scenario: str, field: str) -> Deviation | None:
-    return DEVIATIONS.get((version, scenario, field)) or DEVIATIONS.get((version, ANY, field))
+    key = deviation_key(version, scenario, field)
+    return DEVIATIONS[key] if key else None

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Price, Request
@@ -107,28 +109,34 @@ _COST = (
 )
 
 
-def _billed(stage: StageContext, model: str, requests_sql: str, params: list) -> float:
-    """What the completion cache's answers of `model` (these weights) to the requests `requests_sql` selects
-    cost, each at the price recorded with it."""
-    if stage.model(model).price is None:
-        return 0.0
+def _model_key(stage: StageContext, model: str) -> str:
+    return answering_identity(stage.client(model).describe())
+
+
+def _answered(stage: StageContext, model_key: str, requests_sql: str, params: list) -> pd.DataFrame:
+    """The completion cache's answers of `model_key` (these weights) to the requests `requests_sql` selects: each
+    request once, with what its answers cost at the price recorded with them (0 where none was recorded)."""
     replay(stage.warehouse, "completion_cache")  # answers a killed run was billed for but had not committed
     if not stage.warehouse.path.exists():
-        return 0.0
-    model_key = answering_identity(stage.client(model).describe())
-    spent = stage.warehouse.df(
-        f"SELECT coalesce(sum({_COST}), 0) AS usd FROM completion_cache c JOIN provenance p USING (provenance_id) "
-        f"WHERE c.model_key = ? AND json_extract(p.decoding, '$.price') IS NOT NULL "
-        f"AND c.request_id IN ({requests_sql})",
+        return pd.DataFrame({"request_id": [], "usd": []})
+    return stage.warehouse.df(
+        f"SELECT c.request_id, sum(CASE WHEN json_extract(p.decoding, '$.price') IS NULL THEN 0 ELSE {_COST} END) "
+        f"AS usd FROM completion_cache c JOIN provenance p USING (provenance_id) "
+        f"WHERE c.model_key = ? AND c.request_id IN ({requests_sql}) GROUP BY c.request_id",
         [model_key, *params],
-    )["usd"].iat[0]
-    return float(spent)
+    )
 
 
 def spent_on(stage: StageContext, model: str, version: str) -> float:
     """What the evaluation of `model` on suite `version` has been billed so far, across runs: its requests the
     completion cache holds answers to (for these weights), each at the price recorded with its answer."""
-    return _billed(stage, model, "SELECT request_id FROM prompts WHERE model = ? AND version = ?", [model, version])
+    if stage.model(model).price is None:
+        return 0.0
+    answered = _answered(
+        stage, _model_key(stage, model), "SELECT request_id FROM prompts WHERE model = ? AND version = ?",
+        [model, version],
+    )  # fmt: skip
+    return float(answered["usd"].sum())
 
 
 def metered(
@@ -142,14 +150,8 @@ def metered(
     if budget is None or price is None:
         return None
     ids = list(dict.fromkeys(r.request_id for r in requests))
-    earlier = _billed(stage, model, "SELECT unnest(?::VARCHAR[])", [ids])
-    model_key = answering_identity(stage.client(model).describe())
-    cached = set()
-    if stage.warehouse.path.exists():
-        cached = set(stage.warehouse.df(
-            "SELECT DISTINCT request_id FROM completion_cache WHERE model_key = ? AND request_id IN "
-            "(SELECT unnest(?::VARCHAR[]))", [model_key, ids]
-        )["request_id"])  # fmt: skip
+    answered = _answered(stage, _model_key(stage, model), "SELECT unnest(?::VARCHAR[])", [ids])
+    earlier, cached = float(answered["usd"].sum()), set(answered["request_id"])
     todo = list({r.request_id: r for r in requests if r.request_id not in cached}.values())
     prompt, output = sum(r.num_prompt_tokens for r in todo), sum(r.max_tokens for r in todo)
     estimate = CostEstimate(
@@ -214,7 +216,7 @@ def estimate_cost(stage: StageContext, version: str, model: str, scenarios: list
     spec = stage.model(model)
     if spec.price is None:
         return None
-    model_key = answering_identity(stage.client(model).describe())
+    model_key = _model_key(stage, model)
     replay(stage.warehouse, "completion_cache")
     frame = stage.warehouse.df(
         "WITH distinct_requests AS (SELECT scenario, request_id, any_value(num_prompt_tokens) AS prompt_tokens, "

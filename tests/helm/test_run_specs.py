@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from holistic_dagster.config.catalog import Catalog
-from holistic_dagster.helm.run_specs import DEVIATIONS, NOT_BUILT_OFFLINE, as_run_spec, deviation, differences
+from holistic_dagster.helm.run_specs import DEVIATIONS, NOT_BUILT_OFFLINE, as_run_spec, deviation_key, differences
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "helm_run_specs.json").read_text())
 SPECS = FIXTURE["specs"]
@@ -54,11 +54,11 @@ def test_every_difference_from_helms_run_spec_is_a_listed_deviation():
         if "not_built" in helm or (version, scenario, subset) not in ours():
             continue
         for field, (mine, theirs) in differences(as_run_spec(catalog, version, scenario, subset), helm).items():
-            found = deviation(version, scenario, field)
+            found = deviation_key(version, scenario, field)
             if found is None:
                 unlisted.append(f"{key} {field}: ours {mine!r}, HELM's {theirs!r}")
             else:
-                used.add(next(k for k in ((version, scenario, field), (version, "*", field)) if k in DEVIATIONS))
+                used.add(found)
     assert not unlisted, "differences from HELM's run specs that no deviation lists:\n" + "\n".join(unlisted)
     stale = {k for k in DEVIATIONS if k[2] != "entry"} - used
     assert not stale, f"listed deviations that no longer differ (remove them): {sorted(stale)}"

@@ -42,6 +42,15 @@ def _row(i: int) -> dict:
     }  # fmt: skip
 
 
+def _dead_writers_journal(tmp_path):
+    """(a warehouse, its journal folder, the name a dead writer of this host gave its segments, up to their id)."""
+    db = tmp_path / "w.duckdb"
+    Warehouse(db).ensure_schema()
+    folder = journal_dir(db)
+    folder.mkdir()
+    return db, folder, f"completion_cache-{socket.gethostname().replace('-', '_')}-1"
+
+
 def _cached(path) -> list[str]:
     return Warehouse(path).df("SELECT request_id FROM completion_cache ORDER BY request_id")["request_id"].tolist()
 
@@ -77,13 +86,9 @@ def test_a_live_writers_journal_is_not_replayed_and_a_clean_exit_leaves_none(tmp
 
 
 def test_a_line_cut_off_by_the_writers_death_is_skipped_and_the_rest_replayed(tmp_path, caplog):
-    db = tmp_path / "w.duckdb"
-    Warehouse(db).ensure_schema()
-    folder = journal_dir(db)
-    folder.mkdir()
-    host = socket.gethostname().replace("-", "_")
+    db, folder, prefix = _dead_writers_journal(tmp_path)
     whole = json.dumps([{**_row(7), "created_at": "2026-01-02T00:00:00"}])
-    (folder / f"completion_cache-{host}-1-dead.jsonl").write_text(whole + "\n" + whole[:40])
+    (folder / f"{prefix}-dead.jsonl").write_text(whole + "\n" + whole[:40])
     assert replay(Warehouse(db), "completion_cache") == 1
     assert _cached(db) == ["r7"]
     assert "line 2: cut off by the writer's death" in caplog.text
@@ -121,19 +126,15 @@ def test_rows_a_failed_commit_held_are_kept_for_the_next_reader_and_the_error_is
 
 
 def test_a_segment_that_cannot_be_replayed_is_set_aside_and_blocks_nothing(tmp_path, caplog):
-    db = tmp_path / "w.duckdb"
-    Warehouse(db).ensure_schema()
-    folder = journal_dir(db)
-    folder.mkdir()
-    host = socket.gethostname().replace("-", "_")
-    (folder / f"completion_cache-{host}-1-a.jsonl").write_text(
+    db, folder, prefix = _dead_writers_journal(tmp_path)
+    (folder / f"{prefix}-a.jsonl").write_text(
         json.dumps([{**_row(1), "created_at": "2026-01-02", "no_such_column": 1}]) + "\n"
     )
     good = json.dumps([{**_row(2), "created_at": "2026-01-02T00:00:00"}])
-    (folder / f"completion_cache-{host}-1-b.jsonl").write_text(good + "\n")
+    (folder / f"{prefix}-b.jsonl").write_text(good + "\n")
     assert replay(Warehouse(db), "completion_cache") == 1
     assert _cached(db) == ["r2"]
-    assert [p.name for p in folder.iterdir()] == [f"completion_cache-{host}-1-a.jsonl.bad"]
+    assert [p.name for p in folder.iterdir()] == [f"{prefix}-a.jsonl.bad"]
     assert "could not be replayed" in caplog.text and "set aside" in caplog.text
 
 
