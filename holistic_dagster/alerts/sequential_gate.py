@@ -1,7 +1,8 @@
-"""The gate's sequential mode (`holistic gate --sequential`): per scenario, the candidate's and the baseline's 0/1
+"""The gate's sequential mode (`holistic gate --sequential`): per scenario, the candidate's and the baseline's
 results on the instances both answered, read in a seeded random order a batch at a time, stopped as soon as the
-group-sequential exact McNemar test (efficient/sequential.py) establishes a regression beyond the tolerance or
-rules one out. Every scenario is tested at alpha divided by the number of scenarios (Bonferroni: the family-wise
+group-sequential test (efficient/sequential.py: exact McNemar for 0/1 results, the exact sign-flip test for other
+scores in [0, 1] such as F1; a lower-is-better metric as 1 - value) establishes a regression beyond the tolerance
+or rules one out. Every scenario is tested at alpha divided by the number of scenarios (Bonferroni: the family-wise
 false-alarm rate stays at most alpha at every look of every scenario). Each row states the instances used against
 the full draw and the smallest drop those instances could have found, so that a pass on 50 instances is never read
 as "no half-point regression".
@@ -20,10 +21,13 @@ from holistic_dagster.config.alerts import MAIN, MetricRule
 from holistic_dagster.efficient.sequential import (
     DEFAULT_LOOK,
     SequentialMcNemar,
+    SequentialSignFlip,
     SequentialVerdict,
+    bounded,
     sample_order,
     sequential_gate,
 )
+from holistic_dagster.metrics import lower_is_better
 from holistic_dagster.results.efficient import draw_ids, instance_values, partial_evaluations
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
@@ -80,7 +84,7 @@ def sequential_gate_of(
     seed: int = 0,
 ) -> SequentialGate:
     """The sequential gate of one metric rule (its critical `drop` is the tolerance; 0 without one) on every
-    scenario both models answered in full with a 0/1 metric."""
+    scenario both models answered in full with a metric in [0, 1]."""
     result = SequentialGate(candidate, baseline, version, alpha, look)
     scores = original_scores(warehouse, version, [candidate, baseline])
     partial = partial_evaluations(warehouse, version)
@@ -98,9 +102,10 @@ def sequential_gate_of(
             continue
         wide = wide[[baseline, candidate]].dropna().sort_index()
         values = wide.to_numpy(float)
-        if not np.isin(values, (0.0, 1.0)).all():
-            result.undecided.append(f"{scenario}: {name} is not right-or-wrong (the sequential test needs 0/1)")
+        if not bounded(values):
+            result.undecided.append(f"{scenario}: {name} is not a score in [0, 1] (the sequential test needs one)")
             continue
+        values = 1 - values if lower_is_better(name) else values  # the tests take higher as better
         pairs[scenario] = (name, values[:, 0], values[:, 1])
     level = alpha / max(len(pairs), 1)
     for scenario, (name, base, cand) in pairs.items():
@@ -113,7 +118,7 @@ class BatchedGate:
     """The sequential gate driving the candidate's evaluation: `batch()` says how many instances of the seeded
     order each undecided scenario should have answered next (None: every scenario is decided), the caller has the
     candidate answer them, and `observe()` reads the pairs and looks. Needs the baseline's results on each
-    scenario's whole draw (a 0/1 metric)."""
+    scenario's whole draw (a metric in [0, 1])."""
 
     def __init__(
         self,
@@ -137,13 +142,13 @@ class BatchedGate:
             values = instance_values(warehouse, version, scenario, baseline, rule.family, name)
             if not draw or set(values) != set(draw):
                 self.result.undecided.append(f"{scenario}: {baseline} has no {name} results on its whole draw")
-            elif not np.isin(list(values.values()), (0.0, 1.0)).all():
-                self.result.undecided.append(f"{scenario}: {name} is not right-or-wrong (the test needs 0/1)")
+            elif not bounded(np.array(list(values.values()))):
+                self.result.undecided.append(f"{scenario}: {name} is not a score in [0, 1] (the test needs one)")
             else:
                 baseline_ready[scenario] = (name, sample_order(draw), values)
         level = alpha / max(len(baseline_ready), 1)
         self.open = {
-            s: (name, order, values, SequentialMcNemar(len(order), level, self.tolerance))
+            s: (name, order, values, _test_for(values.values(), len(order), level, self.tolerance))
             for s, (name, order, values) in baseline_ready.items()
         }
         self.level = level
@@ -165,8 +170,20 @@ class BatchedGate:
                 self.result.undecided.append(f"{scenario}: the candidate has no {name} for some of its first {n}")
                 del self.open[scenario]
                 continue
-            bo = sum(base[i] == 1 and mine[i] == 0 for i in asked)
-            co = sum(base[i] == 0 and mine[i] == 1 for i in asked)
-            if (verdict := test.look(int(bo), int(co), n)) is not None:
+            d = np.array([mine[i] - base[i] for i in asked]) * (-1 if lower_is_better(name) else 1)
+            if not bounded(np.abs(d)) or isinstance(test, SequentialMcNemar) and not np.isin(d, (-1, 0, 1)).all():
+                self.result.undecided.append(f"{scenario}: the candidate's {name} is not of the baseline's kind")
+                del self.open[scenario]
+                continue
+            mcnemar = isinstance(test, SequentialMcNemar)
+            verdict = test.look(int((d < 0).sum()), int((d > 0).sum()), n) if mcnemar else test.look(d)
+            if verdict is not None:
                 self.result.rows.append(SequentialRow(scenario, name, self.tolerance, self.level, verdict))
                 del self.open[scenario]
+
+
+def _test_for(baseline_values, n_full: int, level: float, tolerance: float) -> SequentialMcNemar | SequentialSignFlip:
+    """Exact McNemar where the baseline's results are right-or-wrong, the sign-flip test for other scores."""
+    if np.isin(list(baseline_values), (0.0, 1.0)).all():
+        return SequentialMcNemar(n_full, level, tolerance)
+    return SequentialSignFlip(n_full, level, tolerance)

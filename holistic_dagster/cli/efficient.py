@@ -146,7 +146,8 @@ def plan(
     db: DbOption = None,
 ) -> None:
     """How many paired instances a regression verdict at a tolerance needs (exact McNemar's sample size, Connor
-    1987), from the discordance seen between the models already evaluated (the median over their pairs)."""
+    1987), from the discordance seen between the models already evaluated (the median over their pairs; for scores
+    such as F1, their mean squared difference in its place)."""
     import numpy as np
 
     from holistic_dagster.efficient.sequential import instances_needed
@@ -156,8 +157,8 @@ def plan(
     except (HolisticError, ValueError) as e:
         fail(str(e))
     rows = data.correct
-    rates = [
-        float(np.nanmean(rows[i] != rows[j]))
+    rates = [  # the pairs' discordance (0/1): their mean squared difference, which is what it is for scores too
+        float(np.nanmean((rows[i] - rows[j]) ** 2))
         for i in range(len(rows))
         for j in range(i + 1, len(rows))
         if np.any(~np.isnan(rows[i]) & ~np.isnan(rows[j]))
@@ -167,8 +168,10 @@ def plan(
     discordance = float(np.median(rates))
     needed = instances_needed(tolerance, discordance, alpha / 2, power)
     n = len(data.items)
+    binary = bool(np.isin(rows[~np.isnan(rows)], (0.0, 1.0)).all())
+    differ = f"differ on {discordance:.1%} of instances" if binary else f"differ by {discordance**0.5:.3f} (rms)"
     console.print(
-        f"{data.source}: models differ on {discordance:.1%} of instances (median of {len(rates)} pairs); a drop of "
+        f"{data.source}: models {differ} (median of {len(rates)} pairs); a drop of "
         f"{tolerance * 100:.2g} points needs {needed:,} paired instances for {power:.0%} power at alpha {alpha} "
         f"(the full draw has {n:,}{': enough' if needed <= n else ': not enough, the gate cannot promise it'})."
     )

@@ -16,7 +16,10 @@ How (measured on HELM Classic's per-instance MMLU results: bench/efficient.py):
   standard error of k draws, give the quantile that scales the interval. With n models it covers at least
   `level` and at most level + 1/(n + 1) of exchangeable new models.
 - Too few models (fewer than MIN_MODELS with results on the full draw): a uniform random sample of k instances
-  and its Wilson interval (finite-population corrected); every estimate says which method made it."""
+  and its Wilson interval (finite-population corrected); every estimate says which method made it.
+- Scores that are not right-or-wrong but lie in [0, 1] (F1, ROUGE) go the same way: the 2PL takes them as
+  fractions of a right answer (irt.py), the neighbours' likelihood likewise, and a sample's interval is the normal
+  one on the scores' spread instead of Wilson's."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import numpy as np
 from scipy.stats import norm
 
 from holistic_dagster.efficient.irt import ItemParameters, fit_2pl
+from holistic_dagster.efficient.sequential import bounded
 
 MIN_MODELS = 10  # fewer models with full results: the cold start (a random sample and its ordinary interval)
 DEFAULT_ANCHORS = 100
@@ -47,7 +51,7 @@ class Population:
 
     models: tuple[str, ...]
     items: tuple[str, ...]
-    matrix: np.ndarray  # models x items, 0/1
+    matrix: np.ndarray  # models x items, 0/1 or scores in [0, 1]
     params: ItemParameters | None
     residuals: np.ndarray | None
     left_out: tuple[ItemParameters, ...] = field(default=())  # the 2PL without model i, for each i
@@ -172,8 +176,7 @@ def _left_out_calibration(fit: AnchorFit) -> tuple[float, float, dict]:
     scores = np.sort([e / se for e, se in errors[best]])
     rank = math.ceil((len(scores) + 1) * fit.level)
     scale = float(scores[rank - 1]) if rank <= len(scores) else float(scores[-1] * 1.5)
-    truth = pop.matrix.mean(axis=1)
-    random_mae = [math.sqrt(2 / math.pi) * _standard_error(float(t), k, n) for t in truth]  # E|normal error|
+    random_mae = [math.sqrt(2 / math.pi) * _sample_error(row, k, n) for row in pop.matrix]  # E|normal error|
     validation = {
         "models": len(pop.models),
         "mae": float(np.mean([e for e, _ in errors[best]])),
@@ -186,6 +189,14 @@ def _left_out_calibration(fit: AnchorFit) -> tuple[float, float, dict]:
 def _standard_error(p: float, k: int, n: int) -> float:
     p = min(max(p, 0.02), 0.98)
     return math.sqrt(p * (1 - p) / k * max(1 - k / n, 1 / n))
+
+
+def _sample_error(row: np.ndarray, k: int, n: int) -> float:
+    """The standard error of a uniform random sample of k of a model's n results: binomial for 0/1, else from
+    the results' own spread."""
+    if np.isin(row, (0.0, 1.0)).all():
+        return _standard_error(float(row.mean()), k, n)
+    return math.sqrt(float(row.var()) / k * max(1 - k / n, 1 / n))
 
 
 def _irt_parts(fit: AnchorFit, params, matrix, residuals, answers) -> tuple[np.ndarray, np.ndarray]:
@@ -209,13 +220,14 @@ def _combine(fit: AnchorFit, answers, neighbours, ability_gap, ability_weight: f
 
 
 def estimate(fit: AnchorFit, answers) -> Estimate:
-    """The full-draw score of a model that gave `answers` (0/1, in the order of fit.anchors) on the anchors."""
+    """The full-draw score of a model that gave `answers` (0/1, or scores in [0, 1] such as F1, in the order of
+    fit.anchors) on the anchors."""
     y = np.asarray(answers, float)
     k, n = len(fit.anchors), fit.n_full
-    if y.shape != (k,) or not np.isin(y, (0, 1)).all():
-        raise ValueError(f"an estimate needs the model's 0/1 answer on each of the {k} anchors, in their order")
+    if y.shape != (k,) or not bounded(y):
+        raise ValueError(f"an estimate needs the model's score in [0, 1] on each of the {k} anchors, in their order")
     if fit.method == RANDOM:
-        return _sampled(fit, float(y.mean()), RANDOM)
+        return sample_estimate(y, n, fit.level)
     pop = fit.population
     sampled = float(fit.weights @ y)  # the anchors as a stratified sample: unbiased whatever the population
     low, high = pop.matrix.mean(axis=1).min(), pop.matrix.mean(axis=1).max()
@@ -224,24 +236,29 @@ def estimate(fit: AnchorFit, answers) -> Estimate:
         # clearly beyond every model the 2PL and the neighbours were fitted on: their predictions would pull the
         # estimate back into the population's range (measured: the 4 strongest of 20 held out, 1.7x random's
         # error); only clearly, as a sample's own noise takes it past the range's end now and then
-        return _sampled(fit, sampled, STRATIFIED)
+        return _sampled(fit, sampled, STRATIFIED, y)
     value = _combine(fit, y, *_irt_parts(fit, pop.params, pop.matrix, pop.residuals, y), fit.ability_weight)
     half = fit.interval_scale * _standard_error(value, k, n)
     lower, upper = max(0.0, value - half), min(1.0, value + half)
     if not low <= sampled <= high:
         # past the range's end, if not clearly: the left-out models the interval was measured on were inside it, so
         # the interval also holds what the anchors say as a sample (the 4 strongest held out: 79% -> see bench)
-        beyond = _sampled(fit, sampled, STRATIFIED)
+        beyond = _sampled(fit, sampled, STRATIFIED, y)
         lower, upper = min(lower, beyond.low), max(upper, beyond.high)
     return Estimate(value, lower, upper, fit.level, k, n, IRT)
 
 
-def _sampled(fit: AnchorFit, value: float, method: str) -> Estimate:
-    """A sample's estimate with Wilson's interval on the finite-population-corrected size (for a stratified sample
-    conservative: stratifying on the items' rate of right answers only lowers the variance)."""
+def _sampled(fit: AnchorFit, value: float, method: str, answers: np.ndarray) -> Estimate:
+    """The anchors as a stratified sample: Wilson's interval on the finite-population-corrected size for 0/1
+    answers, the normal one on their spread for scores (both conservative for a stratified sample: stratifying on
+    the items' rate of right answers only lowers the variance)."""
     k, n = len(fit.anchors), fit.n_full
-    low, high = wilson(value, k / max(1 - k / n, 1 / n), fit.level) if k < n else (value, value)
-    return Estimate(value, low, high, fit.level, k, n, method)
+    if np.isin(answers, (0.0, 1.0)).all():
+        low, high = wilson(value, k / max(1 - k / n, 1 / n), fit.level) if k < n else (value, value)
+        return Estimate(value, low, high, fit.level, k, n, method)
+    spread = estimate_mean(answers, n, fit.level)
+    half = (spread.high - spread.low) / 2
+    return Estimate(value, max(0.0, value - half), min(1.0, value + half), fit.level, k, n, method)
 
 
 def sample_estimate(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
@@ -260,8 +277,7 @@ def sample_estimate(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estima
 
 def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
     """A metric that is not right-or-wrong (F1, ROUGE) averaged over a random sample of the full draw: the mean
-    with a normal interval (finite-population corrected). Item response models need 0/1, so this is what an
-    efficient evaluation says of such a scenario."""
+    with a normal interval (finite-population corrected)."""
     x = np.asarray(values, float)
     k = len(x)
     if k == 0 or k > n_full:

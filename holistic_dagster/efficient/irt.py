@@ -7,7 +7,9 @@ estimated jointly with the items: with the tens of models an evaluation populati
 drives the item parameters of items every model got right (or wrong) to infinity; the marginal fit and the priors
 keep them finite. Written here (about a hundred lines of numpy) rather than taken from a library: girth, the numpy
 one, was last released in 2021; py-irt brings Pyro for variational inference; neither handles the missing cells a
-warehouse's matrix has (a model evaluated on another draw), which this fit does by counting observed cells only."""
+warehouse's matrix has (a model evaluated on another draw), which this fit does by counting observed cells only.
+Scores that are not right-or-wrong (F1, ROUGE, in [0, 1]) enter as fractions of a right answer: the Bernoulli
+likelihood used as a quasi-likelihood, whose score equations hold for any mean in [0, 1] (Wedderburn 1974)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ class ItemParameters:
         return _curve(self.discrimination * (t[..., None] - self.difficulty), self.guessing)
 
     def ability(self, items: np.ndarray, answers: np.ndarray) -> float:
-        """A model's expected a posteriori ability from its 0/1 answers on the given items (column indices)."""
+        """A model's expected a posteriori ability from its answers (0/1 or scores in [0, 1]) on the given items."""
         return float(np.sum(GRID * _posterior(self, items, answers)))
 
     def expected_score(self, items: np.ndarray, answers: np.ndarray) -> np.ndarray:
@@ -69,7 +71,8 @@ def fit_2pl(
     max_iterations: int = 300,
     tolerance: float = 1e-3,
 ) -> ItemParameters:
-    """Fits a 2PL to a models x items matrix of 0/1 (NaN where a model did not answer an item); with
+    """Fits a 2PL to a models x items matrix of 0/1 (NaN where a model did not answer an item), or of scores in
+    [0, 1] (F1, ROUGE), each counted as that fraction of a right answer (a Bernoulli quasi-likelihood); with
     `guessing` > 0 every item's curve starts at that floor (a 3PL with its c fixed, e.g. 1/4 for four choices).
     `start`: a fit of the same items to begin from (a fit on most of the same models converges in a few steps)."""
     y = np.asarray(matrix, float)
@@ -79,9 +82,9 @@ def fit_2pl(
         raise ValueError(f"the guessing floor is a probability below 1; got {guessing}")
     seen = ~np.isnan(y)
     right = np.where(seen, y, 0.0)
-    wrong = seen & (y == 0)
-    if not np.isin(right[seen], (0.0, 1.0)).all():
-        raise ValueError("a 2PL is fitted to 0/1 outcomes; the matrix has other values")
+    if ((right < 0) | (right > 1)).any():
+        raise ValueError("a 2PL is fitted to outcomes in [0, 1] (0/1, or a score such as F1); the matrix has others")
+    wrong = np.where(seen, 1.0 - right, 0.0)
     rate = np.clip((right.sum(0) + 0.5) / (seen.sum(0) + 1.0), guessing + 0.02, 0.98)
     a = np.ones(y.shape[1])
     b = -np.log((rate - guessing) / (1 - rate))  # where a model of ability 0 would have this rate

@@ -105,6 +105,104 @@ class SequentialMcNemar:
         return None
 
 
+RESOLUTION = 100  # a score difference's size counted in hundredths (its sign exact): the sign-flip test's lattice
+
+
+class SequentialSignFlip:
+    """The same test for scores in [0, 1] that are not right-or-wrong (F1, ROUGE, a judge's grade): the paired
+    differences d = candidate - baseline. Under "no difference" each pair's sign is + or - with probability 1/2
+    given its size (the permutation test the fixed-sample gate runs), so the baseline's share, the sum of |d| over
+    the pairs where the baseline is ahead, is given the sizes seen a sum of independent halves: its exact
+    distribution on a lattice of hundredths follows by the same dynamic programming as McNemar's, which is the
+    case |d| in {0, 1}. `look(differences)` after each batch: d over the first n pairs of the seeded order."""
+
+    def __init__(
+        self,
+        n_full: int,
+        alpha: float = 0.05,
+        tolerance: float = 0.0,
+        futility: float = DEFAULT_FUTILITY,
+    ):
+        if n_full < 1 or not 0 < alpha < 1:
+            raise ValueError(
+                f"a sequential test needs a full draw of at least 1 and alpha in (0, 1); got {n_full}, {alpha}"
+            )
+        self.n_full, self.alpha, self.tolerance, self.futility = n_full, alpha, tolerance, futility
+        self.alive = np.array([1.0])  # null distribution of the baseline's share (in hundredths), paths not stopped
+        self.spent, self.looks, self.n = 0.0, 0, 0
+
+    def look(self, differences) -> SequentialVerdict | None:
+        d = np.asarray(differences, float)
+        n = len(d)
+        if not self.n < n <= self.n_full:
+            raise ValueError(f"looks go forward: {n} pairs after {self.n}, of {self.n_full}")
+        if np.isnan(d).any() or (np.abs(d) > 1).any():
+            raise ValueError("the sign-flip test needs differences of scores in [0, 1]")
+        sizes = np.rint(np.abs(d) * RESOLUTION).astype(int)
+        self.alive = _advance_sizes(self.alive, sizes[self.n :])
+        self.looks, self.n = self.looks + 1, n
+        target = obrien_fleming_spending(n / self.n_full, self.alpha / 2)
+        critical, mass = _critical(self.alive, target - self.spent)
+        self.spent += mass
+        self.alive[critical:] = 0.0
+        share = int(sizes[d < 0].sum())
+        diff, level = float(d.mean()), self.alpha / 2
+        bo, co = int((d < 0).sum()), int((d > 0).sum())
+        worse = share >= critical and -diff > self.tolerance
+        spread = float(np.mean(d**2))  # McNemar's discordance, for scores: the detectable drop's variance
+        if n == self.n_full:
+            why, verdict = ("boundary crossed at the full draw", "regression") if worse else ("full draw", "pass")
+            return _verdict(verdict, n, n, self.looks, why, diff, bo, co, level, spread)
+        chance = _regression_chance_scores(d, self.n_full, self.alpha, self.tolerance)
+        if worse and chance >= 1 - self.futility:
+            return _verdict("regression", n, self.n_full, self.looks, "boundary crossed", diff, bo, co, level, spread)
+        if chance < self.futility:
+            why = "futility: a full-draw regression is unlikely"
+            return _verdict("pass", n, self.n_full, self.looks, why, diff, bo, co, level, spread)
+        return None
+
+
+def _advance_sizes(dist: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The baseline's share after pairs of these sizes: each adds its size or nothing, with probability 1/2."""
+    out = dist.copy()
+    for size in sizes[sizes > 0]:
+        grown = np.zeros(len(out) + size)
+        grown[: len(out)] += 0.5 * out
+        grown[size:] += 0.5 * out
+        out = grown
+    return out
+
+
+def sign_flip_p_value(differences) -> float:
+    """The exact two-sided sign-flip p-value of paired differences in [-1, 1] (sizes on the lattice of
+    hundredths): what the fixed-sample gate's permutation test estimates by sampling signs."""
+    d = np.asarray(differences, float)
+    sizes = np.rint(np.abs(d) * RESOLUTION).astype(int)
+    if not sizes.any():
+        return 1.0
+    null = _advance_sizes(np.array([1.0]), sizes)
+    share = int(sizes[d < 0].sum())
+    lower, upper = null[: share + 1].sum(), null[share:].sum()
+    return float(min(1.0, 2 * min(lower, upper)))
+
+
+def _regression_chance_scores(d: np.ndarray, n_full: int, alpha: float, tolerance: float) -> float:
+    """Predictive probability of a full-draw regression (the sign-flip test at alpha, two-sided, in its normal
+    form, worse by more than the tolerance): the sum over the pairs left is normal around what those seen say,
+    widened by the uncertainty of their mean (the central limit over the hundreds of pairs left)."""
+    n, left = len(d), n_full - len(d)
+    variance = float(d.var(ddof=1)) if n > 1 else 1.0
+    mean_total = d.sum() + left * d.mean()
+    sd_total = np.sqrt(variance * (left + left**2 / n))
+    squares = (d**2).sum() + left * np.mean(d**2)
+    if squares == 0:
+        return 0.0
+    threshold = min(norm.ppf(alpha / 2) * np.sqrt(squares), -tolerance * n_full)  # a regression ends below both
+    if sd_total == 0:
+        return float(mean_total < threshold)
+    return float(norm.cdf((threshold - mean_total) / sd_total))
+
+
 def sequential_gate(
     baseline: np.ndarray,
     candidate: np.ndarray,
@@ -115,23 +213,36 @@ def sequential_gate(
     seed: int = 0,
     simulations: int = 4000,
 ) -> SequentialVerdict:
-    """Runs the sequential test over paired 0/1 outcomes already evaluated, read in the seeded order
-    (`order_of(n, seed)`) a batch of `look` at a time, as an evaluation would reveal them."""
+    """Runs the sequential test over paired results already evaluated, read in the seeded order (`order_of(n,
+    seed)`) a batch of `look` at a time, as an evaluation would reveal them: exact McNemar for 0/1 outcomes, the
+    sign-flip test for other scores in [0, 1] (higher is better: give a lower-is-better metric as 1 - value)."""
     a, b = np.asarray(baseline, float), np.asarray(candidate, float)
     if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
         raise ValueError("the sequential gate needs two equally long, non-empty vectors of paired outcomes")
-    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
-        raise ValueError("the sequential gate needs 0/1 outcomes (a correct / incorrect metric)")
+    if not (bounded(a) and bounded(b)):
+        raise ValueError("the sequential gate needs scores in [0, 1] (0/1 for a correct / incorrect metric)")
     if not 0 < alpha < 1 or look < 1:
         raise ValueError(f"alpha must be in (0, 1) and look at least 1; got {alpha}, {look}")
     order = order_of(len(a), seed)
     a, b = a[order], b[order]
+    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
+        scores = SequentialSignFlip(len(a), alpha, tolerance, futility)
+        for n in looks_of(len(a), look):
+            if (verdict := scores.look(b[:n] - a[:n])) is not None:
+                return verdict
+        raise AssertionError("the last look decides")
     base_only, cand_only = np.cumsum((a == 1) & (b == 0)), np.cumsum((a == 0) & (b == 1))
     test = SequentialMcNemar(len(a), alpha, tolerance, futility, seed, simulations)
     for n in looks_of(len(a), look):
         if (verdict := test.look(int(base_only[n - 1]), int(cand_only[n - 1]), n)) is not None:
             return verdict
     raise AssertionError("the last look decides")
+
+
+def bounded(values: np.ndarray) -> bool:
+    """Whether every value is a score in [0, 1] (what the item response fit and the sequential tests take)."""
+    v = np.asarray(values, float)
+    return bool(np.all((v >= 0) & (v <= 1)))
 
 
 def looks_of(n_full: int, look: int) -> list[int]:
@@ -198,6 +309,6 @@ def instances_needed(tolerance: float, discordance: float, alpha: float, power: 
     return int(np.ceil((z_a * np.sqrt(d) + z_b * np.sqrt(max(d - tolerance**2, 1e-12))) ** 2 / tolerance**2))
 
 
-def _verdict(verdict, n, n_full, looks, reason, diff, bo, co, level) -> SequentialVerdict:
-    disc = (bo + co) / n if n else 0.0
+def _verdict(verdict, n, n_full, looks, reason, diff, bo, co, level, spread=None) -> SequentialVerdict:
+    disc = spread if spread is not None else (bo + co) / n if n else 0.0
     return SequentialVerdict(verdict, n, n_full, looks, reason, diff, bo, co, detectable_drop(n, disc, level))

@@ -20,7 +20,7 @@ from holistic_dagster.efficient.anchors import (
     estimate,
     fit_population,
 )
-from holistic_dagster.efficient.sequential import DEFAULT_LOOK, sequential_gate
+from holistic_dagster.efficient.sequential import DEFAULT_LOOK, sequential_gate, sign_flip_p_value
 from holistic_dagster.errors import HolisticError
 
 SEPARATED = 0.05  # pairs of held-out models this far apart on the full draw should be ordered as the full draw does
@@ -28,7 +28,8 @@ SEPARATED = 0.05  # pairs of held-out models this far apart on the full draw sho
 
 @dataclass(frozen=True)
 class Matrix:
-    """Per-instance 0/1 results: models x items (NaN where a model has no result for an item)."""
+    """Per-instance results, 0/1 or scores in [0, 1]: models x items (NaN where a model has no result for an
+    item)."""
 
     models: list[str]
     items: list[str]
@@ -41,7 +42,8 @@ class Matrix:
 
 def read_matrix(path: Path) -> Matrix:
     """Reads a matrix in the format of ../shared/data/helm_classic_responses (JSON: models, items, correct[model]
-    [item] in {0, 1, null}), refusing anything else with the file, the record and the problem named."""
+    [item] in {0, 1, null}, or a score in [0, 1] such as F1), refusing anything else with the file, the record and
+    the problem named."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -60,11 +62,17 @@ def read_matrix(path: Path) -> Matrix:
     for model, row in zip(models, correct):
         if not isinstance(row, list) or len(row) != len(items):
             raise HolisticError(f"{path}: the row of model {model!r} must have one value per item ({len(items)})")
-        bad = [items[j] for j, v in enumerate(row) if v not in (0, 1, None) or isinstance(v, float) and v not in (0, 1)]
+        bad = [items[j] for j, v in enumerate(row) if v is not None and not _score(v)]
         if bad:
-            raise HolisticError(f"{path}: model {model!r} has values other than 0, 1 or null (items {bad[:3]})")
+            raise HolisticError(
+                f"{path}: model {model!r} has values other than a score in [0, 1] or null (items {bad[:3]})"
+            )
         rows.append([np.nan if v is None else float(v) for v in row])
     return Matrix(list(models), list(items), np.array(rows, float).reshape(len(models), len(items)), str(path))
+
+
+def _score(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
 
 
 @dataclass(frozen=True)
@@ -206,7 +214,12 @@ def validate_gate(
 
 
 def full_draw_verdict(baseline: np.ndarray, candidate: np.ndarray, alpha: float, tolerance: float) -> str:
-    """The gate's verdict on the full draw: exact McNemar, two-sided at alpha, worse by more than the tolerance."""
+    """The gate's verdict on the full draw: exact McNemar (0/1; the exact sign-flip test for other scores, on the
+    sequential test's lattice), two-sided at alpha, worse by more than the tolerance."""
+    if not (np.isin(baseline, (0, 1)).all() and np.isin(candidate, (0, 1)).all()):
+        p = sign_flip_p_value(candidate - baseline)
+        drop = float(np.mean(baseline - candidate))
+        return "regression" if p < alpha and drop > tolerance else "pass"
     base_only = int(np.sum((baseline == 1) & (candidate == 0)))
     cand_only = int(np.sum((baseline == 0) & (candidate == 1)))
     if base_only + cand_only == 0:

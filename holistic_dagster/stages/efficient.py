@@ -19,6 +19,7 @@ import pandas as pd
 
 from holistic_dagster.efficient.anchors import (
     DEFAULT_LEVEL,
+    IRT,
     AnchorFit,
     Estimate,
     choose_anchors,
@@ -26,7 +27,7 @@ from holistic_dagster.efficient.anchors import (
     fit_population,
     sample_estimate,
 )
-from holistic_dagster.efficient.sequential import sample_order
+from holistic_dagster.efficient.sequential import bounded, sample_order
 from holistic_dagster.efficient.validation import Matrix
 from holistic_dagster.records import Instance, ScenarioMetric, sha256_json
 from holistic_dagster.results.efficient import AnchorSet, fit_facts, partial_evaluation, stored_anchors
@@ -67,11 +68,11 @@ def fit_anchors(stage: StageContext, version: str, scenario: str, k: int, level:
 
 
 def _fit(matrix: Matrix, draw: list[str], k: int, level: float) -> AnchorFit:
-    """The fit over the full draw's items (a binary metric: the 2PL where the population allows; otherwise, and for
-    a metric that is not right-or-wrong, a random sample of k)."""
-    binary = bool(np.isin(matrix.correct[~np.isnan(matrix.correct)], (0.0, 1.0)).all())
-    rows = matrix.correct if binary and len(matrix.models) else np.empty((0, len(draw)))
-    models = matrix.models if binary else []
+    """The fit over the full draw's items (a metric in [0, 1], right-or-wrong or a score such as F1: the 2PL where
+    the population allows; otherwise, and for a metric outside [0, 1], a random sample of k)."""
+    scored = bounded(matrix.correct[~np.isnan(matrix.correct)])
+    rows = matrix.correct if scored and len(matrix.models) else np.empty((0, len(draw)))
+    models = matrix.models if scored else []
     population = fit_population(rows, models, draw)
     return choose_anchors(population, min(k, len(draw)), ANCHOR_SEED, level)
 
@@ -153,9 +154,9 @@ def estimated_metrics(
 
 def _estimate(stage: StageContext, chosen: AnchorSet, answered: list[str], per_instance: dict[str, float]) -> Estimate:
     values = np.array([per_instance[i] for i in answered], float)
-    if len(answered) < len(chosen.instance_ids) or not np.isin(values, (0.0, 1.0)).all():
-        # a failed request leaves an anchor unanswered, or the metric is not right-or-wrong: the answered anchors as
-        # the sample they are
+    if len(answered) < len(chosen.instance_ids) or not bounded(values) or chosen.method != IRT:
+        # a failed request leaves an anchor unanswered, or the metric is not a score in [0, 1], or the population was
+        # too small to fit: the answered anchors as the sample they are
         return sample_estimate(values, chosen.n_full, chosen.level)
     matrix, draw = full_draw_results(stage.warehouse, chosen.version, chosen.scenario, chosen.metric, chosen.models)
     fit = _fit(matrix, draw, len(chosen.instance_ids), chosen.level)

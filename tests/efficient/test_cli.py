@@ -43,7 +43,8 @@ def test_a_bad_matrix_is_named_with_its_problem(tmp_path):
     bad = tmp_path / "m.json"
     bad.write_text(json.dumps({"models": ["a", "b"], "items": ["q0", "q1"], "correct": [[0, 1], [1, 7]]}))
     done = CliRunner().invoke(app, ["efficient", "validate", "--matrix", str(bad)])
-    assert done.exit_code == 1 and str(bad) in done.output and "'b' has values other than 0, 1 or null" in done.output
+    assert done.exit_code == 1 and str(bad) in done.output
+    assert "'b' has values other than a score in [0, 1] or null" in done.output
     done = CliRunner().invoke(app, ["efficient", "validate"])
     assert done.exit_code == 1 and "--matrix FILE or --scenario NAME" in done.output
 

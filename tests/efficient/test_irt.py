@@ -55,7 +55,7 @@ def test_the_expected_score_of_a_model_with_every_answer_matches_its_score():
     "matrix, message",
     [
         (np.array([[0, 1, 0]]), "at least 2 models"),
-        (np.array([[0, 2], [1, 0]]), "0/1 outcomes"),
+        (np.array([[0, 2], [1, 0]]), r"outcomes in \[0, 1\]"),
         (np.zeros(4), "models x items"),
     ],
 )

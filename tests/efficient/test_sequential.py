@@ -80,8 +80,8 @@ def test_instances_needed_is_connors_formula():
 
 
 def test_bad_outcomes_are_refused():
-    with pytest.raises(ValueError, match="0/1"):
-        sequential_gate(np.array([0.5, 1]), np.array([1, 0]))
+    with pytest.raises(ValueError, match=r"scores in \[0, 1\]"):
+        sequential_gate(np.array([1.5, 1]), np.array([1, 0]))
     with pytest.raises(ValueError, match="equally long"):
         sequential_gate(np.array([1, 0]), np.array([1]))
 
