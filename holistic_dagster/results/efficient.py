@@ -77,8 +77,13 @@ def estimates(warehouse: Warehouse, version: str) -> pd.DataFrame:
 
 
 def all_estimates(warehouse: Warehouse) -> pd.DataFrame:
-    """Every estimated cell of every version (what the `complete_undecided` sensor weighs)."""
-    return warehouse.df("SELECT model, version, scenario, metric, value, ci_low, ci_high FROM estimates")
+    """Every estimated main accuracy cell of every version (what the `complete_undecided` sensor weighs): the
+    metric the scenario's anchors were fitted on, or any accuracy metric where none were."""
+    return warehouse.df(
+        "SELECT model, version, scenario, metric, value, ci_low, ci_high FROM estimates e WHERE family = 'accuracy' "
+        "AND metric = coalesce((SELECT a.metric FROM anchor_fits a WHERE a.version = e.version "
+        "AND a.scenario = e.scenario), e.metric)"
+    )
 
 
 def measured_accuracy(warehouse: Warehouse) -> pd.DataFrame:

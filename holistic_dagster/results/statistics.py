@@ -9,6 +9,7 @@ import pandas as pd
 
 from holistic_dagster.metrics import NO_CI, metric
 from holistic_dagster.metrics.calibration import calibration_metrics_per_row
+from holistic_dagster.metrics.registry import WORST
 from holistic_dagster.metrics.statistics import (
     N_BOOT,
     SEED,
@@ -41,7 +42,7 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
         low = high = float("nan")
         note = ""
         if getattr(c, "estimated", False) is True:  # an efficient evaluation's cell: its estimate's interval
-            found = estimated.get(key[:4]) if not c.perturbation else None
+            found = estimated.get(key[:4]) if c.perturbation in ("", WORST) else None
             if found is not None and not pd.isna(c.value):
                 low, high = found.ci_low, found.ci_high
                 note = f"estimated from {found.n_evaluated} of {found.n_full} instances ({found.method}): " + (

@@ -6,7 +6,8 @@
 - `anchors_for`: what the prompts stage of a model evaluated efficiently asks for (the anchors and their perturbed
   copies), and the partial_evaluations row saying so.
 - `estimated_metrics`: in the scores stage of such a model, its main accuracy metric estimated for the full draw
-  (table estimates, scenario_metrics marked `estimated`); the other metrics say they were not estimated."""
+  (table estimates, scenario_metrics marked `estimated`), every other mean over instances estimated as the sample's
+  mean; the metrics that are not such means say they were not estimated."""
 
 from __future__ import annotations
 
@@ -20,16 +21,20 @@ import pandas as pd
 from holistic_dagster.efficient.anchors import (
     DEFAULT_LEVEL,
     IRT,
+    RANDOM,
     AnchorFit,
     Estimate,
     choose_anchors,
     estimate,
     fit_population,
     sample_estimate,
+    stratified_mean,
 )
 from holistic_dagster.efficient.sequential import bounded, sample_order
 from holistic_dagster.efficient.validation import Matrix
-from holistic_dagster.records import Instance, ScenarioMetric, sha256_json
+from holistic_dagster.metrics import metric
+from holistic_dagster.metrics.registry import WORST
+from holistic_dagster.records import Instance, InstanceScore, ScenarioMetric, sha256_json
 from holistic_dagster.results.efficient import AnchorSet, fit_facts, partial_evaluation, stored_anchors
 from holistic_dagster.results.leaderboard import main_metrics
 from holistic_dagster.results.matrix import full_draw_results
@@ -118,38 +123,63 @@ def estimated_metrics(
     scenario: str,
     model: str,
     main_metric: str,
-    per_instance: dict[str, float],
+    rows: list[InstanceScore],
     aggregates: list[ScenarioMetric],
 ) -> tuple[list[ScenarioMetric], pd.DataFrame, Estimate]:
-    """The scenario metrics of a model that answered part of the draw (the anchors, or a sequential gate's sample):
-    its main accuracy metric estimated for the full draw (from `per_instance`, its value on each instance answered),
-    every other metric without a value and a note saying why; and the estimates row."""
+    """The scenario metrics of a model that answered part of the draw (the anchors, or a sequential gate's sample),
+    from its per-instance `rows`: its main accuracy metric estimated for the full draw (the item response fit), every
+    other mean of per-instance values (the other families' headline cells, runtimes, token counts) estimated as the
+    sample's mean, and what is not such a mean (calibration error, bias, a per-perturbation mean) without a value and
+    a note saying why; and the estimates rows. Returns the main metric's estimate too."""
     partial = partial_evaluation(stage.warehouse, version, scenario, model)
-    if partial["how"] == "sample":  # a sequential gate's batch: a uniform random sample of the draw
-        found = sample_estimate(list(per_instance.values()), int(partial["n_full"]))
-        models: list[str] = []
-    else:
-        chosen = stored_anchors(stage.warehouse, version, scenario)
-        answered = [i for i in chosen.instance_ids if i in per_instance]
-        found, models = _estimate(stage, chosen, answered, per_instance), list(chosen.models)
-    out = []
+    n_full, fitted = int(partial["n_full"]), partial["how"] == "anchors"
+    chosen = stored_anchors(stage.warehouse, version, scenario) if fitted else None
+    weight = dict(zip(chosen.instance_ids, chosen.weights)) if chosen else {}
+    out, found, estimates = [], {}, []
     for m in aggregates:
+        values = _instance_values(rows, m)
         if m.family == "accuracy" and m.metric == main_metric and not m.perturbation:
-            out.append(replace(m, value=found.value, count=found.n_evaluated, note=""))
+            if chosen is None:
+                found[m] = sample_estimate(list(values.values()), n_full)
+            else:
+                answered = [i for i in chosen.instance_ids if i in values]
+                found[m] = _estimate(stage, chosen, answered, values)
+        elif values and metric(m.metric).mean_of_instances and m.perturbation in ("", WORST):
+            ids = [i for i in values if not fitted or i in weight]
+            level = chosen.level if chosen else DEFAULT_LEVEL
+            weights = [weight[i] if fitted else 1.0 for i in ids]
+            found[m] = stratified_mean([values[i] for i in ids], weights, n_full, level, metric(m.metric).bounds)
+            if not fitted:
+                found[m] = replace(found[m], method=RANDOM)
+        if m in found:
+            out.append(replace(m, value=found[m].value, count=found[m].n_evaluated, note=""))
+            estimates.append(_estimate_row(model, version, scenario, m, found[m], chosen))
         else:
-            how = "an efficient evaluation" if partial["how"] == "anchors" else "a sequential gate's sample"
+            how = "an efficient evaluation" if fitted else "a sequential gate's sample"
             note = (
-                f"not estimated: {model} answered {found.n_evaluated} of {found.n_full} instances ({how} "
-                f"estimates {main_metric} only); `holistic evaluate --model {model}` completes it"
+                f"not estimated: {model} answered part of the draw ({how}), and this is not a mean over instances; "
+                f"`holistic evaluate --model {model}` completes it"
             )
             out.append(replace(m, value=None, note=note))
-    row = {
-        "model": model, "version": version, "scenario": scenario, "family": "accuracy", "metric": main_metric,
+    main = next(e for m, e in found.items() if m.family == "accuracy" and m.metric == main_metric)
+    return out, pd.DataFrame(estimates), main
+
+
+def _instance_values(rows: list[InstanceScore], m: ScenarioMetric) -> dict[str, float]:
+    return {
+        r.instance_id: r.value
+        for r in rows
+        if r.family == m.family and r.metric == m.metric and r.perturbation == m.perturbation
+    }
+
+
+def _estimate_row(model, version, scenario, m: ScenarioMetric, found: Estimate, chosen: AnchorSet | None) -> dict:
+    return {
+        "model": model, "version": version, "scenario": scenario, "family": m.family, "metric": m.metric,
         "value": found.value, "ci_low": found.low, "ci_high": found.high, "level": found.level,
         "n_evaluated": found.n_evaluated, "n_full": found.n_full, "method": found.method,
-        "fit_models": json.dumps(models),
+        "fit_models": json.dumps(list(chosen.models) if chosen and found.method == IRT else []),
     }  # fmt: skip
-    return out, pd.DataFrame([row]), found
 
 
 def _estimate(stage: StageContext, chosen: AnchorSet, answered: list[str], per_instance: dict[str, float]) -> Estimate:

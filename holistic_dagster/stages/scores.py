@@ -65,14 +65,9 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     )
     keys = {"model": model, "version": version, "scenario": scenario}
     estimates, efficient = pd.DataFrame(columns=["model", "version", "scenario", "family", "metric"]), {}
-    if partial is not None:  # its main accuracy metric estimated for the full draw, the others not
-        answers = {
-            s.instance_id: s.value
-            for s in rows
-            if s.family == "accuracy" and s.metric == spec.main_metric and not s.perturbation
-        }
+    if partial is not None:  # estimated for the full draw from the instances answered
         aggregates, estimates, found = estimated_metrics(
-            stage, version, scenario, model, spec.main_metric, answers, aggregates
+            stage, version, scenario, model, spec.main_metric, rows, aggregates
         )
         efficient = efficient_metadata(found)
     scores = pd.DataFrame([{**keys, **instance_score_row(s, loaded[s.request_id][1])} for s in rows])

@@ -82,7 +82,8 @@ def test_the_new_model_answers_only_the_anchors(population):
 
 def test_the_estimate_is_marked_in_sql_the_statistics_and_the_terminal(population, capsys):
     wh = population["wh"]
-    row = wh.df("SELECT * FROM estimates WHERE model = ?", [NEW]).iloc[0]
+    row = wh.df("SELECT * FROM estimates WHERE model = ? AND family = 'accuracy' AND metric = 'exact_match'", [NEW])
+    row = row.iloc[0]
     assert row["metric"] == "exact_match" and row["method"] == "irt" and row["ci_low"] < row["value"] < row["ci_high"]
     cell = wh.df(
         "SELECT * FROM leaderboard WHERE model = ? AND family = 'accuracy' AND metric = 'exact_match'", [NEW]
@@ -97,6 +98,24 @@ def test_the_estimate_is_marked_in_sql_the_statistics_and_the_terminal(populatio
     assert bool(stats["estimated"]) and (stats["ci_low"], stats["ci_high"]) == (row["ci_low"], row["ci_high"])
     other = wh.df("SELECT value, note FROM leaderboard WHERE model = ? AND family = 'calibration'", [NEW])
     assert other["value"].isna().all() and other["note"].str.startswith("not estimated").all()
+    # every other mean over instances (efficiency's runtimes and token counts here) is the anchors' stratified mean
+    weights = dict(wh.df("SELECT instance_id, weight FROM anchor_instances WHERE version = 'e1'").values)
+    others = wh.df("SELECT * FROM estimates WHERE model = ? AND method <> 'irt'", [NEW])
+    assert {"runtime_s", "num_prompt_tokens"} <= set(others["metric"]) and set(others["method"]) == {
+        "stratified sample"
+    }
+    for e in others.itertuples():
+        mine = wh.df(
+            "SELECT instance_id, value FROM instance_scores WHERE model = ? AND version = 'e1' AND family = ? "
+            "AND metric = ? AND perturbation IN ('', 'worst')",
+            [NEW, e.family, e.metric],
+        )
+        w = mine["instance_id"].map(weights)
+        assert e.value == pytest.approx((w * mine["value"]).sum() / w.sum()) and e.ci_low <= e.value <= e.ci_high
+        cell = wh.df(
+            "SELECT * FROM leaderboard WHERE model = ? AND family = ? AND metric = ?", [NEW, e.family, e.metric]
+        )
+        assert cell["value"].iat[0] == pytest.approx(e.value) and bool(cell["estimated"].iat[0])
 
     from holistic_dagster.cli.leaderboard_table import print_leaderboard
     from holistic_dagster.config.deployment import Deployment

@@ -12,7 +12,15 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from holistic_dagster.efficient.anchors import IRT, RANDOM, choose_anchors, estimate, fit_population
+from holistic_dagster.efficient.anchors import (
+    IRT,
+    RANDOM,
+    STRATIFIED,
+    choose_anchors,
+    estimate,
+    fit_population,
+    stratified_mean,
+)
 from holistic_dagster.efficient.irt import fit_2pl
 from holistic_dagster.efficient.sequential import SequentialSignFlip, sequential_gate, sign_flip_p_value
 from holistic_dagster.efficient.validation import Matrix, full_draw_verdict, validate_estimates, validate_gate
@@ -171,3 +179,20 @@ def test_the_sequential_gate_over_the_warehouse_takes_scores_and_lower_is_better
     # read the other way round (the candidate less toxic), it is no regression
     result = sequential_gate_of(wh, "v", "base", "cand", toxicity, 0.05, main)
     assert {r.scenario: r.result.verdict for r in result.rows}["toxic"] == "pass"
+
+
+def test_any_mean_over_instances_is_the_anchors_stratified_mean():
+    # by hand: strata of 60%, 30% and 10% of a draw of 100 with values 2, 4 and 10 seconds: 0.6*2 + 0.3*4 + 0.1*10
+    found = stratified_mean([2.0, 4.0, 10.0], [0.6, 0.3, 0.1], 100, 0.9, bounds=(0.0, float("inf")))
+    assert (
+        found.value == pytest.approx(3.4)
+        and found.method == STRATIFIED
+        and (found.n_evaluated, found.n_full) == (3, 100)
+    )
+    sd = np.std([2.0, 4.0, 10.0], ddof=1)
+    half = 1.6448536269514722 * sd / 3**0.5 * (1 - 3 / 100) ** 0.5
+    assert (found.low, found.high) == pytest.approx((max(0.0, 3.4 - half), 3.4 + half))
+    # kept within the metric's bounds
+    assert stratified_mean([0.0, 1.0], [0.5, 0.5], 10, bounds=(0.0, 1.0)).high <= 1.0
+    with pytest.raises(ValueError, match="positive weight"):
+        stratified_mean([1.0], [0.0], 10)
