@@ -109,6 +109,14 @@ ENTRIES: dict[tuple[str, str, str], str] = {
     },
 }  # fmt: skip
 
+# (override, scenario, method) -> HELM's run entry for a method a suite may pin on a scenario whose own method is
+# another: the layout that pin must give (tests/helm/test_run_specs.py)
+OVERRIDES: dict[tuple[str, str, str], str] = {
+    ("override", "hellaswag", "multiple_choice_joint"): (
+        "commonsense:model=full_functionality_text,dataset=hellaswag,method=multiple_choice_joint"
+    ),
+}
+
 # what runs inside HELM's environment: each entry's run spec, as plain JSON
 HELM_SIDE = r"""
 import json, re, sys
@@ -157,7 +165,7 @@ def main() -> None:
     python = BENCH / "venv-helm" / "bin" / "python"
     if not python.exists():
         sys.exit(f"{python} not found: run ../shared/peerbench/setup_peers.sh first")
-    entries = {"|".join(key): entry for key, entry in ENTRIES.items()}
+    entries = {"|".join(key): entry for key, entry in {**ENTRIES, **OVERRIDES}.items()}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     with tempfile.TemporaryDirectory() as scratch:  # HELM writes benchmark_output/ where it runs
         found = Path(scratch) / "specs.json"

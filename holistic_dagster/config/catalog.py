@@ -160,6 +160,26 @@ class SuiteSpec(Strict):
     arena: ArenaSpec | None = None  # pairwise battles between the models' answers, judged
 
 
+JOINT = "multiple_choice_joint"  # the joint methods' names begin so (with chain of thought too)
+
+
+def _refuse_a_method_without_its_layout(
+    version: str, name: str, own: str, adapter: AdapterSpec, conventions: str | None
+) -> None:
+    """A suite asking a multiple-choice scenario jointly under HELM's conventions, where the scenario's own method
+    is another, gets the joint layout the scenario declares (HELM's instructions and Question/Answer cues, as its
+    run spec for that method gives them), or this error: without one, the choices would follow the bare question
+    with no cue, a prompt HELM never sends."""
+    if conventions not in ("helm", "helm_draws") or adapter.method == own or not adapter.method.startswith(JOINT):
+        return
+    if not adapter.output_prefix.strip():
+        raise CatalogError(
+            f"suite {version!r}: scenario {name!r} asked with method {adapter.method}, but scenarios/{name}.yaml "
+            f"declares no layout for it (its adapter has no output_prefix cue; its own method is {own}): add HELM's "
+            "instructions, input_prefix and output_prefix for that method to its adapter, or keep its own method"
+        )
+
+
 class Catalog:
     """Suites and scenarios under one catalog directory (default: the repo's assets/)."""
 
@@ -343,6 +363,7 @@ class Catalog:
         adapter = adapter.model_copy(update={k: v for k, v in overrides.items() if v is not None})
         update["adapter"] = adapter
         method = adapter_method(adapter.method)
+        _refuse_a_method_without_its_layout(version, name, spec.adapter.method, adapter, pin.conventions)
         if method.scenario_pins or method.adapter_pins:
             # a method that measures something else sets what the scenario reports (language modeling: the
             # document's own log-likelihood, whose metrics replace the listed reference ones, bits_per_byte first,

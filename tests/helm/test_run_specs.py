@@ -16,7 +16,9 @@ from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.helm.run_specs import DEVIATIONS, NOT_BUILT_OFFLINE, as_run_spec, deviation_key, differences
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "helm_run_specs.json").read_text())
-SPECS = FIXTURE["specs"]
+SPECS = {k: v for k, v in FIXTURE["specs"].items() if not k.startswith("override|")}
+# a method a suite may pin on a scenario whose own method is another: HELM's run spec for that method
+OVERRIDES = {k: v for k, v in FIXTURE["specs"].items() if k.startswith("override|")}
 SUITES = ("helm-lite-v1", "helm-classic-v1")
 
 
@@ -69,3 +71,44 @@ def test_the_decoding_the_issue_found_cut_for_a_cpu_is_helms(key):
     version, scenario, subset = keyed(key)
     mine = as_run_spec(Catalog(), version, scenario, subset)
     assert mine["max_tokens"] == SPECS[key]["max_tokens"] and mine["max_tokens"] in (400, 100)
+
+
+@pytest.mark.parametrize("key", sorted(OVERRIDES))
+def test_a_method_pinned_by_a_suite_gets_helms_whole_layout_for_it(key, tmp_path):
+    # HellaSwag's own method is separate; a suite asking it jointly (5-shot) gets HELM's commonsense joint layout,
+    # instructions and Question/Answer cues included, not the bare question the separate layout sends
+    _, scenario, method = key.split("|")
+    catalog = _catalog_with(
+        tmp_path, f"  {scenario}: {{max_eval_instances: 10, seed: 0, method: {method}, max_train_instances: 5}}"
+    )
+    found = differences(as_run_spec(catalog, "pinned", scenario, ""), OVERRIDES[key])
+    assert set(found) <= {"max_eval_instances", "num_outputs"}, found  # the sizes, and joint's 5 identical outputs
+    assert as_run_spec(catalog, "pinned", scenario, "")["method"] == method
+
+
+def test_a_joint_method_pinned_on_a_scenario_without_its_layout_is_refused(tmp_path):
+    from holistic_dagster.errors import CatalogError
+
+    catalog = _catalog_with(tmp_path, "  hellaswag: {max_eval_instances: 10, method: multiple_choice_joint}")
+    scenario = tmp_path / "assets" / "scenarios" / "hellaswag.yaml"
+    text = scenario.read_text()
+    for cue, bare in (
+        ('input_prefix: "Question: "', 'input_prefix: ""'),
+        ('output_prefix: "Answer: "', 'output_prefix: " "'),
+    ):
+        assert cue in text
+        text = text.replace(cue, bare)  # the layout HellaSwag had before: the separate one's
+    scenario.write_text(text)
+    with pytest.raises(CatalogError, match=r"scenarios/hellaswag.yaml declares no layout for it"):
+        catalog.resolved_scenario("pinned", "hellaswag")
+
+
+def _catalog_with(tmp_path, entry: str) -> Catalog:
+    import shutil
+
+    from holistic_dagster.settings import REPO_ROOT
+
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    suite = "version: pinned\nconventions: helm\nscenarios:\n" + entry + "\n"
+    (tmp_path / "assets" / "suites" / "pinned.yaml").write_text(suite)
+    return Catalog(tmp_path / "assets")
