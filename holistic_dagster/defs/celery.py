@@ -16,6 +16,9 @@ from typing import Any
 
 import redis
 from dagster import executor, multiple_process_executor_requirements
+
+# Dagster has no public name for these two (dagster 1.x exports neither at its top level); an executor built on
+# dagster-celery's, as this one is, needs them as dagster-celery itself imports them
 from dagster._core.events import EngineEventData
 from dagster._core.execution.retries import RetryMode
 from dagster_celery.config import DEFAULT_CONFIG

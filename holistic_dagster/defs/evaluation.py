@@ -7,7 +7,7 @@ decisions into requests."""
 import dagster as dg
 
 from holistic_dagster import quality, settings
-from holistic_dagster.automation import planning as automation
+from holistic_dagster.automation import planning
 from holistic_dagster.clients.identity import model_identities
 from holistic_dagster.clients.registry import installed_models
 from holistic_dagster.config.catalog import Catalog
@@ -97,8 +97,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[dg.AssetsDefinition
         **common,
     )
     def prompts(context: dg.AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
-        backends = model_backends
-        yield from model_stage(context, holistic, scenario, "prompts", build_prompts, backends)
+        yield from model_stage(context, holistic, scenario, "prompts", build_prompts, model_backends)
 
     @dg.asset(
         key=[scenario, "completions"],
@@ -110,8 +109,7 @@ def scenario_assets(catalog: Catalog, scenario: str) -> list[dg.AssetsDefinition
         **common,
     )
     def completions(context: dg.AssetExecutionContext, holistic: HolisticResource, model_backends: ModelBackends):
-        backends = model_backends
-        yield from model_stage(context, holistic, scenario, "completions", run_completions, backends)
+        yield from model_stage(context, holistic, scenario, "completions", run_completions, model_backends)
 
     @dg.asset(
         key=[scenario, "scores"],
@@ -175,9 +173,7 @@ def _suite(deployment: Deployment, version: str) -> list[str]:
     return deployment.runnable(version)[0]
 
 
-def _evaluate_request(
-    run: automation.EvaluateRun, deployment: Deployment, job_name: str | None = None
-) -> dg.RunRequest:
+def _evaluate_request(run: planning.EvaluateRun, deployment: Deployment, job_name: str | None = None) -> dg.RunRequest:
     tags = dict(run.tags)
     if run.reason == "new model" and (anchors := deployment.automation().efficient_anchors):
         tags[jobs.EFFICIENT_TAG] = str(anchors)  # resources/automation.yaml: efficiently first
@@ -200,12 +196,12 @@ def make_completion_sensor(evaluate_job):
     def complete_undecided(context: dg.SensorEvaluationContext, holistic: HolisticResource):
         """With `efficient_anchors` in resources/automation.yaml: evaluates in full each scenario on which a model
         evaluated efficiently has an estimate whose interval holds another model's measured value (its place
-        there is undecided). What to run is decided by automation.undecided_estimates."""
+        there is undecided). What to run is decided by planning.undecided_estimates."""
         deployment = holistic.deployment()
         if not deployment.automation().efficient_anchors or not deployment.warehouse_path.exists():
             return dg.SkipReason("efficient_anchors is not set in resources/automation.yaml")
         warehouse = deployment.warehouse()
-        plan = automation.undecided_estimates(
+        plan = planning.undecided_estimates(
             all_estimates(warehouse).to_dict("records"), measured_accuracy(warehouse).to_dict("records")
         )
         if not plan:
@@ -233,7 +229,7 @@ def make_registry_sensor(datasets_job, evaluate_job):
     def model_registry(context: dg.SensorEvaluationContext, holistic: HolisticResource):
         """Watches the model registry the `holistic` resource names (resources/models.yaml; for entries with
         `watch: true`, also the TGI server's /info or the OpenAI-compatible server's /v1/models) and its
-        catalog's suites/. What to run is decided by automation.plan_registry_tick. A ladder model counts from
+        catalog's suites/. What to run is decided by planning.plan_registry_tick. A ladder model counts from
         the tick after its weights are installed (then it is a new model)."""
         deployment = holistic.deployment()
         catalog = deployment.catalog()
@@ -241,11 +237,11 @@ def make_registry_sensor(datasets_job, evaluate_job):
         for note in not_installed:
             context.log.info(note)
         versions = catalog.suite_versions()
-        previous = automation.read_cursor(context.cursor)
+        previous = planning.read_cursor(context.cursor)
         identities, warnings = model_identities(models, previous)
         for warning in warnings:
             context.log.warning(warning)
-        plan = automation.plan_registry_tick(
+        plan = planning.plan_registry_tick(
             previous,
             identities,
             versions,
@@ -259,7 +255,7 @@ def make_registry_sensor(datasets_job, evaluate_job):
             partitions.append(model_partitions.build_add_request(new))
         if new := [v for v in versions if not context.instance.has_dynamic_partition(version_partitions.name, v)]:
             partitions.append(version_partitions.build_add_request(new))
-        cursor = automation.write_cursor(plan.cursor)
+        cursor = planning.write_cursor(plan.cursor)
         if previous is None:  # the first tick records the registry
             return dg.SensorResult(dynamic_partitions_requests=partitions, cursor=cursor)
         runs = [
@@ -302,14 +298,14 @@ def make_stale_schedule(evaluate_job, stale_partitions, cron_schedule: str):
             return dg.SkipReason("nothing stale")
         deployment = holistic.deployment()
         tick = context.scheduled_execution_time.isoformat()
-        return [_evaluate_request(run, deployment) for run in automation.stale_runs(stale, tick)]
+        return [_evaluate_request(run, deployment) for run in planning.stale_runs(stale, tick)]
 
     return rerun_stale
 
 
-def prompts_builds(instance, scenarios: list[str]) -> list[automation.PromptsBuild]:
+def prompts_builds(instance, scenarios: list[str]) -> list[planning.PromptsBuild]:
     """The latest prompts materialization of every evaluated partition, as plain records for
-    automation.find_stale."""
+    planning.find_stale."""
 
     def history(key: dg.AssetKey, partition: str, limit: int = 1):
         return instance.fetch_materializations(
@@ -327,7 +323,7 @@ def prompts_builds(instance, scenarios: list[str]) -> list[automation.PromptsBui
             tags = records[0].asset_materialization.tags
             datasets = history(dataset_key, version, limit=100)
             builds.append(
-                automation.PromptsBuild(
+                planning.PromptsBuild(
                     scenario=scenario,
                     model=model,
                     version=version,
@@ -343,5 +339,5 @@ def prompts_builds(instance, scenarios: list[str]) -> list[automation.PromptsBui
 
 
 def find_stale(instance, code_versions: dict[str, str], scenarios: list[str]) -> dict[tuple[str, str], set[str]]:
-    """{(model, version): reasons} for every evaluated partition whose prompts are stale (automation.find_stale)."""
-    return automation.find_stale(prompts_builds(instance, scenarios), code_versions)
+    """{(model, version): reasons} for every evaluated partition whose prompts are stale (planning.find_stale)."""
+    return planning.find_stale(prompts_builds(instance, scenarios), code_versions)

@@ -1,3 +1,7 @@
+"""The Dagster resources: HolisticResource (where the warehouse, the catalog, the model registry and the data are,
+and the stage context built from them), one resource per model backend kind (its settings, which override
+resources/backends.yaml) and ModelBackends, the backends together, which the model stages are given."""
+
 from __future__ import annotations
 
 import sys

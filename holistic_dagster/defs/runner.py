@@ -1,5 +1,6 @@
-"""Materializing a whole suite version from code (the CLI demo and the tests), as Dagster runs that the UI
-then shows: datasets for the version, each model's evaluation, then the leaderboard."""
+"""Materializing a suite version from code, as Dagster runs that the UI then shows (the CLI's evaluate and demo
+through defs/local.py, the Python API and the tests): datasets for the version, each model's evaluation, then the
+summaries; the arena's round; the sequential gate's batches; and runs a killed process left marked as started."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psutil
-from dagster import DagsterInstance, DagsterRunStatus, Definitions, MultiPartitionKey, RunsFilter
-from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
+from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
+    Definitions,
+    ExecuteInProcessResult,
+    MultiPartitionKey,
+    RunsFilter,
+)
 
 from holistic_dagster import settings
 from holistic_dagster.automation import freshness

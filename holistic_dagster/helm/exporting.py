@@ -30,10 +30,6 @@ from holistic_dagster.helm.names import SUBSET_ARGUMENT, group_for_scenario, hel
 from holistic_dagster.results.partition import partition_record, scored_partitions
 from holistic_dagster.warehouse.rows import json_list, json_object, metadata_of, references_of
 
-# HELM's adapter spec fields for a run we built (those HELM's dataclass requires and ours can fill)
-_METHOD_TO_HELM = {"ranking_binary": "ranking_binary", "language_modeling": "language_modeling"}
-
-
 MANIFEST = ".holistic-export.json"  # what an export wrote into runs/<suite>/ (helm-summarize reads folders only)
 
 
@@ -276,7 +272,7 @@ def _run_spec(scenario: str, subset: str, model: str, prompts: pd.DataFrame, pro
     decoding = json_object(provenance["decoding"].iat[0]) if len(provenance) else {}
     name = ",".join([*(f"{k}={v}" for k, v in args.items()), f"model={model}"])
     adapter = {
-        "method": _METHOD_TO_HELM.get(method, method),
+        "method": method,  # our adapter methods carry HELM's names
         "global_prefix": "", "global_suffix": "", "instructions": "", "input_prefix": "", "input_suffix": "",
         "reference_prefix": "", "reference_suffix": "", "output_prefix": "", "output_suffix": "",
         "instance_prefix": "", "substitutions": [],

@@ -16,7 +16,6 @@ from holistic_dagster.judging.battles import Battle
 from holistic_dagster.records import Request
 
 VERDICT = re.compile(r"\[\[\s*([ABC])\s*\]\]")
-WINNERS = ("a", "b", "tie")
 
 
 @dataclass(frozen=True)

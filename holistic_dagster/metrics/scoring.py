@@ -41,7 +41,6 @@ from holistic_dagster.records import (
 )
 
 CORRECTNESS = "exact_match"  # what calibration calls correct (HELM: the instance's exact_match stat)
-# the families whose scorers write per-instance rows for every original (besides the reference metrics)
 
 
 def scored_metrics(metric_names: Sequence[str], families: Sequence[str]) -> list[str]:
