@@ -51,7 +51,8 @@ def test_shipped_catalog_and_registry_validate(catalog):
     assert pins == {"v1": {"legacy"}, "v5": {"helm_draws"}}
     for name, pin in v5.scenarios.items():
         assert pin.seed == 0 and pin.max_eval_instances == v4.scenarios[name].max_eval_instances
-    assert set(Deployment().models()) == {
+    # the demo's models and the ladder are registered (a team's own entries may be added beside them)
+    assert set(Deployment().models()) >= {
         "smollm2-135m-instruct",
         "demo-gpt2-untrained",
         "demo-llama-tuned",

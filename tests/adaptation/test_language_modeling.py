@@ -130,7 +130,8 @@ def test_the_metrics_by_hand_from_known_token_logprobs(catalog):
     # no reference metric is scored (no exact_match), and the row count is what the quality check expects
     assert not {r.metric for r in rows} & {"exact_match", "rouge_2"}
     expected = metrics_per_instance(LM_METRICS, ("accuracy", "efficiency"), "language_modeling")
-    assert sum(1 for r in rows if r.instance_id == "a") == expected == 6  # 3 accuracy + 3 efficiency
+    assert sum(1 for r in rows if r.instance_id == "a") == expected
+    assert {r.metric for r in rows if r.instance_id == "a"} >= {"logprob", "num_bytes", "runtime_s"}
     carriers = {r.request_id for r in rows if r.instance_id == "a"}
     assert carriers == {requests[0].request_id}  # the first window carries the document's rows
 
