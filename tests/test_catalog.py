@@ -137,12 +137,23 @@ def test_model_names_must_be_slugs(tmp_path):
 def test_a_cap_on_instances_scales_a_helm_suite_without_editing_it(catalog, monkeypatch):
     spec, pin = catalog.resolved_scenario("helm-lite-v1", "openbookqa")
     assert pin.max_eval_instances == 10
-    monkeypatch.setenv("HOLISTIC_MAX_EVAL_INSTANCES", "3")
-    assert catalog.resolved_scenario("helm-lite-v1", "openbookqa")[1].max_eval_instances == 3
-    assert catalog.resolved_scenario("helm-lite-v1", "math_chain_of_thought")[1].max_eval_instances == 2  # under it
+    capped = Catalog(catalog.root, max_eval_instances=3)  # `holistic evaluate --max-eval-instances 3`
+    assert capped.resolved_scenario("helm-lite-v1", "openbookqa")[1].max_eval_instances == 3
+    assert capped.resolved_scenario("helm-lite-v1", "math_chain_of_thought")[1].max_eval_instances == 2  # under it
+    with pytest.raises(CatalogError, match="a positive whole number of instances, not 0"):
+        Catalog(catalog.root, max_eval_instances=0)
+    # the cap travels with the deployment into Dagster's resource (not through the process's environment)
+    from holistic_dagster.defs.resources import HolisticResource
+
+    resource = HolisticResource.of(Deployment.of(max_eval_instances=3))
+    assert resource.max_eval_instances == 3 and resource.catalog().max_eval_instances == 3
+    # the variable is the deployment's default where nothing is passed
+    monkeypatch.setenv("HOLISTIC_MAX_EVAL_INSTANCES", "4")
+    assert Deployment().catalog().resolved_scenario("helm-lite-v1", "openbookqa")[1].max_eval_instances == 4
+    assert Deployment.of(max_eval_instances=3).catalog().max_eval_instances == 3  # what is passed wins
     monkeypatch.setenv("HOLISTIC_MAX_EVAL_INSTANCES", "0")
     with pytest.raises(CatalogError, match="HOLISTIC_MAX_EVAL_INSTANCES='0': a positive whole number"):
-        catalog.resolved_scenario("helm-lite-v1", "openbookqa")
+        Deployment()
 
 
 def test_a_helm_suites_columns_name_its_scenarios_or_entries_that_cannot_run_here(tmp_path):

@@ -65,8 +65,10 @@ class Results:
         return self.deployment.warehouse().df(sql, params or [])
 
 
-def _deployment(warehouse=None, data_dirs=None, catalog=None, models=None) -> Deployment:
-    return Deployment.of(warehouse=warehouse, catalog=catalog, data_dirs=data_dirs, models=models)
+def _deployment(warehouse=None, data_dirs=None, catalog=None, models=None, max_eval_instances=None) -> Deployment:
+    return Deployment.of(
+        warehouse=warehouse, catalog=catalog, data_dirs=data_dirs, models=models, max_eval_instances=max_eval_instances
+    )
 
 
 def results(suite: str | None = None, *, warehouse: str | Path | None = None) -> Results:
@@ -86,14 +88,16 @@ def evaluate(
     catalog: str | Path | None = None,
     models_file: str | Path | None = None,
     max_cost: float | None = None,
+    max_eval_instances: int | None = None,
     force: bool = False,
     announce=None,
 ) -> Results:
     """Evaluates registered models on a suite version (default: the newest) as Dagster runs, as
     `holistic evaluate` does: steps whose inputs are unchanged since their last run are skipped unless `force`;
-    a priced model's budget is `max_cost` (else the suite's). announce(line): progress, one line per step.
-    Paths left out are the environment's: the warehouse, data folders, catalog and model registry."""
-    deployment = _deployment(warehouse, data_dirs, catalog, models_file)
+    a priced model's budget is `max_cost` (else the suite's); `max_eval_instances` caps every scenario's sample
+    (`--max-eval-instances`). announce(line): progress, one line per step. Paths left out are the environment's:
+    the warehouse, data folders, catalog and model registry."""
+    deployment = _deployment(warehouse, data_dirs, catalog, models_file, max_eval_instances)
     suite = suite or deployment.catalog().newest_version()
     deployment.catalog().suite(suite)  # a bad suite fails here, before anything runs
     registry = deployment.models()

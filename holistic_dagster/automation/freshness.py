@@ -26,7 +26,6 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from holistic_dagster import settings
 from holistic_dagster.clients.registry import model_files
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.config.deployment import Deployment
@@ -103,7 +102,7 @@ def _suite_inputs(catalog: Catalog, version: str) -> dict[str, Any]:
         "code": code_fingerprint(),
         "suite": (catalog.root / "suites" / f"{version}.yaml").read_text(),
         "scenarios": {s: catalog.code_version(s) for s in suite.scenarios},
-        "max_eval_instances": settings.max_eval_instances(),  # a cap changes every sample
+        "max_eval_instances": catalog.max_eval_instances,  # a cap changes every sample
     }
 
 

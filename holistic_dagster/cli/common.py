@@ -40,13 +40,16 @@ ForceOption = Annotated[
 ]
 
 
-def deployment(db: Path | None = None, data_dir: Path | None = None):
-    """The deployment a command works on: the environment's (settings.py), with --db and --data-dir in place."""
+def deployment(db: Path | None = None, data_dir: Path | None = None, max_eval_instances: int | None = None):
+    """The deployment a command works on: the environment's (settings.py), with --db, --data-dir and
+    --max-eval-instances in place."""
     from holistic_dagster.config.deployment import Deployment
 
     if data_dir is not None and not data_dir.is_dir():  # checked before anything starts, naming what was passed
         fail(f"--data-dir {data_dir}: no such folder (it holds the upstream data files, e.g. ../shared/data)")
-    return Deployment.of(warehouse=db, data_dirs=[data_dir] if data_dir else None)
+    return Deployment.of(
+        warehouse=db, data_dirs=[data_dir] if data_dir else None, max_eval_instances=max_eval_instances
+    )
 
 
 def default_version(deployment=None) -> str:

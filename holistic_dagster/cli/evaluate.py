@@ -80,10 +80,11 @@ def evaluate(
     """Evaluate registered models on a suite version (datasets, then each model, then the leaderboard, the
     regressions and the report) as Dagster runs, and print the leaderboard. A step whose inputs are unchanged
     since its last successful run is skipped (--force runs it)."""
-    if max_eval_instances is not None:  # read by the catalog wherever a suite is resolved, in this process
-        os.environ[settings.MAX_EVAL_ENV] = str(max_eval_instances)
     chosen = anchors if efficient else None
-    _evaluate(models, version, db, data_dir, tour=False, force=force, max_cost=max_cost, efficient=chosen)
+    _evaluate(
+        models, version, db, data_dir, tour=False, force=force, max_cost=max_cost, efficient=chosen,
+        max_eval_instances=max_eval_instances,
+    )  # fmt: skip
 
 
 def _evaluate(
@@ -95,8 +96,9 @@ def _evaluate(
     force: bool,
     max_cost: float | None = None,
     efficient: int | None = None,
+    max_eval_instances: int | None = None,
 ) -> None:
-    chosen = deployment(db, data_dir)
+    chosen = deployment(db, data_dir, max_eval_instances)
     started = time.perf_counter()
     try:
         version = version or default_version(chosen)
@@ -177,9 +179,6 @@ def _all_unchanged(chosen, version: str, names: list[str], registry: dict, effic
 def _finish(chosen, version: str, started: float, tour: bool, explicit: bool) -> None:
     """The leaderboard and where everything is; data folders given (explicit: --data-dir, else HOLISTIC_DATA_DIR)
     are remembered for the commands after this one, in any shell."""
-    import os
-
-    from holistic_dagster import settings
 
     print_leaderboard(chosen, version, full=False)
     if (explicit or os.environ.get("HOLISTIC_DATA_DIR")) and settings.remember_data_dirs(list(chosen.data_dirs)):

@@ -183,8 +183,13 @@ def _refuse_a_method_without_its_layout(
 class Catalog:
     """Suites and scenarios under one catalog directory (default: the repo's assets/)."""
 
-    def __init__(self, root: Path | None = None):
+    def __init__(self, root: Path | None = None, max_eval_instances: int | None = None):
         self.root = Path(root) if root else settings.catalog_dir()
+        # a cap on every suite scenario's max_eval_instances (`holistic evaluate --max-eval-instances`): a HELM
+        # leaderboard suite at HELM's sizes run at a scale a CPU finishes, drawn as helm-run -m draws; None: none
+        if max_eval_instances is not None and max_eval_instances < 1:
+            raise CatalogError(f"max_eval_instances: a positive whole number of instances, not {max_eval_instances}")
+        self.max_eval_instances = max_eval_instances
 
     @property
     def templates_dir(self) -> Path:
@@ -343,7 +348,7 @@ class Catalog:
         spec, pin = self.scenario(name), suite.scenarios[name]
         if pin.conventions is None:
             pin = pin.model_copy(update={"conventions": suite.conventions})
-        cap = settings.max_eval_instances()
+        cap = self.max_eval_instances
         if cap is not None and pin.max_eval_instances > cap:  # drawn as HELM draws that many (helm-run -m)
             pin = pin.model_copy(update={"max_eval_instances": cap})
         update: dict[str, Any] = {}

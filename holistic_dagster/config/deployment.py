@@ -39,6 +39,8 @@ class Deployment:
     models_file: Path | None = None
     alerts_file: Path | None = None
     shadow_file: Path | None = None
+    # a cap on every suite scenario's sample (Catalog.max_eval_instances): --max-eval-instances, else the variable
+    max_eval_instances: int | None = field(default_factory=settings.max_eval_instances)
 
     @classmethod
     def of(
@@ -50,8 +52,10 @@ class Deployment:
         alerts: str | Path | None = None,
         shadow: str | Path | None = None,
         data_dirs: list[str | Path] | tuple[str | Path, ...] | None = None,
+        max_eval_instances: int | None = None,
     ) -> Deployment:
-        """The environment's deployment with the given paths in place of its own (None: the environment's)."""
+        """The environment's deployment with the given paths (and sample cap) in place of its own (None: the
+        environment's)."""
         base, given = cls(), {}
         for name, value in (("warehouse_path", warehouse), ("catalog_dir", catalog), ("models_file", models),
                             ("alerts_file", alerts), ("shadow_file", shadow)):  # fmt: skip
@@ -59,6 +63,8 @@ class Deployment:
                 given[name] = Path(value).expanduser().resolve()
         if data_dirs:
             given["data_dirs"] = tuple(Path(d).expanduser().resolve() for d in data_dirs)
+        if max_eval_instances is not None:
+            given["max_eval_instances"] = max_eval_instances
         return replace(base, **given)
 
     # --- the files -------------------------------------------------------------------------------------------
@@ -89,7 +95,7 @@ class Deployment:
 
     # --- what they hold --------------------------------------------------------------------------------------
     def catalog(self) -> Catalog:
-        return Catalog(self.catalog_dir)
+        return Catalog(self.catalog_dir, self.max_eval_instances)
 
     def runnable(self, version: str, download: bool = False) -> tuple[list[str], dict[str, str]]:
         """(the suite version's scenarios to run here, {scenario: why it is skipped}): a scenario the suite marks

@@ -115,6 +115,7 @@ class HolisticResource(ConfigurableResource):
     alerts_file: str | None = None
     shadow_file: str | None = None
     data_dirs: list[str] = []  # folders with upstream data files, searched before downloading
+    max_eval_instances: int | None = None  # a cap on every suite scenario's sample (None: the environment's)
     show_progress: bool = False  # a progress bar on stderr for long model calls (the CLI turns it on)
 
     @classmethod
@@ -128,6 +129,7 @@ class HolisticResource(ConfigurableResource):
             alerts_file=str(d.alerts_file) if d.alerts_file else None,
             shadow_file=str(d.shadow_file) if d.shadow_file else None,
             data_dirs=[str(p) for p in d.data_dirs],
+            max_eval_instances=d.max_eval_instances,
             show_progress=show_progress,
         )
 
@@ -139,6 +141,7 @@ class HolisticResource(ConfigurableResource):
             alerts=self.alerts_file,
             shadow=self.shadow_file,
             data_dirs=self.data_dirs,
+            max_eval_instances=self.max_eval_instances,
         )
 
     # sensors and schedules read the catalog and registry through these, as the assets do
