@@ -16,7 +16,7 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
     as columns; with `full`, every metric of the leaderboard view. Under each table, why cells are missing."""
     from holistic_dagster.metrics import FAMILIES
     from holistic_dagster.results.headline import suite_headline
-    from holistic_dagster.results.leaderboard import imported_models, leaderboard
+    from holistic_dagster.results.leaderboard import borrowed_pools, imported_models, leaderboard
 
     if family is not None and family not in FAMILIES:
         fail(f"unknown metric family {family!r}: the families are {', '.join(FAMILIES)}")
@@ -54,6 +54,9 @@ def print_leaderboard(deployment, version: str, full: bool, family: str | None =
         _print_notes(part, applies, None if full else heads - collapsed, nobody)
         if fam == "accuracy" and suite:
             for name, why in not_here.items():
+                console.print(f"  [dim]{escape(name)}: {escape(why)}[/]")
+        if fam == "accuracy":
+            for name, why in borrowed_pools(warehouse, version).items():
                 console.print(f"  [dim]{escape(name)}: {escape(why)}[/]")
 
 

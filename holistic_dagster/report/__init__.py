@@ -32,7 +32,13 @@ from holistic_dagster.report.helm_suites import mean_score_table, rater_agreemen
 from holistic_dagster.report.predictions import load_items, samples
 from holistic_dagster.report.tables import scenario_table
 from holistic_dagster.results.headline import headline, number
-from holistic_dagster.results.leaderboard import comparisons, evaluated_counts, has_statistics, imported_models
+from holistic_dagster.results.leaderboard import (
+    borrowed_pools,
+    comparisons,
+    evaluated_counts,
+    has_statistics,
+    imported_models,
+)
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
 
@@ -109,6 +115,7 @@ def build_report(
         warehouse, version, samples(warehouse, version, predictions_per_scenario, PREDICTIONS_SEED), main_metric
     )
     evaluated = evaluated_counts(warehouse, version)
+    borrowed = borrowed_pools(warehouse, version)
     num_predictions = {}
     for scenario in scenarios:
         items = predictions.get(scenario, [])
@@ -120,6 +127,7 @@ def build_report(
             "description": "",
             "method": "",
             **about.get(scenario, {}),
+            "borrowed": borrowed.get(scenario, ""),
         }
         pages.update(_scenario_pages(env, common, info, cells, rows, applicability, models, items))
     num_bytes = _write_folder(folder, pages)

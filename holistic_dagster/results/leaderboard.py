@@ -84,3 +84,24 @@ def evaluated_counts(warehouse: Warehouse, version: str) -> pd.Series:
         "GROUP BY scenario",
         [version],
     ).set_index("scenario")["n"]
+
+
+BORROWED = (
+    "in-context examples held out of the evaluated file ({file}), as no train split is here: HELM draws them from "
+    "train, so its prompts differ (download the train split to ask HELM's)"
+)
+
+
+def borrowed_pools(warehouse: Warehouse, version: str) -> dict[str, str]:
+    """{scenario: note} for each scenario of the version whose prompts showed in-context examples held out of the
+    file it evaluates (no train split was here: `train_holdout`): a deviation from a leaderboard that draws them
+    from train, shown with the results (terminal leaderboard, report) rather than only in the suite file."""
+    frame = warehouse.df(
+        "SELECT DISTINCT t.scenario, t.source_uri FROM instances t WHERE t.version = ? AND t.split = 'train' "
+        "AND EXISTS (SELECT 1 FROM instances e WHERE e.version = t.version AND e.scenario = t.scenario "
+        "AND e.split = 'test' AND e.source_uri = t.source_uri) AND EXISTS (SELECT 1 FROM prompts p "
+        "WHERE p.version = t.version AND p.scenario = t.scenario AND p.num_train_instances > 0) ORDER BY 1, 2",
+        [version],
+    )
+    files = frame.groupby("scenario")["source_uri"].apply(lambda uris: ", ".join(Path(u).name for u in uris))
+    return {scenario: BORROWED.format(file=names) for scenario, names in files.items()}
