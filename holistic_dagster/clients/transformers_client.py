@@ -29,6 +29,7 @@ from holistic_dagster.clients import transformers_device as device_of
 from holistic_dagster.clients.batching import BatchLimits, expanded, padded_batches, prefix_groups
 from holistic_dagster.clients.checkpoints import local_checkpoint
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop
+from holistic_dagster.clients.top_k import top_k
 from holistic_dagster.clients.transformers_scoring import ContinuationScoring
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
@@ -84,6 +85,7 @@ class TransformersClient(ContinuationScoring):
         self.chat_prompt = self._chat_prompt if spec.chat else None
         self._model = None
         self._loading = threading.Lock()
+        self._token_texts: dict[int, str] = {}  # token id -> its text (_token_text)
         if load_model:
             self.load_model()
 
@@ -241,19 +243,21 @@ class TransformersClient(ContinuationScoring):
             if token_id in self.eos_ids:  # after it there is only padding
                 finish = "eos"
                 break
-            piece = self.tokenizer.decode(ids + [token_id])
-            cut, stopped = cut_at_stop(piece, stop)
-            if stopped:
-                text, finish = cut, "stop"
-                break
+            if stop:  # the text so far, decoded whole (a token's text can depend on its neighbours)
+                piece = self.tokenizer.decode(ids + [token_id])
+                cut, stopped = cut_at_stop(piece, stop)
+                if stopped:
+                    text, finish = cut, "stop"
+                    break
             ids.append(token_id)
             kept_lps.append(float(lps[pos]))
-            top.append({self.tokenizer.decode([i]): lp for i, lp in zip(*tops[pos])})
-            text = piece
+            top.append({self._token_text(i): lp for i, lp in zip(*tops[pos])})
+        if finish != "stop":  # without a stop sequence only the whole text is needed: decoded once
+            text = self.tokenizer.decode(ids) if ids else ""
         return Completion(
             request_id=request.request_id,
             text=text,
-            tokens=tuple(self.tokenizer.decode([i]) for i in ids),
+            tokens=tuple(self._token_text(i) for i in ids),
             logprobs=tuple(kept_lps),
             logprob=sum(kept_lps),
             num_prompt_tokens=prompt_tokens,
@@ -327,7 +331,7 @@ class TransformersClient(ContinuationScoring):
         finished = [False] * len(idx)
         pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # steps not yet read back
         for step in range(max_tokens):
-            top_lps, top_ids = self._vocab_logprobs(out.last_hidden_state[:, -1]).topk(TOP_K, dim=-1)
+            top_lps, top_ids = top_k(self._vocab_logprobs(out.last_hidden_state[:, -1]), TOP_K)
             pending.append((top_ids, top_lps))
             last = step == max_tokens - 1
             if last or _read_back(step + 1, self.sync_every):
@@ -355,6 +359,13 @@ class TransformersClient(ContinuationScoring):
             )
             for row, i in enumerate(idx)
         }
+
+    def _token_text(self, token_id: int) -> str:
+        """One token's text, decoded once per token id (each answer's tokens and top alternatives ask again)."""
+        text = self._token_texts.get(token_id)
+        if text is None:
+            text = self._token_texts[token_id] = self.tokenizer.decode([token_id])
+        return text
 
     def _done(self, ids: list[int], stop: tuple[str, ...]) -> bool:
         """Generation of this row can end: EOS, or a stop sequence in its text."""

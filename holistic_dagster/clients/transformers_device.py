@@ -20,9 +20,11 @@ from holistic_dagster.errors import LibraryVersionError
 # every score computed without it (measured under 5.17: 0 of 639 answers equal). pyproject.toml pins the same floor.
 MIN_TRANSFORMERS = Version("5.24.0")
 
-# CPU defaults (bench/results/gpu-cpu.md): more rows per pass gain nothing on 2 cores; the token budget bounds what a
-# pass holds (a 5-shot block of 500 tokens continued by 16 rows fits; 16 articles of 2,000 tokens do not)
-CPU_LIMITS = BatchLimits(rows=16, tokens=16384)
+# CPU defaults (bench/results/gpu-cpu-tiny-h200-workload.md): for scoring, more rows per pass gain little on 2 cores,
+# but greedy generation takes one pass per token for a whole batch, so 64 rows generate 256 answers in a quarter of
+# the passes 16 rows take (16 rows: 2.1-2.3x the floor's time at 64; 64 rows: the floor's); the token budget bounds
+# what a pass holds (a 5-shot block of 500 tokens continued by 16 rows fits; 16 articles of 2,000 tokens do not)
+CPU_LIMITS = BatchLimits(rows=64, tokens=16384)
 # a GPU's `auto` starts here; the token budget is lowered to what its free memory holds
 GPU_MAX_ROWS = 256
 GPU_MAX_TOKENS = 65536
