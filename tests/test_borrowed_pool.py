@@ -36,11 +36,17 @@ def test_openbookqas_pool_held_out_of_its_test_file_is_named_with_the_results(sh
     mmlu_spec, mmlu_pin = catalog.resolved_scenario("helm-lite-v1", "mmlu")
     mmlu = sample_instances(mmlu_spec, mmlu_pin, load_instances(mmlu_spec, [shared_data]))
     assert not {i.source.uri for i in mmlu if i.split == "train"} & {i.source.uri for i in mmlu if i.split == "test"}
+    # TruthfulQA's pool is the file's first fifth, as HELM splits it: one file, but no deviation
+    tqa_spec, tqa_pin = catalog.resolved_scenario("helm-classic-v1", "truthfulqa")
+    tqa = sample_instances(tqa_spec, tqa_pin, load_instances(tqa_spec, [shared_data]))
+    assert {i.source.uri for i in tqa if i.split == "train"} == {i.source.uri for i in tqa if i.split == "test"}
     wh = Warehouse(tmp_path / "w.duckdb")
     rows = [{"version": "helm-lite-v1", "scenario": "openbookqa", **instance_row(i)} for i in drawn]
     rows += [{"version": "helm-lite-v1", "scenario": "mmlu", **instance_row(i)} for i in mmlu]
+    rows += [{"version": "helm-lite-v1", "scenario": "truthfulqa", **instance_row(i)} for i in tqa]
     prompts = _prompts("openbookqa", [i.instance_id for i in tested], 5)
     prompts += _prompts("mmlu", [i.instance_id for i in mmlu if i.split == "test"], 5)
+    prompts += _prompts("truthfulqa", [i.instance_id for i in tqa if i.split == "test" and not i.perturbation], 5)
     wh.replace({"version": "helm-lite-v1"}, {"instances": pd.DataFrame(rows), "prompts": pd.DataFrame(prompts)})
     found = borrowed_pools(wh, "helm-lite-v1")
     assert list(found) == ["openbookqa"]
@@ -49,7 +55,7 @@ def test_openbookqas_pool_held_out_of_its_test_file_is_named_with_the_results(sh
         and "HELM draws them" in found["openbookqa"]
     )
     # asked 0-shot, nothing was borrowed into a prompt
-    zero = _prompts("openbookqa", [i.instance_id for i in tested], 0) + _prompts("mmlu", [], 0)
+    zero = _prompts("openbookqa", [i.instance_id for i in tested], 0)
     wh.replace({"version": "helm-lite-v1"}, {"instances": pd.DataFrame(rows), "prompts": pd.DataFrame(zero)})
     assert borrowed_pools(wh, "helm-lite-v1") == {}
 

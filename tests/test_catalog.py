@@ -152,8 +152,10 @@ def test_a_cap_on_instances_scales_a_helm_suite_without_editing_it(catalog, monk
     assert Deployment().catalog().resolved_scenario("helm-lite-v1", "openbookqa")[1].max_eval_instances == 4
     assert Deployment.of(max_eval_instances=3).catalog().max_eval_instances == 3  # what is passed wins
     monkeypatch.setenv("HOLISTIC_MAX_EVAL_INSTANCES", "0")
+    Deployment()  # a bad value fails what resolves a suite, not every command
     with pytest.raises(CatalogError, match="HOLISTIC_MAX_EVAL_INSTANCES='0': a positive whole number"):
-        Deployment()
+        Deployment().catalog()
+    assert Deployment.of(max_eval_instances=3).catalog().max_eval_instances == 3  # what is passed wins
 
 
 def test_a_helm_suites_columns_name_its_scenarios_or_entries_that_cannot_run_here(tmp_path):

@@ -27,7 +27,7 @@ from holistic_dagster.efficient.sequential import (
     sample_order,
     sequential_gate,
 )
-from holistic_dagster.metrics import lower_is_better
+from holistic_dagster.metrics import lower_is_better, metric
 from holistic_dagster.results.efficient import draw_ids, instance_values, partial_evaluations
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
@@ -102,7 +102,7 @@ def sequential_gate_of(
             continue
         wide = wide[[baseline, candidate]].dropna().sort_index()
         values = wide.to_numpy(float)
-        if not bounded(values):
+        if not _a_score(name, values):
             result.undecided.append(f"{scenario}: {name} is not a score in [0, 1] (the sequential test needs one)")
             continue
         values = 1 - values if lower_is_better(name) else values  # the tests take higher as better
@@ -142,7 +142,7 @@ class BatchedGate:
             values = instance_values(warehouse, version, scenario, baseline, rule.family, name)
             if not draw or set(values) != set(draw):
                 self.result.undecided.append(f"{scenario}: {baseline} has no {name} results on its whole draw")
-            elif not bounded(np.array(list(values.values()))):
+            elif not _a_score(name, np.array(list(values.values()))):
                 self.result.undecided.append(f"{scenario}: {name} is not a score in [0, 1] (the test needs one)")
             else:
                 baseline_ready[scenario] = (name, sample_order(draw), values)
@@ -180,6 +180,11 @@ class BatchedGate:
             if verdict is not None:
                 self.result.rows.append(SequentialRow(scenario, name, self.tolerance, self.level, verdict))
                 del self.open[scenario]
+
+
+def _a_score(metric_name: str, values: np.ndarray) -> bool:
+    """A metric the sequential tests take: declared in [0, 1] and with its values there (runtimes are not)."""
+    return tuple(metric(metric_name).bounds) == (0.0, 1.0) and bounded(values)
 
 
 def _test_for(baseline_values, n_full: int, level: float, tolerance: float) -> SequentialMcNemar | SequentialSignFlip:

@@ -71,7 +71,8 @@ def evaluate(
         bool,
         typer.Option(
             help="answer only --anchors instances per scenario and estimate the full draw's main accuracy metric, "
-            "its interval validated on the models already evaluated in full (marked ≈ everywhere); a later run "
+            "its interval validated on the models already evaluated in full, and every other mean over instances as "
+            "the anchors' stratified sample (marked ≈ everywhere); a later run "
             "without it completes the rest, the cache paying for the anchors",
         ),
     ] = False,

@@ -26,7 +26,8 @@ SequentialOption = Annotated[
     typer.Option(
         "--sequential",
         help="read the paired instances in a seeded order, a batch at a time, and stop as soon as a regression "
-        "beyond the rule's drop is established or ruled out (group-sequential exact McNemar): prints the "
+        "beyond the rule's drop is established or ruled out (group-sequential exact McNemar; the exact sign-flip "
+        "test for scores such as F1): prints the "
         "instances used and the smallest drop they could have found",
     ),
 ]

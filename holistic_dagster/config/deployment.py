@@ -39,8 +39,9 @@ class Deployment:
     models_file: Path | None = None
     alerts_file: Path | None = None
     shadow_file: Path | None = None
-    # a cap on every suite scenario's sample (Catalog.max_eval_instances): --max-eval-instances, else the variable
-    max_eval_instances: int | None = field(default_factory=settings.max_eval_instances)
+    # a cap on every suite scenario's sample (Catalog.max_eval_instances): --max-eval-instances; None: the
+    # variable's, read when the catalog is (a bad value fails what resolves a suite, not every command)
+    max_eval_instances: int | None = None
 
     @classmethod
     def of(
@@ -95,7 +96,8 @@ class Deployment:
 
     # --- what they hold --------------------------------------------------------------------------------------
     def catalog(self) -> Catalog:
-        return Catalog(self.catalog_dir, self.max_eval_instances)
+        cap = self.max_eval_instances if self.max_eval_instances is not None else settings.max_eval_instances()
+        return Catalog(self.catalog_dir, cap)
 
     def runnable(self, version: str, download: bool = False) -> tuple[list[str], dict[str, str]]:
         """(the suite version's scenarios to run here, {scenario: why it is skipped}): a scenario the suite marks

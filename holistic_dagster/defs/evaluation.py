@@ -202,7 +202,8 @@ def make_completion_sensor(evaluate_job):
             return dg.SkipReason("efficient_anchors is not set in resources/automation.yaml")
         warehouse = deployment.warehouse()
         plan = planning.undecided_estimates(
-            all_estimates(warehouse).to_dict("records"), measured_accuracy(warehouse).to_dict("records")
+            all_estimates(warehouse, deployment.catalog()).to_dict("records"),
+            measured_accuracy(warehouse).to_dict("records"),
         )
         if not plan:
             return dg.SkipReason("no estimate leaves a model's place undecided")

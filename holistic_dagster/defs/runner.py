@@ -161,7 +161,8 @@ def evaluate_suite(
 ) -> list[SuiteRun]:
     """Runs `datasets`, `evaluate_model` per model, and `leaderboard_job` on the suite version's scenarios;
     efficient: each model answers only that many anchors per scenario (fitted first by `anchors_job` on the models
-    evaluated in full) and its main accuracy metric is estimated;
+    evaluated in full) and its metrics are estimated (the main accuracy metric by the item response fit, every
+    other mean over instances as the anchors' stratified sample);
     raises RunFailed on the first failure. skip_unchanged: a step whose inputs are those of its last successful
     run, and whose outputs remain, is not run (holistic_dagster.freshness); each step's inputs are taken just
     before it, after the steps it depends on. With a budget (max_cost, or the suite's) a priced model's prompts

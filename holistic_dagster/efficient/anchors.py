@@ -41,7 +41,8 @@ NEIGHBOUR_TEMPERATURE = 0.05  # how sharply the anchors' likelihood picks neighb
 
 IRT = "irt"
 RANDOM = "random sample"
-STRATIFIED = "stratified sample"  # a model beyond the population's range: its anchors as the stratified sample they are
+STRATIFIED = "stratified sample"  # the anchors as the stratified sample they are: a model beyond the population's
+# range, or a metric the item response fit is not made for (stratified_mean)
 
 
 @dataclass(frozen=True)

@@ -190,11 +190,14 @@ def _regression_chance_scores(d: np.ndarray, n_full: int, alpha: float, toleranc
     """Predictive probability of a full-draw regression (the sign-flip test at alpha, two-sided, in its normal
     form, worse by more than the tolerance): the sum over the pairs left is normal around what those seen say,
     widened by the uncertainty of their mean (the central limit over the hundreds of pairs left)."""
-    n, left = len(d), n_full - len(d)
-    variance = float(d.var(ddof=1)) if n > 1 else 1.0
-    mean_total = d.sum() + left * d.mean()
+    left = n_full - len(d)
+    # what the pairs left are expected to be: those seen and one pseudo-pair each way (as McNemar's predictive keeps
+    # a prior), so that a run of ties seen first never makes a regression look impossible
+    seen = np.concatenate([d, [-1.0, 1.0]])
+    n, variance = len(seen), float(seen.var(ddof=1))
+    mean_total = d.sum() + left * seen.mean()
     sd_total = np.sqrt(variance * (left + left**2 / n))
-    squares = (d**2).sum() + left * np.mean(d**2)
+    squares = (d**2).sum() + left * np.mean(seen**2)
     if squares == 0:
         return 0.0
     threshold = min(norm.ppf(alpha / 2) * np.sqrt(squares), -tolerance * n_full)  # a regression ends below both

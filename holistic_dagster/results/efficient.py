@@ -76,14 +76,17 @@ def estimates(warehouse: Warehouse, version: str) -> pd.DataFrame:
     return warehouse.df("SELECT * FROM estimates WHERE version = ?", [version])
 
 
-def all_estimates(warehouse: Warehouse) -> pd.DataFrame:
-    """Every estimated main accuracy cell of every version (what the `complete_undecided` sensor weighs): the
-    metric the scenario's anchors were fitted on, or any accuracy metric where none were."""
-    return warehouse.df(
-        "SELECT model, version, scenario, metric, value, ci_low, ci_high FROM estimates e WHERE family = 'accuracy' "
-        "AND metric = coalesce((SELECT a.metric FROM anchor_fits a WHERE a.version = e.version "
-        "AND a.scenario = e.scenario), e.metric)"
+def all_estimates(warehouse: Warehouse, catalog) -> pd.DataFrame:
+    """Every estimated main accuracy cell of every version (what the `complete_undecided` sensor weighs; an
+    efficient evaluation estimates the other metrics too, which place no model)."""
+    from holistic_dagster.results.leaderboard import main_metrics
+
+    frame = warehouse.df(
+        "SELECT model, version, scenario, metric, value, ci_low, ci_high FROM estimates WHERE family = 'accuracy'"
     )
+    mains = {v: main_metrics(warehouse, catalog, v) for v in set(frame["version"])}
+    main = [mains[v].get(s) == m for v, s, m in zip(frame["version"], frame["scenario"], frame["metric"])]
+    return frame[pd.Series(main, index=frame.index, dtype=bool)]
 
 
 def measured_accuracy(warehouse: Warehouse) -> pd.DataFrame:

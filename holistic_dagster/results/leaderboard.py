@@ -94,12 +94,13 @@ BORROWED = (
 
 def borrowed_pools(warehouse: Warehouse, version: str) -> dict[str, str]:
     """{scenario: note} for each scenario of the version whose prompts showed in-context examples held out of the
-    file it evaluates (no train split was here: `train_holdout`): a deviation from a leaderboard that draws them
-    from train, shown with the results (terminal leaderboard, report) rather than only in the suite file."""
+    file it evaluates because no train split was here (`train_holdout`, marked on the pool's instances; not a
+    split the upstream layout itself makes, as TruthfulQA's first fifth or NaturalQuestions' even lines, which HELM
+    makes too): a deviation from a leaderboard that draws them from train, shown with the results (terminal
+    leaderboard, report) rather than only in the suite file."""
     frame = warehouse.df(
         "SELECT DISTINCT t.scenario, t.source_uri FROM instances t WHERE t.version = ? AND t.split = 'train' "
-        "AND EXISTS (SELECT 1 FROM instances e WHERE e.version = t.version AND e.scenario = t.scenario "
-        "AND e.split = 'test' AND e.source_uri = t.source_uri) AND EXISTS (SELECT 1 FROM prompts p "
+        "AND json_extract(t.metadata, '$.held_out') = 'true' AND EXISTS (SELECT 1 FROM prompts p "
         "WHERE p.version = t.version AND p.scenario = t.scenario AND p.num_train_instances > 0) ORDER BY 1, 2",
         [version],
     )

@@ -94,7 +94,8 @@ def _held_out(spec: ScenarioSpec, rng: random.Random, train: list[Instance], tes
     if train or not spec.train_holdout:
         return train, test
     held = set(rng.sample(range(len(test)), min(spec.train_holdout, len(test))))
-    return [_as_train(t) for k, t in enumerate(test) if k in held], [t for k, t in enumerate(test) if k not in held]
+    pool = [replace(_as_train(t), metadata={**t.metadata, HELD_OUT: True}) for k, t in enumerate(test) if k in held]
+    return pool, [t for k, t in enumerate(test) if k not in held]
 
 
 def top_candidates(inst: Instance, k: int) -> Instance:
@@ -107,6 +108,9 @@ def top_candidates(inst: Instance, k: int) -> Instance:
         for key, value in inst.metadata.items()
     }
     return replace(inst, references=inst.references[:k], metadata=metadata)
+
+
+HELD_OUT = "held_out"  # an instance's metadata: a few-shot example held out of the evaluated file (no train split)
 
 
 def _as_train(inst: Instance) -> Instance:

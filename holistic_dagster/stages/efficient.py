@@ -157,7 +157,7 @@ def estimated_metrics(
         else:
             how = "an efficient evaluation" if fitted else "a sequential gate's sample"
             note = (
-                f"not estimated: {model} answered part of the draw ({how}), and this is not a mean over instances; "
+                f"not estimated for a partial evaluation: {model} answered part of the draw ({how}); "
                 f"`holistic evaluate --model {model}` completes it"
             )
             out.append(replace(m, value=None, note=note))

@@ -152,7 +152,7 @@ CREATE TABLE IF NOT EXISTS estimates (
     metric VARCHAR NOT NULL, value DOUBLE NOT NULL,
     ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, -- the interval at `level`, as validated on the population
     level DOUBLE NOT NULL, n_evaluated INTEGER NOT NULL, n_full INTEGER NOT NULL,
-    method VARCHAR NOT NULL,          -- irt | random sample | stratified sample (a model beyond the population)
+    method VARCHAR NOT NULL,          -- irt | random sample | stratified sample (a model beyond the population, or a metric other than the main one)
     fit_models JSON NOT NULL,         -- the models the estimate was fitted on
     PRIMARY KEY (model, version, scenario, family, metric)
 );

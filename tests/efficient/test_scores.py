@@ -196,3 +196,18 @@ def test_any_mean_over_instances_is_the_anchors_stratified_mean():
     assert stratified_mean([0.0, 1.0], [0.5, 0.5], 10, bounds=(0.0, 1.0)).high <= 1.0
     with pytest.raises(ValueError, match="positive weight"):
         stratified_mean([1.0], [0.0], 10)
+
+
+def test_a_run_of_ties_seen_first_does_not_pass_a_regression():
+    # two checkpoints that answer alike on most instances: the candidate is half a point worse on 8% of them, so
+    # the first look often sees nothing but ties; a tie is no evidence that a regression is impossible
+    rng = np.random.default_rng(0)
+    verdicts = []
+    for trial in range(40):
+        base = np.round(rng.uniform(0.5, 1, 1000), 2)
+        cand = base.copy()
+        hit = rng.random(1000) < 0.08
+        cand[hit] = base[hit] - 0.5
+        verdicts.append(sequential_gate(base, cand, 0.05, seed=trial))
+    assert all(v.verdict == "regression" for v in verdicts)
+    assert np.mean([v.fraction_used for v in verdicts]) < 0.5
