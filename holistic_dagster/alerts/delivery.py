@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
-import aiohttp
-
 from holistic_dagster.config.alerts import DEFAULT_URL_ENV, LEVELS, AlertsSpec, Level
 from holistic_dagster.config.redaction import read_secret, redact
 from holistic_dagster.errors import CatalogError, HolisticError
@@ -102,6 +100,8 @@ def notify(
     alerts = at_least(items, min_level)
     if not alerts:
         return 0
+    import aiohttp  # a third of a second to import, for a post that most runs never make
+
     where = f"the webhook in ${url_env}"
     failed = f"could not post {len(alerts)} alert(s) to {where}"
     try:
@@ -128,6 +128,8 @@ class _OffHost(Exception):
 async def _post(url: str, payload: dict, timeout_s: float) -> tuple[int, str]:
     """(status, body) of the POST, following redirects on the URL's own scheme, host and port only, all of it
     within `timeout_s`."""
+    import aiohttp
+
     origin = urlsplit(url)[:2]
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
         for _ in range(MAX_REDIRECTS + 1):

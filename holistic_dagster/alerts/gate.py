@@ -16,8 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
+
+# scipy is imported in the functions that use it: a second of import that every command paid, which loads this
+# module with the pipeline's definitions and mostly never calls it
 import pandas as pd
-from scipy.stats import binomtest
 
 from holistic_dagster.alerts.grading import grade, metric_crossed
 from holistic_dagster.config.alerts import MAIN, AlertsSpec, Level, MetricRule, MetricThreshold
@@ -99,6 +101,8 @@ def gate_rules(spec: AlertsSpec) -> list[MetricRule]:
 def mcnemar_exact(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided exact McNemar p-value for paired 0/1 outcomes: of the pairs where the two differ, how
     surprising the split is under Binomial(discordant, 1/2); 1 where they never differ."""
+    from scipy.stats import binomtest
+
     only_a, only_b = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))
     if only_a + only_b == 0:
         return 1.0

@@ -6,6 +6,7 @@ scenario, metric or perturbation name, or a missing template is a CatalogError t
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -198,11 +199,14 @@ class Catalog:
     def scenario_names(self) -> list[str]:
         return sorted(p.stem for p in (self.root / "scenarios").glob("*.yaml"))
 
-    def loadable_scenarios(self) -> tuple[list[str], dict[str, str]]:
-        """(the scenarios whose files load, {name: why not} for the others): one broken scenario file must not
-        block the suites that do not use it (a suite that does fails naming the file when it loads)."""
+    def loadable_scenarios(self, only: Collection[str] | None = None) -> tuple[list[str], dict[str, str]]:
+        """(the scenarios whose files load, {name: why not} for the others), among `only` where given: one broken
+        scenario file must not block the suites that do not use it (a suite that does fails naming the file when it
+        loads)."""
         names, broken = [], {}
         for name in self.scenario_names():
+            if only is not None and name not in only:
+                continue
             try:
                 self.scenario(name)
                 names.append(name)

@@ -4,6 +4,7 @@ holistic_dagster/definitions.py) and what the CLI and the tests build with their
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from dagster import (
     AssetSelection,
@@ -29,11 +30,15 @@ AUTOMATION = AutomationConditionSensorDefinition(
 )
 
 
-def build_definitions(catalog: Catalog | None = None, resource: HolisticResource | None = None) -> Definitions:
-    """Every product's definitions for one configured catalog and deployment (the holistic resource's), merged."""
+def build_definitions(
+    catalog: Catalog | None = None, resource: HolisticResource | None = None, only: Collection[str] | None = None
+) -> Definitions:
+    """Every product's definitions for one configured catalog and deployment (the holistic resource's), merged.
+    only: the assets of these scenarios alone, for a command that runs one suite (the CLI: building every
+    scenario's assets cost it two seconds); what Dagster loads holds every loadable scenario."""
     holistic = resource or HolisticResource()
     catalog = catalog or holistic.catalog()
-    scenarios, broken = catalog.loadable_scenarios()
+    scenarios, broken = catalog.loadable_scenarios(only)
     for name, problem in broken.items():
         logging.getLogger("holistic_dagster").warning("scenario %s left out of the definitions: %s", name, problem)
     # open-ended scenarios are the ones a suite can put in its arena

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, Definitions
 
 from holistic_dagster import settings
 from holistic_dagster.config.deployment import Deployment
@@ -30,7 +30,7 @@ def evaluate(
 ) -> list[runner.SuiteRun]:
     """Datasets, each model, then the summaries of a suite version, as Dagster runs (runner.evaluate_suite)."""
     catalog = deployment.catalog()
-    defs = build_definitions(catalog, HolisticResource.of(deployment, show_progress=True))
+    defs = _suite_definitions(deployment, version)
     with instance(deployment) as dagster:
         return runner.evaluate_suite(
             defs, dagster, version, models, announce, catalog, skip_unchanged, max_cost, efficient
@@ -39,9 +39,16 @@ def evaluate(
 
 def arena(deployment: Deployment, version: str) -> None:
     """The arena job of a suite version (battles judged, then the ratings) as a Dagster run."""
-    defs = build_definitions(deployment.catalog(), HolisticResource.of(deployment, show_progress=True))
+    defs = _suite_definitions(deployment, version)
     with instance(deployment) as dagster:
         runner.run_arena(defs, dagster, version)
+
+
+def _suite_definitions(deployment: Deployment, version: str) -> Definitions:
+    """The definitions of the suite version's scenarios: all that a command on that suite runs."""
+    catalog = deployment.catalog()
+    only = set(catalog.suite(version).scenarios)
+    return build_definitions(catalog, HolisticResource.of(deployment, show_progress=True), only)
 
 
 def mark_killed_runs(deployment: Deployment) -> list[str]:
@@ -62,7 +69,7 @@ def record_imported(deployment: Deployment, version: str, parts) -> list[str]:
 def gate_in_batches(deployment: Deployment, version: str, candidate: str, baseline: str, rule, alpha: float,
                     main_metric: dict[str, str], look: int, announce: Callable[[str], None]):  # fmt: skip
     """The sequential gate evaluating the candidate a batch at a time, as Dagster runs (runner.gate_in_batches)."""
-    defs = build_definitions(deployment.catalog(), HolisticResource.of(deployment, show_progress=True))
+    defs = _suite_definitions(deployment, version)
     with instance(deployment) as dagster:
         return runner.gate_in_batches(defs, dagster, version, candidate, baseline, rule, alpha, main_metric, look,
                                       announce)  # fmt: skip

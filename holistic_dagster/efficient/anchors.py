@@ -27,10 +27,12 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
 
 from holistic_dagster.efficient.irt import ItemParameters, fit_2pl
 from holistic_dagster.efficient.sequential import bounded
+
+# scipy is imported in the functions that use it: a second of import that every command paid, which loads this
+# module with the pipeline's definitions and mostly never calls it
 
 MIN_MODELS = 10  # fewer models with full results: the cold start (a random sample and its ordinary interval)
 DEFAULT_ANCHORS = 100
@@ -138,6 +140,8 @@ def choose_anchors(
 ) -> AnchorFit:
     """k anchors for the population (stratified on the items' rate of right answers), or a uniform random sample
     of k where the population is too small to fit; with the interval's scale measured on the population."""
+    from scipy.stats import norm
+
     n = len(population.items)
     if not 1 <= k <= n:
         raise ValueError(f"anchors: k must be between 1 and the {n} items of the full draw; got {k}")
@@ -296,6 +300,8 @@ def stratified_mean(
 def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
     """A metric that is not right-or-wrong (F1, ROUGE) averaged over a random sample of the full draw: the mean
     with a normal interval (finite-population corrected)."""
+    from scipy.stats import norm
+
     x = np.asarray(values, float)
     k = len(x)
     if k == 0 or k > n_full:
@@ -307,6 +313,8 @@ def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate
 
 def wilson(p: float, n: float, level: float) -> tuple[float, float]:
     """Wilson's score interval for a proportion p seen on n draws (n may be an effective size)."""
+    from scipy.stats import norm
+
     z = norm.ppf(0.5 + level / 2)
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)

@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
+
+# scipy is imported in the functions that use it: a second of import that every command paid, which loads this
+# module with the pipeline's definitions and mostly never calls it
 
 GRID = np.linspace(-4.0, 4.0, 41)  # quadrature nodes for ability
 PRIOR = np.exp(-0.5 * GRID**2) / np.exp(-0.5 * GRID**2).sum()  # standard normal weights on the nodes
@@ -60,6 +62,8 @@ def _posterior(params: ItemParameters, items: np.ndarray, answers: np.ndarray) -
 
 
 def _curve(logits: np.ndarray, guessing: float) -> np.ndarray:
+    from scipy.special import expit
+
     # kept inside (0, 1) so that log-likelihoods stay finite at the grid's ends
     return np.clip(guessing + (1 - guessing) * expit(logits), 1e-9, 1 - 1e-9)
 
@@ -110,6 +114,8 @@ def fit_2pl(
 def _m_step(a, b, expected_right, expected_seen, guessing: float, steps: int = 2):
     """Fisher scoring on every item's (a, b) at once (each item's expected log-likelihood is separate), with the
     log-normal prior on a and the normal prior on b; a step is halved where it would not improve an item."""
+    from scipy.special import expit
+
     node = GRID[:, None]
 
     def objective(a, b):

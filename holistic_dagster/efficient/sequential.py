@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom, norm
+
+# scipy is imported in the functions that use it: a second of import that every command paid, which loads this
+# module with the pipeline's definitions and mostly never calls it
 
 DEFAULT_LOOK = 25  # instances between looks
 DEFAULT_FUTILITY = 0.02  # stop for "no regression" below this predictive probability of a full-draw regression
@@ -27,6 +29,8 @@ DEFAULT_FUTILITY = 0.02  # stop for "no regression" below this predictive probab
 
 def obrien_fleming_spending(fraction: float, alpha: float) -> float:
     """Lan-DeMets' O'Brien-Fleming-type alpha spent by the time `fraction` of the information is seen."""
+    from scipy.stats import norm
+
     if fraction <= 0:
         return 0.0
     return float(min(alpha, 2 * (1 - norm.cdf(norm.ppf(1 - alpha / 2) / np.sqrt(min(fraction, 1.0))))))
@@ -190,6 +194,8 @@ def _regression_chance_scores(d: np.ndarray, n_full: int, alpha: float, toleranc
     """Predictive probability of a full-draw regression (the sign-flip test at alpha, two-sided, in its normal
     form, worse by more than the tolerance): the sum over the pairs left is normal around what those seen say,
     widened by the uncertainty of their mean (the central limit over the hundreds of pairs left)."""
+    from scipy.stats import norm
+
     left = n_full - len(d)
     # what the pairs left are expected to be: those seen and one pseudo-pair each way (as McNemar's predictive keeps
     # a prior), so that a run of ties seen first never makes a regression look impossible
@@ -269,6 +275,8 @@ def sample_order(ids, seed: int = SAMPLE_SEED) -> list[str]:
 
 
 def _advance(dist: np.ndarray, steps: int) -> np.ndarray:
+    from scipy.stats import binom
+
     if steps == 0:
         return dist.copy()
     return np.convolve(dist, binom.pmf(np.arange(steps + 1), steps, 0.5))
@@ -285,6 +293,8 @@ def _critical(dist: np.ndarray, budget: float) -> tuple[int, float]:
 def _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations) -> float:
     """Predictive probability that the full draw ends in a regression (the fixed-sample exact McNemar test at
     alpha, two-sided, worse by more than the tolerance), drawing the pairs left from the rates seen so far."""
+    from scipy.stats import binom
+
     rates = rng.dirichlet([bo + 0.5, co + 0.5, n - bo - co + 0.5], size=simulations)
     left = rng.multinomial(n_full - n, rates)
     final_bo, final_co = bo + left[:, 0], co + left[:, 1]
@@ -297,6 +307,8 @@ def detectable_drop(n: int, discordance: float, alpha: float, power: float = 0.8
     """The smallest drop in accuracy a one-sided McNemar test at `alpha` finds with `power` on n paired instances
     whose discordance rate (share of instances on which the two models differ) is `discordance` (normal
     approximation, Connor 1987)."""
+    from scipy.stats import norm
+
     if n <= 0 or discordance <= 0:
         return float("nan")
     return float((norm.ppf(1 - alpha) + norm.ppf(power)) * np.sqrt(discordance / n))
@@ -305,6 +317,8 @@ def detectable_drop(n: int, discordance: float, alpha: float, power: float = 0.8
 def instances_needed(tolerance: float, discordance: float, alpha: float, power: float = 0.8) -> int:
     """Paired instances a McNemar test at `alpha` (one-sided) needs to find a drop of `tolerance` with `power`,
     when the models differ on a share `discordance` of instances (Connor 1987's formula)."""
+    from scipy.stats import norm
+
     if tolerance <= 0:
         raise ValueError(f"a tolerance is a positive drop in accuracy (0.005 = half a point); got {tolerance}")
     z_a, z_b = norm.ppf(1 - alpha), norm.ppf(power)

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import binomtest, kendalltau
 
 from holistic_dagster.efficient.anchors import (
     DEFAULT_ANCHORS,
@@ -22,6 +21,9 @@ from holistic_dagster.efficient.anchors import (
 )
 from holistic_dagster.efficient.sequential import DEFAULT_LOOK, sequential_gate, sign_flip_p_value
 from holistic_dagster.errors import HolisticError
+
+# scipy is imported in the functions that use it: a second of import that every command paid, which loads this
+# module with the pipeline's definitions and mostly never calls it
 
 SEPARATED = 0.05  # pairs of held-out models this far apart on the full draw should be ordered as the full draw does
 
@@ -216,6 +218,8 @@ def validate_gate(
 def full_draw_verdict(baseline: np.ndarray, candidate: np.ndarray, alpha: float, tolerance: float) -> str:
     """The gate's verdict on the full draw: exact McNemar (0/1; the exact sign-flip test for other scores, on the
     sequential test's lattice), two-sided at alpha, worse by more than the tolerance."""
+    from scipy.stats import binomtest
+
     if not (np.isin(baseline, (0, 1)).all() and np.isin(candidate, (0, 1)).all()):
         p = sign_flip_p_value(candidate - baseline)
         drop = float(np.mean(baseline - candidate))
@@ -231,6 +235,8 @@ def full_draw_verdict(baseline: np.ndarray, candidate: np.ndarray, alpha: float,
 
 def _taus(estimates: np.ndarray, truth: np.ndarray) -> list[float]:
     """Per seed (a column of models x seeds), Kendall's tau between the estimates and the full-draw values."""
+    from scipy.stats import kendalltau
+
     if len(truth) < 2:
         return []
     return [kendalltau(estimates[:, s], truth).statistic for s in range(estimates.shape[1])]
