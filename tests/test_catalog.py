@@ -176,3 +176,51 @@ def test_the_newest_core_release_is_the_default_whatever_else_is_there(tmp_path)
     for name in ("v9", "v10", "v2"):
         (suites / f"{name}.yaml").unlink()
     assert Catalog(tmp_path).newest_version() == "zz-mine"  # no v<N>: the newest file
+
+
+def test_a_suite_that_extends_another_is_it_at_another_size_and_fresh_against_both_files(scratch):
+    at_helm = scratch.suite("helm-lite-v1-helm-size")
+    cpu = scratch.suite("helm-lite-v1")
+    assert at_helm.version == "helm-lite-v1-helm-size" and at_helm.columns == cpu.columns
+    assert {name: pin.max_eval_instances for name, pin in at_helm.scenarios.items()} == dict.fromkeys(
+        cpu.scenarios, 1000
+    )
+    assert at_helm.scenarios["mmlu"].subsets == cpu.scenarios["mmlu"].subsets  # all else is the base's
+    assert at_helm.scenarios["gsm8k"].stop_sequences == ("\n\n",) and at_helm.conventions == "helm"
+    # a cap (--max-eval-instances) still caps it
+    capped = Catalog(scratch.root, max_eval_instances=7)
+    assert capped.resolved_scenario("helm-lite-v1-helm-size", "mmlu")[1].max_eval_instances == 7
+    # the base's file is part of what its runs are fresh against: an edit there is an edit of this suite
+    before = scratch.suite_source("helm-lite-v1-helm-size")
+    assert before.startswith((scratch.root / "suites" / "helm-lite-v1-helm-size.yaml").read_text())
+    edit_file(scratch.root / "suites" / "helm-lite-v1.yaml", "max_tokens: 400", "max_tokens: 300")
+    assert scratch.suite_source("helm-lite-v1-helm-size") != before
+    assert scratch.suite("helm-lite-v1-helm-size").scenarios["gsm8k"].max_tokens == 300
+    assert scratch.suite_source("v1") == (scratch.root / "suites" / "v1.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("extends: nowhere\n", r"extends 'nowhere': not a suite file beside it"),
+        ("extends: loop\n", r"extends 'loop': a cycle of extends"),
+        ("extends: v1\nmax_eval_instances: 50\n", r"max_eval_instances: \{default: N, <scenario>: N\}, not 50"),
+        ("extends: v1\nmax_eval_instances: {default: 5, hellaswag: 3}\n", r"names \['hellaswag'\], which are not"),
+        ("extends: v1\nmax_eval_instances: {default: 0}\n", r"loop.yaml: scenarios\..*greater than 0"),
+        ("extends: v1\nmax_eval_instance: {default: 5}\n", r"loop.yaml: max_eval_instance: Extra inputs"),
+    ],
+)
+def test_a_bad_extends_names_the_file_and_the_problem(scratch, text, problem):
+    write(scratch.root / "suites" / "loop.yaml", "version: loop\n" + text)
+    with pytest.raises(CatalogError, match=problem):
+        scratch.suite("loop")
+
+
+def test_a_suite_marked_not_automatic_is_left_to_be_run_by_hand(scratch):
+    assert {"helm-lite-v1-helm-size", "helm-classic-v1-helm-size"} & set(scratch.automatic_versions()) == set()
+    assert set(scratch.automatic_versions()) == set(scratch.suite_versions()) - {
+        "helm-lite-v1-helm-size",
+        "helm-classic-v1-helm-size",
+    }
+    write(scratch.root / "suites" / "broken.yaml", "version: broken\nextends: nowhere\n")
+    assert "broken" in scratch.automatic_versions()  # its runs fail naming the file, as any broken suite's

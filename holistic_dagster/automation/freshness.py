@@ -100,7 +100,7 @@ def _suite_inputs(catalog: Catalog, version: str) -> dict[str, Any]:
     suite = catalog.suite(version)
     return {
         "code": code_fingerprint(),
-        "suite": (catalog.root / "suites" / f"{version}.yaml").read_text(),
+        "suite": catalog.suite_source(version),  # and the suite it extends, if any
         "scenarios": {s: catalog.code_version(s) for s in suite.scenarios},
         "max_eval_instances": catalog.max_eval_instances,  # a cap changes every sample
     }

@@ -5,6 +5,7 @@ scenario, metric or perturbation name, or a missing template is a CatalogError t
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Collection
 from pathlib import Path
@@ -131,6 +132,9 @@ class SuiteSpec(Strict):
     version: str  # the suite version: the file's name without .yaml
     description: str = ""  # what the suite is for, shown with its leaderboard
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
+    # the registry sensor evaluates every model on a suite version when it appears; false: only by hand (a suite
+    # hours long per model, such as a leaderboard at its own size)
+    automatic: bool = True
     conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # helm: HELM's draws and readings; helm_draws: its draws (v5); legacy (v1-v4)
     regression_alpha: float = Field(0.05, gt=0.0, lt=1.0, allow_inf_nan=False)  # the regressions check's level
     # the most (USD) an evaluation of one priced model on this suite may cost: estimated from the built prompts
@@ -162,6 +166,39 @@ class SuiteSpec(Strict):
 
 
 JOINT = "multiple_choice_joint"  # the joint methods' names begin so (with chain of thought too)
+
+
+def _suite_document(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A suite file's YAML; a file that `extends` another suite is that suite's document with its own keys over it,
+    and its `max_eval_instances` ({default: N, <scenario>: N}) sets every entry's sample: the same suite at another
+    size (HELM Lite at HELM's 1,000 per entry), under a version name of its own."""
+    document = read_yaml(path)
+    if not isinstance(document, dict) or "extends" not in document:
+        return document
+    own = copy.deepcopy(document)  # read_yaml's parse is shared: never changed in place
+    base, sizes = own.pop("extends"), own.pop("max_eval_instances", None)
+    base_path = path.parent / f"{base}.yaml"
+    if not isinstance(base, str) or not base_path.exists() or base_path in (path, *seen):
+        why = "a cycle of extends" if base_path in (path, *seen) else "not a suite file beside it"
+        raise CatalogError(f"{path}: extends {base!r}: {why}")
+    merged = {**copy.deepcopy(_suite_document(base_path, (*seen, path))), **own}
+    if sizes is not None:
+        scenarios = merged.get("scenarios") or {}
+        if not isinstance(sizes, dict) or "default" not in sizes:
+            raise CatalogError(f"{path}: max_eval_instances: {{default: N, <scenario>: N}}, not {sizes!r}")
+        if stray := sorted(set(sizes) - {"default", *scenarios}):
+            raise CatalogError(f"{path}: max_eval_instances names {stray}, which are not scenarios of {base}")
+        for name, pin in scenarios.items():
+            scenarios[name] = {**(pin or {}), "max_eval_instances": sizes.get(name, sizes["default"])}
+    return merged
+
+
+def _automatic(path: Path) -> bool:
+    try:
+        document = _suite_document(path)
+    except CatalogError:
+        return True
+    return not isinstance(document, dict) or document.get("automatic", True) is not False
 
 
 def _refuse_a_method_without_its_layout(
@@ -290,13 +327,30 @@ class Catalog:
             texts += [p.read_text() for p in sorted((self.templates_dir / "judge_safety").glob("*.txt"))]
         return sha256_json(texts)[:12]
 
+    def automatic_versions(self) -> list[str]:
+        """The suite versions the registry sensor evaluates new models on when they appear: all but those a suite
+        file marks `automatic: false` (a broken file counts as automatic: its runs fail naming it)."""
+        return [v for v in self.suite_versions() if _automatic(self.root / "suites" / f"{v}.yaml")]
+
+    def suite_source(self, version: str) -> str:
+        """The suite file's text, then the text of each suite it extends: what its runs are fresh against."""
+        paths, path = [], self.root / "suites" / f"{version}.yaml"
+        while path.exists() and path not in paths:
+            paths.append(path)
+            document = read_yaml(path)
+            base = document.get("extends") if isinstance(document, dict) else None
+            if not isinstance(base, str):
+                break
+            path = path.parent / f"{base}.yaml"
+        return "".join(p.read_text() for p in paths)
+
     def suite(self, version: str) -> SuiteSpec:
         path = self.root / "suites" / f"{version}.yaml"
         if not path.exists():
             raise CatalogError(
                 f"unknown suite version {version!r}: no {path} (known: {', '.join(self.suite_versions())})"
             )
-        suite = validate(SuiteSpec, read_yaml(path), path)
+        suite = validate(SuiteSpec, _suite_document(path), path)
         if suite.version != version:
             raise CatalogError(f"{path}: version {suite.version!r} does not match the file name")
         from holistic_dagster.perturbations import get_perturbation

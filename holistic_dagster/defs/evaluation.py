@@ -245,7 +245,7 @@ def make_registry_sensor(datasets_job, evaluate_job):
         plan = planning.plan_registry_tick(
             previous,
             identities,
-            versions,
+            catalog.automatic_versions(),  # not a suite marked `automatic: false`: it runs by hand only
             catalog.newest_version(),
             lambda version: datasets_ready(context.instance, deployment, version),
         )

@@ -43,7 +43,8 @@ class Deviation:
 ANY = "*"  # every scenario (or subset) of the suite
 SIZES = Deviation(
     "sample sizes a 2-core CPU finishes in minutes (the suite's description says so)",
-    "the suite entry's max_eval_instances: HELM's (1,000; MMLU 200; RAFT 90-100; CivilComments 110-120)",
+    "the suite at HELM's size: helm-lite-v1-helm-size, helm-classic-v1-helm-size (HELM's max_eval_instances: 1,000 "
+    "per entry; Classic's MMLU 200, CivilComments 110-120)",
 )
 PERTURBATIONS = Deviation(
     "this project's robustness and fairness perturbations (mild_mix and lowercase, dialect and gender), which compare "
@@ -78,6 +79,19 @@ DEVIATIONS: dict[tuple[str, str, str], Deviation] = {
         "9 of RAFT's 11 tasks have data here (twitter_complaints and tai_safety_research do not)",
         "subsets: add them in the suite entry, with their data in the data folder"),
 }  # fmt: skip
+# the same suites at HELM's own sample sizes (assets/suites/<base>-helm-size.yaml: `extends` the base): every
+# deviation of the base but the sizes, and the one size per scenario where HELM's differs by subset
+AT_HELMS_SIZE = {"helm-lite-v1-helm-size": "helm-lite-v1", "helm-classic-v1-helm-size": "helm-classic-v1"}
+DEVIATIONS |= {
+    (sized, scenario, field): why
+    for sized, base in AT_HELMS_SIZE.items()
+    for (version, scenario, field), why in list(DEVIATIONS.items())
+    if version == base and why is not SIZES
+}
+DEVIATIONS[("helm-classic-v1-helm-size", "civil_comments", "max_eval_instances")] = Deviation(
+    "one sample size per scenario: HELM's 110 per demographic, and 120 for `white`",
+    "a suite of its own pinning civil_comments to `subsets: [white]` at max_eval_instances: 120",
+)
 # HELM's run-spec functions that read a downloaded file to build the spec (LegalBench's prompt settings, RAFT's
 # instructions): offline, the fixture cannot hold them, and the test says which these are
 NOT_BUILT_OFFLINE = {("helm-lite-v1", "legalbench"), ("helm-classic-v1", "raft")}
