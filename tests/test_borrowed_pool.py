@@ -54,6 +54,13 @@ def test_openbookqas_pool_held_out_of_its_test_file_is_named_with_the_results(sh
         "held out of the evaluated file (test.jsonl)" in found["openbookqa"]
         and "HELM draws them" in found["openbookqa"]
     )
+    # a pool lent by one file per subset (RAFT's train.csv in each task's folder) names the file once
+    per_subset = [
+        {**r, "source_uri": r["source_uri"].replace("test.jsonl", f"task{n % 2}/test.jsonl")}
+        for n, r in enumerate(rows)
+    ]
+    wh.replace({"version": "helm-lite-v1"}, {"instances": pd.DataFrame(per_subset), "prompts": pd.DataFrame(prompts)})
+    assert "(test.jsonl)" in borrowed_pools(wh, "helm-lite-v1")["openbookqa"]
     # asked 0-shot, nothing was borrowed into a prompt
     zero = _prompts("openbookqa", [i.instance_id for i in tested], 0)
     wh.replace({"version": "helm-lite-v1"}, {"instances": pd.DataFrame(rows), "prompts": pd.DataFrame(zero)})

@@ -104,5 +104,8 @@ def borrowed_pools(warehouse: Warehouse, version: str) -> dict[str, str]:
         "WHERE p.version = t.version AND p.scenario = t.scenario AND p.num_train_instances > 0) ORDER BY 1, 2",
         [version],
     )
-    files = frame.groupby("scenario")["source_uri"].apply(lambda uris: ", ".join(Path(u).name for u in uris))
+    # each file's name once: RAFT's subsets each lend from a train.csv of their own
+    files = frame.groupby("scenario")["source_uri"].apply(
+        lambda uris: ", ".join(dict.fromkeys(Path(u).name for u in uris))
+    )
     return {scenario: BORROWED.format(file=names) for scenario, names in files.items()}
