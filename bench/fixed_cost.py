@@ -169,6 +169,8 @@ def main() -> None:
         for name, checkout in checkouts.items():
             runs[name].append(one_run(checkout, BENCH / "fixed_cost_world", args.shots))
             print(f"run {n + 1} {name}: {runs[name][-1]['process_wall']:.1f} s", file=sys.stderr)
+    if args.before:
+        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
     sides = {name: summarize(r) for name, r in runs.items()}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"shots": args.shots, "sides": sides, "runs": runs}, indent=2))

@@ -224,3 +224,19 @@ def test_a_suite_marked_not_automatic_is_left_to_be_run_by_hand(scratch):
     }
     write(scratch.root / "suites" / "broken.yaml", "version: broken\nextends: nowhere\n")
     assert "broken" in scratch.automatic_versions()  # its runs fail naming the file, as any broken suite's
+
+
+def test_a_mistake_in_the_base_suite_is_named_in_the_base_and_a_sized_suite_is_never_the_default(scratch):
+    write(scratch.root / "suites" / "base.yaml", "version: base\nscenarios:\n  mmlu: {max_eval_instance: 3}\n")
+    write(scratch.root / "suites" / "sized.yaml", "version: sized\nextends: base\nmax_eval_instances: {default: 9}\n")
+    with pytest.raises(CatalogError, match=r"suites/base.yaml: scenarios.mmlu"):
+        scratch.suite("sized")
+    write(scratch.root / "suites" / "base.yaml", "- a list, not a suite\n")
+    with pytest.raises(CatalogError, match=r"suites/base.yaml: \(top\)"):
+        scratch.suite("sized")
+    assert "sized" in scratch.automatic_versions()  # broken: its runs fail naming the file
+    # without a v<N> release, the default is the newest suite that runs on its own, not a twin at HELM's size
+    for path in (scratch.root / "suites").glob("*.yaml"):
+        if path.stem not in ("helm-lite-v1", "helm-lite-v1-helm-size"):
+            path.unlink()
+    assert scratch.newest_version() == "helm-lite-v1"

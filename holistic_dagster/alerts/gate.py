@@ -16,9 +16,6 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-
-# scipy is imported in the functions that use it: a second of import that every command paid, which loads this
-# module with the pipeline's definitions and mostly never calls it
 import pandas as pd
 
 from holistic_dagster.alerts.grading import grade, metric_crossed
@@ -29,6 +26,9 @@ from holistic_dagster.results.efficient import partial_evaluations
 from holistic_dagster.results.predictions import worse_instances
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import Warehouse
+
+# scipy is imported in the functions that use it: a second of import that every command paid, which loads this
+# module with the pipeline's definitions and mostly never calls it
 
 PASS, REGRESSION, UNDECIDED = 0, 1, 2  # the exit statuses
 Verdict = Literal["pass", "regression", "undecided"]

@@ -132,8 +132,9 @@ class SuiteSpec(Strict):
     version: str  # the suite version: the file's name without .yaml
     description: str = ""  # what the suite is for, shown with its leaderboard
     max_failure_rate: float = Field(0.0, ge=0.0, le=1.0)  # failed requests a completions check tolerates
-    # the registry sensor evaluates every model on a suite version when it appears; false: only by hand (a suite
-    # hours long per model, such as a leaderboard at its own size)
+    # the registry sensor evaluates every model on a suite version when it appears (and a new model on the newest);
+    # false: not on its own, only when asked (a suite hours long per model, such as a leaderboard at its own size);
+    # partitions someone evaluated still re-run when stale (the rerun_stale schedule)
     automatic: bool = True
     conventions: Literal[CONVENTIONS] = "helm"  # type: ignore[valid-type]  # helm: HELM's draws and readings; helm_draws: its draws (v5); legacy (v1-v4)
     regression_alpha: float = Field(0.05, gt=0.0, lt=1.0, allow_inf_nan=False)  # the regressions check's level
@@ -181,15 +182,19 @@ def _suite_document(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     if not isinstance(base, str) or not base_path.exists() or base_path in (path, *seen):
         why = "a cycle of extends" if base_path in (path, *seen) else "not a suite file beside it"
         raise CatalogError(f"{path}: extends {base!r}: {why}")
-    merged = {**copy.deepcopy(_suite_document(base_path, (*seen, path))), **own}
+    base_document = _suite_document(base_path, (*seen, path))
+    validate(SuiteSpec, base_document, base_path)  # a mistake in the base is named in the base's file
+    merged = {**copy.deepcopy(base_document), **own}
     if sizes is not None:
-        scenarios = merged.get("scenarios") or {}
+        scenarios = merged.get("scenarios")
+        if not isinstance(scenarios, dict) or not all(isinstance(p, dict) for p in scenarios.values()):
+            raise CatalogError(f"{path}: scenarios: a mapping of scenario names to their entries")
         if not isinstance(sizes, dict) or "default" not in sizes:
             raise CatalogError(f"{path}: max_eval_instances: {{default: N, <scenario>: N}}, not {sizes!r}")
         if stray := sorted(set(sizes) - {"default", *scenarios}):
-            raise CatalogError(f"{path}: max_eval_instances names {stray}, which are not scenarios of {base}")
+            raise CatalogError(f"{path}: max_eval_instances names {stray}, which are not scenarios of this suite")
         for name, pin in scenarios.items():
-            scenarios[name] = {**(pin or {}), "max_eval_instances": sizes.get(name, sizes["default"])}
+            scenarios[name] = {**pin, "max_eval_instances": sizes.get(name, sizes["default"])}
     return merged
 
 
@@ -256,11 +261,15 @@ class Catalog:
 
     def newest_version(self) -> str:
         """The current suite version: the newest core release in suites/ (v10 after v9; suites named otherwise,
-        such as capabilities-v1, are never the default), or the newest file when there is no v<N>."""
+        such as capabilities-v1, are never the default), or else the newest that is `automatic`."""
         versions = self.suite_versions()
         if not versions:
             raise CatalogError(f"no suite versions in {self.root / 'suites'}")
-        versions = [v for v in versions if re.fullmatch(r"v\d+", v)] or versions
+        versions = (
+            [v for v in versions if re.fullmatch(r"v\d+", v)]
+            or [v for v in versions if v in self.automatic_versions()]
+            or versions
+        )
         return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
 
     def main_metrics(self, version: str) -> dict[str, str]:

@@ -35,7 +35,7 @@ def build_definitions(
 ) -> Definitions:
     """Every product's definitions for one configured catalog and deployment (the holistic resource's), merged.
     only: the assets of these scenarios alone, for a command that runs one suite (the CLI: building every
-    scenario's assets cost it two seconds); what Dagster loads holds every loadable scenario."""
+    scenario's assets cost it about a second); what Dagster loads holds every loadable scenario."""
     holistic = resource or HolisticResource()
     catalog = catalog or holistic.catalog()
     scenarios, broken = catalog.loadable_scenarios(only)

@@ -44,7 +44,7 @@ ANY = "*"  # every scenario (or subset) of the suite
 SIZES = Deviation(
     "sample sizes a 2-core CPU finishes in minutes (the suite's description says so)",
     "the suite at HELM's size: helm-lite-v1-helm-size, helm-classic-v1-helm-size (HELM's max_eval_instances: 1,000 "
-    "per entry; Classic's MMLU 200, CivilComments 110-120)",
+    "per entry; Classic's MMLU 200, CivilComments 110-120, RAFT 90-100)",
 )
 PERTURBATIONS = Deviation(
     "this project's robustness and fairness perturbations (mild_mix and lowercase, dialect and gender), which compare "
