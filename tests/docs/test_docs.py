@@ -69,7 +69,7 @@ def test_the_model_registry_examples_are_valid(tmp_path):
 
 def test_the_site_builds_strictly(tmp_path):
     if not (REPO_ROOT / "docs" / "images" / "report.png").exists():
-        pytest.fail("docs/images/report.png is missing: HOLISTIC_DOCS_PICTURES=docs/images scripts/test -m slow")
+        pytest.fail("docs/images/report.png is missing: scripts/demo, then .venv/bin/python scripts/docs_pictures.py")
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=REPO_ROOT,
