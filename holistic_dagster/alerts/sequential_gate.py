@@ -153,6 +153,17 @@ class BatchedGate:
         }
         self.level = level
 
+    def _sign_flip_from_the_start(
+        self, d: np.ndarray, n_full: int
+    ) -> tuple[SequentialSignFlip, SequentialVerdict | None]:
+        """The sign-flip test replayed over this scenario's looks so far (d: its differences up to now); the first
+        verdict it reaches is the gate's, at the look where it reached it."""
+        test = SequentialSignFlip(n_full, self.level, self.tolerance)
+        for m in _looks_so_far(len(d), self.result.look, n_full):
+            if (verdict := test.look(d[:m])) is not None:
+                return test, verdict
+        return test, None
+
     def batch(self) -> dict[str, int] | None:
         if not self.open:
             return None
@@ -171,15 +182,28 @@ class BatchedGate:
                 del self.open[scenario]
                 continue
             d = np.array([mine[i] - base[i] for i in asked]) * (-1 if lower_is_better(name) else 1)
-            if not bounded(np.abs(d)) or isinstance(test, SequentialMcNemar) and not np.isin(d, (-1, 0, 1)).all():
-                self.result.undecided.append(f"{scenario}: the candidate's {name} is not of the baseline's kind")
+            if not bounded(np.abs(d)):
+                self.result.undecided.append(f"{scenario}: the candidate's {name} is not a score in [0, 1]")
                 del self.open[scenario]
                 continue
             mcnemar = isinstance(test, SequentialMcNemar)
-            verdict = test.look(int((d < 0).sum()), int((d > 0).sum()), n) if mcnemar else test.look(d)
+            if mcnemar and not np.isin(d, (-1, 0, 1)).all():
+                # right-or-wrong baseline, scores from the candidate (an F1 whose baseline happened to be 0 or 1):
+                # the sign-flip test, of which McNemar's is the 0/1 case, as if it had run from the first look
+                test, verdict = self._sign_flip_from_the_start(d, len(order))
+                self.open[scenario] = (name, order, base, test)
+            elif mcnemar:
+                verdict = test.look(int((d < 0).sum()), int((d > 0).sum()), n)
+            else:
+                verdict = test.look(d)
             if verdict is not None:
                 self.result.rows.append(SequentialRow(scenario, name, self.tolerance, self.level, verdict))
                 del self.open[scenario]
+
+
+def _looks_so_far(n: int, look: int, n_full: int) -> list[int]:
+    """The pairs each look of a batched gate has seen up to n: look, 2 look, ..., n (the full draw at most)."""
+    return sorted({min(m, n_full) for m in range(look, n + 1, look)} | {n})
 
 
 def _a_score(metric_name: str, values: np.ndarray) -> bool:

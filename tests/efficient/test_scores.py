@@ -24,6 +24,7 @@ from holistic_dagster.efficient.anchors import (
 from holistic_dagster.efficient.irt import fit_2pl
 from holistic_dagster.efficient.sequential import SequentialSignFlip, sequential_gate, sign_flip_p_value
 from holistic_dagster.efficient.validation import Matrix, full_draw_verdict, validate_estimates, validate_gate
+from holistic_dagster.warehouse import Warehouse
 
 
 def scored(models: int, items: int, seed: int = 1, spread: float = 1.0):
@@ -138,21 +139,37 @@ def test_the_sequential_gate_over_the_warehouse_takes_scores_and_lower_is_better
     from holistic_dagster.alerts.gate import DEFAULT_RULE
     from holistic_dagster.alerts.sequential_gate import sequential_gate_of
     from holistic_dagster.config.alerts import MetricRule, MetricThreshold
-    from holistic_dagster.warehouse import Warehouse
 
     rng = np.random.default_rng(2)
     n = 300
     drop_base, drop_cand = _pair(n, 0.15, rng)
     same_base, same_cand = _pair(n, 0.0, rng)
-    instances, scores = [], []
     values = {
         ("qa", "f1_score"): (drop_base, drop_cand),
         ("same", "f1_score"): (same_base, same_cand),
         ("toxic", "toxicity"): (1 - drop_base, 1 - drop_cand),  # lower is better: the candidate's is higher
         ("counts", "f1_score"): (same_base * 10, same_cand * 10),  # not a score in [0, 1]
     }
+    wh = _warehouse(tmp_path, values)
+    main = {"qa": "f1_score", "same": "f1_score", "toxic": "exact_match", "counts": "f1_score"}
+    result = sequential_gate_of(wh, "v", "cand", "base", DEFAULT_RULE, 0.05, main)
+    verdicts = {r.scenario: r.result.verdict for r in result.rows}
+    assert verdicts == {"qa": "regression", "same": "pass"}
+    assert any(u.startswith("counts: f1_score is not a score in [0, 1]") for u in result.undecided)
+    assert result.rows[0].result.fraction_used < 1.0
+    toxicity = MetricRule(kind="metric", family="toxicity", metric="toxicity", critical=MetricThreshold(drop=0.0))
+    result = sequential_gate_of(wh, "v", "cand", "base", toxicity, 0.05, main)
+    assert {r.scenario: r.result.verdict for r in result.rows}["toxic"] == "regression"
+    # read the other way round (the candidate less toxic), it is no regression
+    result = sequential_gate_of(wh, "v", "base", "cand", toxicity, 0.05, main)
+    assert {r.scenario: r.result.verdict for r in result.rows}["toxic"] == "pass"
+
+
+def _warehouse(tmp_path, values: dict) -> Warehouse:
+    """A warehouse holding, per (scenario, metric), the baseline's and the candidate's per-instance values."""
+    instances, scores = [], []
     for (scenario, metric), (base, cand) in values.items():
-        for i in range(n):
+        for i in range(len(base)):
             instances.append(
                 {"version": "v", "scenario": scenario, "instance_id": f"i{i}", "split": "test", "subset": "",
                  "input": "q", "references": "[]", "num_correct_references": 1, "is_multiple_choice": False,
@@ -167,18 +184,32 @@ def test_the_sequential_gate_over_the_warehouse_takes_scores_and_lower_is_better
                 )  # fmt: skip
     wh = Warehouse(tmp_path / "w.duckdb")
     wh.replace({"version": "v"}, {"instances": pd.DataFrame(instances), "instance_scores": pd.DataFrame(scores)})
-    main = {"qa": "f1_score", "same": "f1_score", "toxic": "exact_match", "counts": "f1_score"}
-    result = sequential_gate_of(wh, "v", "cand", "base", DEFAULT_RULE, 0.05, main)
-    verdicts = {r.scenario: r.result.verdict for r in result.rows}
-    assert verdicts == {"qa": "regression", "same": "pass"}
-    assert any(u.startswith("counts: f1_score is not a score in [0, 1]") for u in result.undecided)
-    assert result.rows[0].result.fraction_used < 1.0
-    toxicity = MetricRule(kind="metric", family="toxicity", metric="toxicity", critical=MetricThreshold(drop=0.0))
-    result = sequential_gate_of(wh, "v", "cand", "base", toxicity, 0.05, main)
-    assert {r.scenario: r.result.verdict for r in result.rows}["toxic"] == "regression"
-    # read the other way round (the candidate less toxic), it is no regression
-    result = sequential_gate_of(wh, "v", "base", "cand", toxicity, 0.05, main)
-    assert {r.scenario: r.result.verdict for r in result.rows}["toxic"] == "pass"
+    return wh
+
+
+def test_a_batched_gate_on_a_right_or_wrong_baseline_takes_the_candidates_scores(tmp_path):
+    # an F1 baseline that happens to be 0 or 1 on every instance, and a candidate whose F1s are fractions: the
+    # batched gate (which chose McNemar's test from the baseline alone) runs the sign-flip test from the first look
+    from holistic_dagster.alerts.gate import DEFAULT_RULE
+    from holistic_dagster.alerts.sequential_gate import BatchedGate, sequential_gate_of
+
+    rng = np.random.default_rng(5)
+    n = 300
+    base = (rng.random(n) < 0.7).astype(float)
+    worse = np.clip(np.round(base - 0.3 + rng.normal(0, 0.2, n), 2), 0, 1)
+    # no difference in expectation: some right answers half right, as many wrong ones half right
+    near = np.where(rng.random(n) < np.where(base == 1, 0.15, 0.35), 0.5, base)
+    wh = _warehouse(tmp_path, {("worse", "f1_score"): (base, worse), ("near", "f1_score"): (base, near)})
+    main = {"worse": "f1_score", "near": "f1_score"}
+    gate = BatchedGate(wh, "v", "cand", "base", DEFAULT_RULE, 0.05, main, ["near", "worse"], look=25)
+    while gate.batch() is not None:
+        gate.observe(wh)
+    assert gate.result.undecided == []  # was: "the candidate's f1_score is not of the baseline's kind"
+    batched = {r.scenario: (r.result.verdict, r.result.stopped_at) for r in gate.result.rows}
+    assert batched["worse"][0] == "regression" and batched["worse"][1] < n and batched["near"][0] == "pass"
+    # what the same test decides over the candidate's full results, read in the same order: the same look
+    full = sequential_gate_of(wh, "v", "cand", "base", DEFAULT_RULE, 0.05, main, look=25)
+    assert {r.scenario: (r.result.verdict, r.result.stopped_at) for r in full.rows} == batched
 
 
 def test_any_mean_over_instances_is_the_anchors_stratified_mean():
