@@ -26,7 +26,7 @@ from holistic_dagster.metrics import (
 )
 from holistic_dagster.records import CONTRAST_SET, Strict, sha256_json
 from holistic_dagster.scenarios.formats import FORMATS
-from holistic_dagster.scenarios.spec import CONVENTIONS, PerturbationsSpec, ScenarioSpec, SuiteScenario
+from holistic_dagster.scenarios.spec import CONVENTIONS, PerturbationsSpec, ScenarioSpec, SuiteScenario, helm_layout
 
 
 class ToxicitySpec(Strict):
@@ -265,11 +265,8 @@ class Catalog:
         versions = self.suite_versions()
         if not versions:
             raise CatalogError(f"no suite versions in {self.root / 'suites'}")
-        versions = (
-            [v for v in versions if re.fullmatch(r"v\d+", v)]
-            or [v for v in versions if v in self.automatic_versions()]
-            or versions
-        )
+        releases = [v for v in versions if re.fullmatch(r"v\d+", v)]
+        versions = releases or [v for v in versions if v in self.automatic_versions()] or versions
         return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)])
 
     def main_metrics(self, version: str) -> dict[str, str]:
@@ -424,6 +421,7 @@ class Catalog:
             update["helm"] = None  # a legacy suite reads the file in its order and asks as it always did
         elif spec.helm is not None and spec.helm.adapter:  # HELM's layout, before the suite's own settings
             adapter = AdapterSpec.model_validate({**adapter.model_dump(), **spec.helm.adapter})
+        update |= helm_layout(spec) if pin.conventions == "helm" else {}  # upstream's files, not a derived copy
         overrides = {
             "max_train_instances": pin.max_train_instances,
             "max_tokens": pin.max_tokens,

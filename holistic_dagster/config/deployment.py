@@ -107,7 +107,9 @@ class Deployment:
         suite = catalog.suite(version)
         skipped = {}
         for name, pin in suite.scenarios.items():
-            if pin.optional and (why := missing_data(catalog.scenario(name), self.data_dirs, download)):
+            if pin.optional and (
+                why := missing_data(catalog.resolved_scenario(version, name)[0], self.data_dirs, download)
+            ):
                 skipped[name] = why
         return [s for s in suite.scenarios if s not in skipped], skipped
 

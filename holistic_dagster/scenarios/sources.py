@@ -69,9 +69,11 @@ def _local_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None) -> tuple[Pa
         looked.append(str(candidate))
         if candidate.is_dir():
             return candidate, ""
+    # a finished download, of this source's own: a reading without one (NarrativeQA's derived copy, whose HELM
+    # layout downloads upstream's files under the same scenario name) never reads another's
     cache = settings.download_dir() / spec.name
-    if (cache / ".complete").exists():
-        return cache / (spec.source.download.archive_dir if spec.source.download else ""), ""
+    if spec.source.download is not None and (cache / ".complete").exists():
+        return cache / spec.source.download.archive_dir, ""
     hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/` (or pass it as --data-dir)" + (
         f" (looked in {', '.join(looked)})" if looked else ""
     )

