@@ -32,11 +32,17 @@ def narrativeqa_rows() -> tuple[list[dict], list[dict]]:
             for q in range(1 + (s + len(split)) % 4):
                 n += 1
                 question = f" Who is character {q} of {doc}" + ("?" if (n % 3) else "") + " "
-                qaps.append({"document_id": doc, "set": split, "question": question, "answer1": f"Person {q}",
-                             "answer2": f"the {q}th, of {doc}", "question_tokenized": "x", "answer1_tokenized": "x",
+                # answers as written: one padded with a space, and both the same text now and then (HELM keeps both)
+                answer1 = f"Person {q}" + (" " if n % 4 == 1 else "")
+                answer2 = answer1 if n % 5 == 2 else f"the {q}th, of {doc}"
+                qaps.append({"document_id": doc, "set": split, "question": question, "answer1": answer1,
+                             "answer2": answer2, "question_tokenized": "x", "answer1_tokenized": "x",
                              "answer2_tokenized": "x"})  # fmt: skip
-    # a story's questions need not be contiguous in upstream's file: move one to the end
+    # a story's questions need not be contiguous in upstream's file, nor a split's stories: move a train question and
+    # the first valid story's questions to the end, after the test stories
     qaps.append(qaps.pop(1))
+    first_valid = next(r["document_id"] for r in qaps if r["set"] == "valid")
+    qaps = [r for r in qaps if r["document_id"] != first_valid] + [r for r in qaps if r["document_id"] == first_valid]
     return qaps, summaries
 
 
@@ -71,6 +77,23 @@ def test_narrativeqa_in_upstreams_layout_reads_as_helms_own_code(catalog, tmp_pa
     assert [o for o in ours if o[0] == "test"] == [e for e in expected if e[0] == "test"]  # in HELM's order
     assert all(r.correct for i in instances for r in i.references)
     assert {i.split for i in instances} == {"train", "test"}
+
+
+def test_the_evaluated_stories_and_the_examples_are_drawn_from_helms_order(catalog, tmp_path):
+    # HELM's eval instances are valid's then test's, each story where it first appears in qaps.csv (here the first
+    # valid story's rows come last in the file): its draw of 3 of the 5 picks by place in that order, as ours does
+    from holistic_dagster.scenarios import sample_instances
+    from holistic_dagster.scenarios.sampling import helm_eval_indices
+
+    write_narrativeqa_files(tmp_path)
+    spec, pin = helm_read(catalog), catalog.resolved_scenario("helm-lite-v1", "narrative_qa")[1]
+    assert pin.max_eval_instances == 3
+    drawn = sample_instances(spec, pin, load_file_instances(spec, tmp_path))
+    helm = json.loads((FIXTURES / "helm_narrative_qa.json").read_text(encoding="utf-8"))["instances"]
+    evaluated = [h for h in helm if h["split"] != "train"]
+    chosen = {evaluated[k]["input"] for k in helm_eval_indices(len(evaluated), 3, pin.seed)}
+    assert {i.input for i in drawn if i.split == "test"} == chosen
+    assert [h["split"] for h in evaluated] == ["valid", "valid", "test", "test", "test"]
 
 
 def test_the_other_suites_keep_reading_the_derived_copy(catalog):

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from holistic_dagster.errors import DataFormatError
-from holistic_dagster.scenarios.formats.base import FileFormat, Records
+from holistic_dagster.records import Reference
+from holistic_dagster.scenarios.formats.base import FileFormat, Records, not_utf8
 
 SUMMARIES = Path("third_party") / "wikipedia" / "summaries.csv"
 HELM_SPLITS = ("train", "valid", "test")  # HELM's ALL_SPLITS, the order of its draws
@@ -23,6 +24,11 @@ OURS = {"train": ("train",), "test": ("valid", "test")}  # HELM's EVAL_SPLITS ar
 
 class NarrativeQaCsv(FileFormat):
     name = "narrativeqa_csv"
+
+    def references(self, record, spec, references, metadata):
+        # HELM's two references as written (not stripped, both kept when they are the same text): what importing
+        # HELM's runs matches, and what its few-shot grouping reads
+        return tuple(Reference(answer, True) for answer in record["answer"]), metadata
 
     def records(self, path, spec, root, split, subset) -> Records:
         summaries = path.parent / SUMMARIES
@@ -50,7 +56,7 @@ def read_narrativeqa(qaps: Path, _qaps_mtime: int, summaries: Path, _summaries_m
     for n, row in _rows(qaps, ("document_id", "set", "question", "answer1", "answer2")):
         if row["set"] in questions:
             questions[row["set"]].setdefault(row["document_id"], []).append((n, row))
-    draw = random.Random(0)
+    draw, order = random.Random(0), 0
     out: dict[str, list] = {}
     for split in HELM_SPLITS:
         out[split] = []
@@ -66,12 +72,22 @@ def read_narrativeqa(qaps: Path, _qaps_mtime: int, summaries: Path, _summaries_m
                 "passage": summary.strip(),
                 "answer": [row["answer1"], row["answer2"]],
             }
-            out[split].append((f"{n} (its summary: {SUMMARIES} record {m})", record))
+            # placed in HELM's order (its instances, train, valid, test, each story where it first appears), which
+            # HELM's draw of the evaluated ones and of the few-shot examples follows, not qaps.csv's rows
+            order += 1
+            out[split].append((f"order {order} (record {n}, its summary: {SUMMARIES} record {m})", record))
     return out
 
 
 def _rows(path: Path, needed: tuple[str, ...]):
     """(record number, record) of a CSV file as HELM reads it (csv.DictReader over the text), its columns checked."""
+    try:
+        yield from _read_rows(path, needed)
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+
+
+def _read_rows(path: Path, needed: tuple[str, ...]):
     with path.open(encoding="utf-8") as f:
         reader = csv.DictReader(f)
         missing = [c for c in needed if c not in (reader.fieldnames or [])]
