@@ -69,10 +69,10 @@ def _local_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None) -> tuple[Pa
         looked.append(str(candidate))
         if candidate.is_dir():
             return candidate, ""
-    # a finished download, of this source's own: a reading without one (NarrativeQA's derived copy, whose HELM
+    # a finished download of this source's own: a reading without one (NarrativeQA's derived copy, whose HELM
     # layout downloads upstream's files under the same scenario name) never reads another's
     cache = settings.download_dir() / spec.name
-    if spec.source.download is not None and (cache / ".complete").exists():
+    if spec.source.download is not None and _finished(cache, spec.source.download.origin):
         return cache / spec.source.download.archive_dir, ""
     hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/` (or pass it as --data-dir)" + (
         f" (looked in {', '.join(looked)})" if looked else ""
@@ -82,11 +82,17 @@ def _local_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None) -> tuple[Pa
     return None, hint
 
 
+def _finished(cache: Path, origin: str) -> bool:
+    """A download into `cache` finished, from this origin (a scenario file's changed URL downloads anew)."""
+    marker = cache / ".complete"
+    return marker.exists() and marker.read_text() == origin
+
+
 def _download(spec: ScenarioSpec, cache: Path) -> None:
     download = spec.source.download
     cache.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache) + ".lock"):
-        if (cache / ".complete").exists():
+        if _finished(cache, download.origin):
             return
         with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
             tmp_path = Path(tmp)

@@ -73,6 +73,31 @@ def test_downloads_once_into_the_cache_then_reads_it_offline(scratch_catalog, up
     assert hits == ["/data.tar"]
 
 
+def test_a_finished_download_is_read_only_by_the_source_it_came_from(scratch_catalog, upstream, tmp_path, monkeypatch):
+    # NarrativeQA's derived copy (no download) and its HELM layout (a download) share a scenario name, so a cache
+    _, hits = upstream
+    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
+    monkeypatch.delenv("HOLISTIC_OFFLINE")
+    spec = scratch_catalog.scenario("mmlu").model_copy(update={"subsets": ("anatomy",)})
+    assert len(load_instances(spec)) == 140 and hits == ["/data.tar"]
+    monkeypatch.setenv("HOLISTIC_OFFLINE", "1")
+    without = spec.model_copy(update={"source": spec.source.model_copy(update={"download": None})})
+    with pytest.raises(DataUnavailableError, match="no local copy of its data"):
+        load_instances(without)  # a source without a download of its own does not read the cache
+    moved = spec.model_copy(
+        update={
+            "source": spec.source.model_copy(
+                update={"download": spec.source.download.model_copy(update={"url": upstream[0] + "/data.tar?v=2"})}
+            )
+        }
+    )
+    with pytest.raises(DataUnavailableError, match="no local copy and downloads are off"):
+        load_instances(moved)  # another origin: not the files it names, and offline nothing is fetched
+    monkeypatch.delenv("HOLISTIC_OFFLINE")
+    assert len(load_instances(moved)) == 140 and hits == ["/data.tar", "/data.tar?v=2"]  # fetched anew
+
+
 def test_a_failed_download_says_what_failed_and_what_to_set(scratch_catalog, upstream, tmp_path, monkeypatch):
     monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
