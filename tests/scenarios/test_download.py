@@ -59,11 +59,22 @@ def scratch_catalog(tmp_path, upstream):
     return Catalog(tmp_path / "assets")
 
 
-def test_downloads_once_into_the_cache_then_reads_it_offline(scratch_catalog, upstream, tmp_path, monkeypatch):
-    _, hits = upstream
+def go_online(tmp_path, monkeypatch) -> None:
+    """No data dir, a home of the test's own, downloads allowed: where a scenario's data comes from its download."""
     monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
     monkeypatch.delenv("HOLISTIC_OFFLINE")
+
+
+def fetched_from(spec, url: str):
+    """The scenario with its download's url replaced."""
+    download = spec.source.download.model_copy(update={"url": url})
+    return spec.model_copy(update={"source": spec.source.model_copy(update={"download": download})})
+
+
+def test_downloads_once_into_the_cache_then_reads_it_offline(scratch_catalog, upstream, tmp_path, monkeypatch):
+    _, hits = upstream
+    go_online(tmp_path, monkeypatch)
     spec = scratch_catalog.scenario("mmlu").model_copy(update={"subsets": ("anatomy",)})
     instances = load_instances(spec)
     assert sum(i.split == "test" for i in instances) == 135 and sum(i.split == "train" for i in instances) == 5
@@ -74,24 +85,17 @@ def test_downloads_once_into_the_cache_then_reads_it_offline(scratch_catalog, up
 
 
 def test_a_finished_download_is_read_only_by_the_source_it_came_from(scratch_catalog, upstream, tmp_path, monkeypatch):
-    # NarrativeQA's derived copy (no download) and its HELM layout (a download) share a scenario name, so a cache
+    # NarrativeQA's derived copy (no download) and its HELM layout (a download) share a scenario name and so a
+    # download cache: a finished download is read only by a source that names the same origin
     _, hits = upstream
-    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
-    monkeypatch.delenv("HOLISTIC_OFFLINE")
+    go_online(tmp_path, monkeypatch)
     spec = scratch_catalog.scenario("mmlu").model_copy(update={"subsets": ("anatomy",)})
     assert len(load_instances(spec)) == 140 and hits == ["/data.tar"]
     monkeypatch.setenv("HOLISTIC_OFFLINE", "1")
     without = spec.model_copy(update={"source": spec.source.model_copy(update={"download": None})})
     with pytest.raises(DataUnavailableError, match="no local copy of its data"):
         load_instances(without)  # a source without a download of its own does not read the cache
-    moved = spec.model_copy(
-        update={
-            "source": spec.source.model_copy(
-                update={"download": spec.source.download.model_copy(update={"url": upstream[0] + "/data.tar?v=2"})}
-            )
-        }
-    )
+    moved = fetched_from(spec, upstream[0] + "/data.tar?v=2")
     with pytest.raises(DataUnavailableError, match="no local copy and downloads are off"):
         load_instances(moved)  # another origin: not the files it names, and offline nothing is fetched
     monkeypatch.delenv("HOLISTIC_OFFLINE")
@@ -99,17 +103,9 @@ def test_a_finished_download_is_read_only_by_the_source_it_came_from(scratch_cat
 
 
 def test_a_failed_download_says_what_failed_and_what_to_set(scratch_catalog, upstream, tmp_path, monkeypatch):
-    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HOLISTIC_DATA_DIR", "")
-    monkeypatch.delenv("HOLISTIC_OFFLINE")
+    go_online(tmp_path, monkeypatch)
     spec = scratch_catalog.scenario("mmlu")
-    broken = spec.model_copy(
-        update={
-            "source": spec.source.model_copy(
-                update={"download": spec.source.download.model_copy(update={"url": upstream[0] + "/missing.tar"})}
-            )
-        }
-    )
+    broken = fetched_from(spec, upstream[0] + "/missing.tar")
     with pytest.raises(
         DataUnavailableError,
         match=r"download of http://127.0.0.1:\d+/missing.tar failed "
