@@ -168,3 +168,16 @@ def test_a_killed_run_is_marked_failed_also_when_nothing_is_left_to_run(tmp_path
     assert "nothing changed" in second.stdout and "marked 1 run(s) failed whose process was killed" in second.stdout
     assert instance.get_run_by_id(zombie.run_id).status == DagsterRunStatus.FAILURE
     assert not list((home / "in_process_runs").glob("*.json"))  # its mark: dealt with
+
+
+def test_a_model_file_reached_through_a_linked_folder_is_the_same_input(tmp_path):
+    """A model's weights in a linked virtual environment (the console script's interpreter and `.venv/bin/python`
+    see different paths to the same file) keep one key; another file does not share it."""
+    from holistic_dagster.automation.freshness import files_state
+
+    weights = write(tmp_path / "venv" / "weights.gguf", "weights")
+    (tmp_path / "linked").symlink_to(tmp_path / "venv")
+    direct, linked = files_state([str(weights)]), files_state([str(tmp_path / "linked" / "weights.gguf")])
+    assert direct == linked and direct[0][0] == str(weights.resolve()) and direct[0][1] == len("weights")
+    other = write(tmp_path / "venv" / "other.gguf", "weights")
+    assert files_state([str(other)]) != direct

@@ -42,7 +42,8 @@ def _data_key(path: str, data_dirs: Sequence[Path]) -> tuple[str, str]:
     it, so that the same files reached through another folder path (a moved or re-mounted folder, a symlink) are
     the same input; it is looked up as a run looks it up, in the first of today's data folders that holds that
     place (a folder added in front with another copy is a change). A file recorded at a path that is gone is
-    looked for by its longest tail found below today's folders."""
+    looked for by its longest tail found below today's folders. Any other file is keyed by its real path: a model's
+    weights reached through a linked folder (a linked virtual environment) are the same input."""
     p = Path(path)
     place = next((p.relative_to(d) for d in data_dirs if p.is_relative_to(d)), None)
     if place is None and not p.exists():
@@ -52,14 +53,14 @@ def _data_key(path: str, data_dirs: Sequence[Path]) -> tuple[str, str]:
             None,
         )  # fmt: skip
     if place is None:
-        return path, path
+        return os.path.realpath(path), path
     found = next((d / place for d in data_dirs if (d / place).exists()), p)
     return DATA + place.as_posix(), str(found)
 
 
 def files_state(paths: list[str], data_dirs: Sequence[Path] = ()) -> list[list[Any]]:
-    """[key, size, mtime_ns] per file (None for a file that is gone); key: the path, or for a file in one of the
-    data folders its place below it (_data_key)."""
+    """[key, size, mtime_ns] per file (None for a file that is gone); key: the real path, or for a file in one of
+    the data folders its place below it (_data_key)."""
     state = []
     for key, path in sorted({_data_key(p, data_dirs) for p in paths}):
         try:
