@@ -30,12 +30,13 @@ from holistic_dagster.alerts.delivery import (
     notify,
 )
 from holistic_dagster.defs.resources import HolisticResource
-from holistic_dagster.defs.summaries import alert_webhook
+from holistic_dagster.defs.summaries import alert_sensor
 from holistic_dagster.warehouse import Warehouse
 from tests.conftest import write
 from tests.helpers import free_port
 from tests.servers.webhook_receiver import TOKEN, WebhookReceiver
 
+alert_webhook = alert_sensor(30)  # the sensor as the daemon runs it
 ALERT = [Alert("critical", "no_critical_alert failed on alerts [v5]", "wrong vs oracle on mini_qa")]
 
 

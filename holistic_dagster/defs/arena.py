@@ -14,7 +14,7 @@ from holistic_dagster.results.arena import bradley_terry_table, votes_seen
 from holistic_dagster.stages import arena
 
 
-def definitions(scenarios: list[str]) -> dg.Definitions:
+def definitions(scenarios: list[str], sensor_interval_seconds: int) -> dg.Definitions:
     """`scenarios`: the open-ended ones, which a suite can put in its arena."""
     ratings_job = dg.define_asset_job(
         jobs.ARENA_RATINGS_JOB,
@@ -32,7 +32,7 @@ def definitions(scenarios: list[str]) -> dg.Definitions:
                 "judge models, and the Bradley-Terry / Elo ratings.",
             ),
         ],
-        sensors=[make_votes_sensor(ratings_job)],
+        sensors=[make_votes_sensor(ratings_job, sensor_interval_seconds)],
     )
 
 
@@ -90,11 +90,11 @@ def arena_assets(scenarios: list[str]) -> list[dg.AssetsDefinition]:
     return [battles, ratings]
 
 
-def make_votes_sensor(ratings_job):
+def make_votes_sensor(ratings_job, interval_seconds: int):
     @dg.sensor(
         name="arena_votes",
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval_seconds,
         jobs=[ratings_job],
     )
     def arena_votes(context: dg.SensorEvaluationContext, holistic: HolisticResource):

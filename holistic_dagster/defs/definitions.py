@@ -20,14 +20,17 @@ from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.defs import arena, evaluation, shadow, summaries
 from holistic_dagster.defs.resources import HolisticResource, ToxicityClassifierResource, model_backends
 
-# declarative automation (scores after completions, summaries after scores: defs/common.py) runs only while a
-# sensor evaluates the conditions; Dagster's default one is stopped until someone starts it in the UI
-AUTOMATION = AutomationConditionSensorDefinition(
-    "automation_conditions",
-    target=AssetSelection.all(),
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Evaluates the assets' automation conditions: scores, leaderboard, regressions and report follow.",
-)
+
+def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
+    """Declarative automation (scores after completions, summaries after scores: defs/common.py) runs only while a
+    sensor evaluates the conditions; Dagster's default one is stopped until someone starts it in the UI."""
+    return AutomationConditionSensorDefinition(
+        "automation_conditions",
+        target=AssetSelection.all(),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=interval_seconds,
+        description="Evaluates the assets' automation conditions: scores, leaderboard, regressions and report follow.",
+    )
 
 
 def build_definitions(
@@ -43,13 +46,14 @@ def build_definitions(
         logging.getLogger("holistic_dagster").warning("scenario %s left out of the definitions: %s", name, problem)
     # open-ended scenarios are the ones a suite can put in its arena
     open_ended = [s for s in scenarios if adapter_method(catalog.scenario(s).adapter.method).open_ended]
+    automation = holistic.deployment().automation()
     return Definitions.merge(
-        evaluation.definitions(catalog, scenarios, holistic.deployment().automation().rerun_stale_cron),
-        summaries.definitions(scenarios),
-        arena.definitions(open_ended),
-        shadow.definitions(),
+        evaluation.definitions(catalog, scenarios, automation),
+        summaries.definitions(scenarios, automation.sensor_interval_seconds),
+        arena.definitions(open_ended, automation.sensor_interval_seconds),
+        shadow.definitions(automation.housekeeping_interval_seconds),
         Definitions(
-            sensors=[AUTOMATION],
+            sensors=[automation_sensor(automation.sensor_interval_seconds)],
             # steps as Celery tasks where the deployment says so (settings.executor); otherwise Dagster's default
             executor=_scale_out_executor(),
             resources={

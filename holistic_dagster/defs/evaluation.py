@@ -10,6 +10,7 @@ from holistic_dagster import quality, settings
 from holistic_dagster.automation import planning
 from holistic_dagster.clients.identity import model_identities
 from holistic_dagster.clients.registry import installed_models
+from holistic_dagster.config.automation import AutomationSettings
 from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.defs import jobs
@@ -26,7 +27,7 @@ from holistic_dagster.stages.prompts import build_prompts
 from holistic_dagster.stages.scores import compute_scores
 
 
-def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> dg.Definitions:
+def definitions(catalog: Catalog, scenarios: list[str], automation: AutomationSettings) -> dg.Definitions:
     """The evaluation's assets, jobs, sensors and schedule for the catalog's loadable scenarios."""
     datasets_job = dg.define_asset_job(
         jobs.DATASETS_JOB,
@@ -48,13 +49,19 @@ def definitions(catalog: Catalog, scenarios: list[str], rerun_cron: str) -> dg.D
         assets=[a for s in scenarios for a in [*scenario_assets(catalog, s), anchors_asset(catalog, s)]],
         jobs=[datasets_job, evaluate_job, anchors_job],
         sensors=[
-            make_registry_sensor(datasets_job, evaluate_job),
-            make_completion_sensor(evaluate_job),
-            abandoned_runs,
+            make_registry_sensor(datasets_job, evaluate_job, automation.sensor_interval_seconds),
+            make_completion_sensor(evaluate_job, automation.housekeeping_interval_seconds),
+            dg.sensor(
+                name="abandoned_runs",
+                default_status=dg.DefaultSensorStatus.RUNNING,
+                minimum_interval_seconds=automation.housekeeping_interval_seconds,
+            )(abandoned_runs),
         ],
         schedules=[
             make_stale_schedule(
-                evaluate_job, lambda instance: find_stale(instance, code_versions, scenarios), rerun_cron
+                evaluate_job,
+                lambda instance: find_stale(instance, code_versions, scenarios),
+                automation.rerun_stale_cron,
             )
         ],
     )
@@ -186,11 +193,11 @@ def _evaluate_request(run: planning.EvaluateRun, deployment: Deployment, job_nam
     )
 
 
-def make_completion_sensor(evaluate_job):
+def make_completion_sensor(evaluate_job, interval_seconds: int):
     @dg.sensor(
         name="complete_undecided",
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=60,
+        minimum_interval_seconds=interval_seconds,
         jobs=[evaluate_job],
     )
     def complete_undecided(context: dg.SensorEvaluationContext, holistic: HolisticResource):
@@ -220,11 +227,11 @@ def make_completion_sensor(evaluate_job):
     return complete_undecided
 
 
-def make_registry_sensor(datasets_job, evaluate_job):
+def make_registry_sensor(datasets_job, evaluate_job, interval_seconds: int):
     @dg.sensor(
         name="model_registry",
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval_seconds,
         jobs=[datasets_job, evaluate_job],
     )
     def model_registry(context: dg.SensorEvaluationContext, holistic: HolisticResource):
@@ -276,7 +283,6 @@ def make_registry_sensor(datasets_job, evaluate_job):
     return model_registry
 
 
-@dg.sensor(name="abandoned_runs", default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60)
 def abandoned_runs(context: dg.SensorEvaluationContext):
     """Marks failed the in-process runs (`holistic demo` / `evaluate`) whose process was killed before it
     finished them: otherwise they show STARTED forever and hold back declarative automation."""

@@ -16,14 +16,16 @@ from holistic_dagster.shadow import log_key
 from holistic_dagster.stages import shadow
 
 
-def definitions() -> dg.Definitions:
+def definitions(sensor_interval_seconds: int) -> dg.Definitions:
     shadow_job = dg.define_asset_job(
         jobs.SHADOW_JOB,
         selection=jobs.AssetSelection.groups("shadow"),
         description="Shadow evaluation of a production traffic log: its records (PII removed), the candidates' "
         "answers to the same prompts, the judge's verdicts and win rates (resources/shadow.yaml).",
     )
-    return dg.Definitions(assets=shadow_assets(), jobs=[shadow_job], sensors=[make_traffic_sensor(shadow_job)])
+    return dg.Definitions(
+        assets=shadow_assets(), jobs=[shadow_job], sensors=[make_traffic_sensor(shadow_job, sensor_interval_seconds)]
+    )
 
 
 def shadow_assets() -> list[dg.AssetsDefinition]:
@@ -108,11 +110,11 @@ def traffic_log_path(directory: Path, log: str) -> Path:
     return found[0]
 
 
-def make_traffic_sensor(shadow_job):
+def make_traffic_sensor(shadow_job, interval_seconds: int):
     @dg.sensor(
         name="traffic_logs",
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=60,
+        minimum_interval_seconds=interval_seconds,
         jobs=[shadow_job],
     )
     def traffic_logs(context: dg.SensorEvaluationContext, holistic: HolisticResource):

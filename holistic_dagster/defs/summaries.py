@@ -22,7 +22,7 @@ from holistic_dagster.stages import stability as stability_stage
 from holistic_dagster.stages import summaries
 
 
-def definitions(scenarios: list[str]) -> dg.Definitions:
+def definitions(scenarios: list[str], sensor_interval_seconds: int) -> dg.Definitions:
     return dg.Definitions(
         assets=[
             leaderboard_asset(scenarios),
@@ -44,7 +44,7 @@ def definitions(scenarios: list[str]) -> dg.Definitions:
                 description="Output stability of a model: a sample of its requests asked again past the cache.",
             ),
         ],
-        sensors=[alert_webhook],
+        sensors=[alert_sensor(sensor_interval_seconds)],
     )
 
 
@@ -187,7 +187,12 @@ def report_asset() -> dg.AssetsDefinition:
     return report
 
 
-@dg.sensor(name="alert_webhook", default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30)
+def alert_sensor(interval_seconds: int) -> dg.SensorDefinition:
+    return dg.sensor(
+        name="alert_webhook", default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=interval_seconds
+    )(alert_webhook)
+
+
 def alert_webhook(context: dg.SensorEvaluationContext, holistic: HolisticResource):
     """Failed asset checks (ERROR: critical, WARN: warning) since the last tick, posted to the Slack-compatible
     webhook whose URL is in the environment variable resources/alerts.yaml names (unset: nothing is posted).

@@ -181,6 +181,7 @@ def test_the_daemon_brings_a_new_model_onto_the_leaderboard_and_report_without_a
         "HOLISTIC_WAREHOUSE": str(wh.path),
         "DAGSTER_HOME": str(root / "dagster_home"),
     }
+    write(root / "resources" / "automation.yaml", "sensor_interval_seconds: 10\n")  # (30 s by default)
     log = root / "dagster_dev.log"
     with dagster_dev(env, log) as (port, location):
         wait_until(  # the registry sensor's first tick records the registry as it is

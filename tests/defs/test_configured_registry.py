@@ -31,7 +31,9 @@ def test_the_sensor_sees_the_configured_registry_not_the_repos(tmp_path, monkeyp
         '  only-here: {backend: transformers, path: "demo:llama-tuned"}\n'
         '  rung: {backend: llamacpp, path: "ladder:gemma-3-270m"}\n'  # not installed yet
     )
-    (tmp_path / "resources" / "automation.yaml").write_text('rerun_stale_cron: "15 4 * * *"\n')
+    (tmp_path / "resources" / "automation.yaml").write_text(
+        'rerun_stale_cron: "15 4 * * *"\nsensor_interval_seconds: 7\n'
+    )
     holistic = HolisticResource(
         warehouse_path=str(tmp_path / "wh.duckdb"), catalog_dir=str(tmp_path / "assets"), models_file=str(models)
     )
@@ -63,6 +65,11 @@ def test_the_sensor_sees_the_configured_registry_not_the_repos(tmp_path, monkeyp
 
     schedule = defs.get_schedule_def("rerun_stale")
     assert schedule.cron_schedule == "15 4 * * *"  # automation.yaml beside the registry
+    intervals = {s.name: s.minimum_interval_seconds for s in defs.sensors}
+    assert intervals == {  # the sensors a user waits on, and the housekeeping ones at half the pace
+        **dict.fromkeys(["model_registry", "automation_conditions", "alert_webhook", "arena_votes"], 7),
+        **dict.fromkeys(["abandoned_runs", "complete_undecided", "traffic_logs"], 14),
+    }
     # (with: a schedule context enters an instance of its own, and leaves it as Dagster's current state storage
     # for every later definitions load in the process unless it is exited)
     with build_schedule_context(
