@@ -192,6 +192,15 @@ def load_file_instances(spec: ScenarioSpec, root: Path) -> list[Instance]:
     return instances
 
 
+def companion_sources(spec: ScenarioSpec, sources: list[SourceFile]) -> list[SourceFile]:
+    """The files the scenario's format read beside its instances' files (FileFormat.companions), with checksums."""
+    if spec.format is None:
+        return []
+    fmt = file_format(spec.format)
+    beside = {c for s in sources if Path(s.uri).is_file() for c in fmt.companions(Path(s.uri))}
+    return [source_file(spec, path) for path in sorted(beside) if path.is_file()]
+
+
 def _train_records(spec: ScenarioSpec, subset: str) -> list[Instance]:
     """The few-shot pool the scenario file itself gives (`train_records`), as instances of its train split."""
     if not spec.train_records:

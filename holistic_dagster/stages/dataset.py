@@ -12,6 +12,7 @@ from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES
 from holistic_dagster.perturbations import perturb_instances
 from holistic_dagster.records import Instance, sha256_json
 from holistic_dagster.scenarios import load_instances, sample_instances
+from holistic_dagster.scenarios.loaders import companion_sources
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.rows import instance_from_row, instance_row, source_file_row
 
@@ -25,6 +26,7 @@ def build_dataset(stage: StageContext, version: str, scenario: str) -> dict[str,
     perturbed = perturb_instances(instances, [p for names in chosen.values() for p in names], pin.seed)
     instances = instances + perturbed
     sources = {i.source.uri: i.source for i in instances}
+    sources |= {s.uri: s for s in companion_sources(spec, list(sources.values()))}  # (no instance names them)
     keys = {"version": version, "scenario": scenario}
     files = pd.DataFrame([{**keys, **source_file_row(s)} for s in sources.values()])
     rows = pd.DataFrame([{**keys, **instance_row(i)} for i in instances])

@@ -6,6 +6,7 @@ suites with other conventions keep reading the derived copy."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from pathlib import Path
 
@@ -117,3 +118,30 @@ def test_a_broken_layout_names_the_file_and_the_record(catalog, tmp_path, damage
     damage(tmp_path)
     with pytest.raises(DataFormatError, match=problem):
         load_file_instances(helm_read(catalog), tmp_path)
+
+
+def test_the_summaries_are_a_source_file_of_the_dataset_and_their_change_runs_it_again(catalog, tmp_path, monkeypatch):
+    """summaries.csv is read beside qaps.csv, and no instance names it as its source: it is recorded with the
+    dataset's source files all the same, so that freshness sees a change to it."""
+    from holistic_dagster.automation.freshness import datasets_step
+    from holistic_dagster.config.deployment import Deployment
+    from holistic_dagster.stages import StageContext
+    from holistic_dagster.stages.dataset import build_dataset
+    from holistic_dagster.warehouse import Warehouse
+
+    write_narrativeqa_files(tmp_path / "data" / helm_read(catalog).source.dir)
+    monkeypatch.setenv("HOLISTIC_DATA_DIR", str(tmp_path / "data"))
+    deployment, warehouse = Deployment(), Warehouse(tmp_path / "w.duckdb")
+    summary = build_dataset(StageContext(warehouse, catalog, deployment), "helm-lite-v1", "narrative_qa")
+    files = warehouse.df("SELECT uri, sha256 FROM source_files WHERE scenario = 'narrative_qa'")
+    assert sorted(Path(u).name for u in files["uri"]) == ["qaps.csv", "summaries.csv"]
+    assert len(summary["source_files"]) == 2
+    summaries = tmp_path / "data" / "narrativeqa_upstream" / "third_party" / "wikipedia" / "summaries.csv"
+    assert files.set_index("uri").loc[str(summaries), "sha256"] == hashlib.sha256(summaries.read_bytes()).hexdigest()
+
+    # what freshness compares (with the fingerprint) to skip the datasets: the same until summaries.csv changes
+    step = datasets_step(deployment, warehouse, catalog, "helm-lite-v1")
+    assert any(key.endswith("summaries.csv") for key, *_ in step.files)
+    assert datasets_step(deployment, warehouse, catalog, "helm-lite-v1").files == step.files
+    summaries.write_text(summaries.read_text(encoding="utf-8").replace("plainly", "simply"), encoding="utf-8")
+    assert datasets_step(deployment, warehouse, catalog, "helm-lite-v1").files != step.files

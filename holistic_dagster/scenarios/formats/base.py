@@ -39,6 +39,11 @@ class FileFormat:
         """(path, where, record, its source) per file of a globbed split (`paths`: the files `pattern` matches)."""
         raise NotImplementedError
 
+    def companions(self, path: Path) -> list[Path]:
+        """The files read beside a split's file (NarrativeQA's summaries beside qaps.csv): recorded with the
+        dataset's source files, so that a change to one of them runs the datasets again."""
+        return []
+
     def references(
         self, record: dict[str, Any], spec: ScenarioSpec, references: tuple[Reference, ...], metadata: dict[str, Any]
     ) -> tuple[tuple[Reference, ...], dict[str, Any]]:

@@ -30,6 +30,9 @@ class NarrativeQaCsv(FileFormat):
         # HELM's runs matches, and what its few-shot grouping reads
         return tuple(Reference(answer, True) for answer in record["answer"]), metadata
 
+    def companions(self, path):
+        return [path.parent / SUMMARIES]
+
     def records(self, path, spec, root, split, subset) -> Records:
         summaries = path.parent / SUMMARIES
         drawn = read_narrativeqa(path, path.stat().st_mtime_ns, summaries, _mtime(summaries))
