@@ -296,6 +296,7 @@ def test_list_shows_each_kind_with_descriptions_and_whether_a_scenarios_data_is_
 
     from holistic_dagster.cli import app
     from holistic_dagster.metrics.registry import METRICS
+    from tests.scenarios.test_narrativeqa import write_narrativeqa_files
 
     def listed(*args: str, **env: str) -> str:
         result = CliRunner().invoke(app, ["list", *args], env={"COLUMNS": "400", **env})
@@ -312,13 +313,27 @@ def test_list_shows_each_kind_with_descriptions_and_whether_a_scenarios_data_is_
     data = tmp_path / "data"
     (data / "boolq").mkdir(parents=True)
     (data / "boolq" / "dev.jsonl").write_text('{"question": "q", "passage": "p", "answer": true}\n')
-    rows = {
-        line.split("│")[1].strip(): line.split("│")[2].strip()
-        for line in listed("scenarios", HOLISTIC_DATA_DIR=str(data)).splitlines()
-        if line.startswith("│") and line.split("│")[1].strip()
-    }
+
+    def data_column() -> dict[str, str]:
+        """{scenario: its data cell}, a cell folded over several lines read whole."""
+        rows: dict[str, str] = {}
+        for line in listed("scenarios", HOLISTIC_DATA_DIR=str(data)).splitlines():
+            cells = [c.strip() for c in line.split("│")]
+            if line.startswith("│") and cells[1]:
+                name = cells[1]
+                rows[name] = cells[2]
+            elif line.startswith("│") and cells[2]:
+                rows[name] += " " + cells[2]
+        return rows
+
+    rows = data_column()
     assert rows["boolq"] == "here" and rows["synthetic_reasoning"] == "generated"
     assert rows["mmlu"].startswith("no local copy of its data")
+    # a scenario that HELM's suites read in upstream's layout says so, and whether that layout is here
+    said = "no local copy of its data; HELM's suites read upstream's layout: {}"
+    assert rows["narrative_qa"] == said.format("no local copy of its data")
+    write_narrativeqa_files(data / "narrativeqa_upstream")
+    assert data_column()["narrative_qa"] == said.format("here")
     unknown = CliRunner().invoke(app, ["list", "things"])
     assert unknown.exit_code == 2 and "'things' is not one of 'models', 'suites', 'scenarios', 'metrics'" in (
         unknown.output

@@ -61,18 +61,29 @@ def _suites(chosen) -> Table:
 
 
 def _scenarios(chosen) -> Table:
-    from holistic_dagster.scenarios.sources import missing_data
+    from holistic_dagster.scenarios.spec import helm_layout
 
     catalog = chosen.catalog()
     where = ", ".join(str(d) for d in chosen.data_dirs) or "none: set --data-dir or HOLISTIC_DATA_DIR"
     table = _table(f"scenarios (data folders: {where})", "scenario", "data", "description")
     for name in catalog.scenario_names():
         spec = catalog.scenario(name)
-        missing = missing_data(spec, chosen.data_dirs, download=False)
-        # the first clause of why (the whole says where it looked and how to fetch it: `holistic evaluate` does)
-        data = "generated" if spec.source is None else ("here" if missing is None else missing.split(";")[0])
+        data = _data_here(spec, chosen.data_dirs)
+        if layout := helm_layout(spec):  # the suites with conventions helm read upstream's files instead
+            upstream = _data_here(spec.model_copy(update=layout), chosen.data_dirs)
+            data += f"; HELM's suites read upstream's layout: {upstream}"
         table.add_row(name, shown(data), shown(spec.description))
     return table
+
+
+def _data_here(spec, data_dirs) -> str:
+    from holistic_dagster.scenarios.sources import missing_data
+
+    if spec.source is None:
+        return "generated"
+    missing = missing_data(spec, data_dirs, download=False)
+    # the first clause of why (the whole says where it looked and how to fetch it: `holistic evaluate` does)
+    return "here" if missing is None else missing.split(";")[0]
 
 
 def _metrics(chosen) -> Table:
