@@ -68,7 +68,7 @@ def test_openbookqas_pool_held_out_of_its_test_file_is_named_with_the_results(sh
 
 
 @pytest.mark.slow
-def test_the_terminal_leaderboard_and_the_report_say_so(shared_data, tmp_path, capsys):
+def test_the_terminal_leaderboard_the_report_and_the_scores_say_so(shared_data, tmp_path, capsys):
     import shutil
 
     from dagster import DagsterInstance
@@ -87,6 +87,7 @@ def test_the_terminal_leaderboard_and_the_report_say_so(shared_data, tmp_path, c
     suite = (
         "version: b1\ndescription: a pool borrowed\nconventions: helm\ntoxicity: {kind: lexicon}\nscenarios:\n"
         "  openbookqa: {max_eval_instances: 3, seed: 0, method: multiple_choice_joint, max_train_instances: 5}\n"
+        "  mmlu: {max_eval_instances: 2, seed: 0, subsets: [anatomy], max_train_instances: 2}\n"  # (its dev split)
     )
     write(tmp_path / "assets" / "suites" / "b1.yaml", suite)
     catalog, path = Catalog(tmp_path / "assets"), tmp_path / "warehouse.duckdb"
@@ -99,3 +100,10 @@ def test_the_terminal_leaderboard_and_the_report_say_so(shared_data, tmp_path, c
     assert "openbookqa: in-context examples held out of the evaluated file (test.jsonl)" in shown
     page = (report_path(Warehouse(path), "b1").parent / "scenarios" / "openbookqa.html").read_text()
     assert "in-context examples held out of the evaluated file (test.jsonl)" in page
+    # and every score's provenance (view scores), where the pool was borrowed and only there
+    pools = Warehouse(path).df(
+        "SELECT DISTINCT scenario, json_extract_string(decoding, '$.in_context_examples') AS pool FROM scores"
+    )
+    pools = dict(zip(pools["scenario"], pools["pool"]))
+    assert pools.keys() == {"openbookqa", "mmlu"} and pools["mmlu"] is None
+    assert pools["openbookqa"].startswith("in-context examples held out of the evaluated file (test.jsonl)")

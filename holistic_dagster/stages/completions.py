@@ -13,6 +13,7 @@ from holistic_dagster.adaptation.adapter import adapter_as_asked
 from holistic_dagster.clients.identity import NUMERICS, answering_identity
 from holistic_dagster.clients.protocol import StopSending
 from holistic_dagster.records import Completion, Request, sha256_json
+from holistic_dagster.results.leaderboard import borrowed_pools
 from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.budget import Spend, check_budget, estimate_cost, left_of, spent_on
 from holistic_dagster.stages.context import StageContext
@@ -47,6 +48,8 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
         "stop": list(adapter.stop_sequences),
         "max_train_instances": adapter.max_train_instances,
     }
+    if borrowed := borrowed_pools(stage.warehouse, version).get(scenario):
+        decoding["in_context_examples"] = borrowed  # a deviation every score's provenance carries (view scores)
     done, info, num_sent = answer_requests(stage, model, requests, decoding, f"{model} on {scenario}", spend)
     distinct = list(dict.fromkeys(r.request_id for r in requests))
     frame = pd.DataFrame(

@@ -527,7 +527,7 @@ CREATE TABLE IF NOT EXISTS safety_agreement (
 -- column source_sha256: the sha256 of that file
 -- column temperature: the sampling temperature (0: greedy)
 -- column batch_size: rows per forward pass of a local model (NULL for a server)
--- column decoding: the decoding settings and prompt format, and the price where the model has one (JSON)
+-- column decoding: the decoding settings and prompt format, the price where the model has one, and in_context_examples where the few-shot pool was borrowed from the evaluated file (JSON)
 -- column hardware: the device that ran the model (CPU model, GPU name) or the server's address
 -- column library_versions: the versions of the libraries that produced the row (JSON)
 -- column reason_first: the judge's raw output for the first position order
