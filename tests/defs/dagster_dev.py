@@ -25,8 +25,16 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     return payload["data"]
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_serving(command: list[str], env: dict[str, str], log: Path, **popen) -> subprocess.Popen:
-    """Starts a command that serves the Dagster UI (in a session of its own, output to `log`)."""
+    """Starts a command that serves the Dagster UI (in a session of its own, output to `log`). dagster dev stops on
+    SIGTERM only where SIGINT is not ignored, and a test run started as a background job (CI's, nohup's) passes it
+    on ignored: the child gets SIGINT's default back (stopping it otherwise waited 30 s for the kill), unless the
+    caller sets preexec_fn itself."""
+    popen.setdefault("preexec_fn", _interruptible)
     with log.open("a") as out:
         return subprocess.Popen(
             command, cwd=REPO_ROOT, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
