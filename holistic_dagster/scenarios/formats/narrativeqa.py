@@ -34,7 +34,7 @@ class NarrativeQaCsv(FileFormat):
         return [path.parent / SUMMARIES]
 
     def records(self, path, spec, root, split, subset) -> Records:
-        summaries = path.parent / SUMMARIES
+        (summaries,) = self.companions(path)
         drawn = read_narrativeqa(path, path.stat().st_mtime_ns, summaries, _mtime(summaries))
         for helm_split in OURS[split]:
             yield from drawn[helm_split]
