@@ -32,7 +32,7 @@ def source_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None = None) -> P
         raise DataUnavailableError(f"scenario {spec.name!r}: no local copy of its data; {hint}")
     if not settings.allow_download():
         raise DataUnavailableError(f"scenario {spec.name!r}: no local copy and downloads are off; {hint}")
-    cache = settings.download_dir() / spec.name
+    cache = _cache(spec)
     try:
         _download(spec, cache)
     except OSError as e:
@@ -69,17 +69,23 @@ def _local_dir(spec: ScenarioSpec, data_dirs: Sequence[Path] | None) -> tuple[Pa
         looked.append(str(candidate))
         if candidate.is_dir():
             return candidate, ""
-    # a finished download of this source's own: a reading without one (NarrativeQA's derived copy, whose HELM
-    # layout downloads upstream's files under the same scenario name) never reads another's
-    cache = settings.download_dir() / spec.name
-    if spec.source.download is not None and _finished(cache, spec.source.download.origin):
-        return cache / spec.source.download.archive_dir, ""
+    # a finished download of this source's own (a reading without a download of its own never reads one), in the
+    # source folder's cache or where a release before 2026-12 kept it (by scenario name)
+    for cache in (_cache(spec), settings.download_dir() / spec.name):
+        if spec.source.download is not None and _finished(cache, spec.source.download.origin):
+            return cache / spec.source.download.archive_dir, ""
     hint = f"set HOLISTIC_DATA_DIR to a folder that contains `{spec.source.dir}/` (or pass it as --data-dir)" + (
         f" (looked in {', '.join(looked)})" if looked else ""
     )
     if spec.data_note:
         hint += f". {spec.data_note}"
     return None, hint
+
+
+def _cache(spec: ScenarioSpec) -> Path:
+    """Where a source's download is kept: by its folder, so that two readings of the same upstream files
+    (NaturalQuestions' closed and open book under HELM's conventions, both nq-dev) download them once."""
+    return settings.download_dir() / spec.source.dir
 
 
 def _finished(cache: Path, origin: str) -> bool:

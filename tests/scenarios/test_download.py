@@ -84,9 +84,36 @@ def test_downloads_once_into_the_cache_then_reads_it_offline(scratch_catalog, up
     assert hits == ["/data.tar"]
 
 
+def test_readings_of_one_source_folder_share_its_download(scratch_catalog, upstream, tmp_path, monkeypatch):
+    # the cache is the source folder's (NaturalQuestions' closed and open book read the same nq-dev files under
+    # HELM's conventions): a second scenario naming the same folder and origin reads the first one's download
+    _, hits = upstream
+    go_online(tmp_path, monkeypatch)
+    spec = scratch_catalog.scenario("mmlu").model_copy(update={"subsets": ("anatomy",)})
+    twin = spec.model_copy(update={"name": "mmlu_twin"})
+    assert load_instances(spec) and hits == ["/data.tar"]
+    monkeypatch.setenv("HOLISTIC_OFFLINE", "1")
+    assert len(load_instances(twin)) == 140 and hits == ["/data.tar"]
+    assert not (tmp_path / "home" / "downloads" / "mmlu_twin").exists()
+
+
+def test_a_download_kept_by_scenario_name_by_an_earlier_release_is_still_read(
+    scratch_catalog, upstream, tmp_path, monkeypatch
+):
+    _, hits = upstream
+    go_online(tmp_path, monkeypatch)
+    spec = scratch_catalog.scenario("mmlu").model_copy(update={"subsets": ("anatomy",)})
+    renamed = spec.model_copy(update={"source": spec.source.model_copy(update={"dir": "mmlu_elsewhere"})})
+    assert len(load_instances(spec)) == 140  # into downloads/mmlu: the folder the scenario's name also gives
+    monkeypatch.setenv("HOLISTIC_OFFLINE", "1")
+    instances = load_instances(renamed)  # its own folder's cache is empty: the scenario name's is read
+    assert len(instances) == 140 and hits == ["/data.tar"]
+    assert instances[0].source.uri.startswith(str(tmp_path / "home" / "downloads" / "mmlu" / "data"))
+
+
 def test_a_finished_download_is_read_only_by_the_source_it_came_from(scratch_catalog, upstream, tmp_path, monkeypatch):
-    # NarrativeQA's derived copy (no download) and its HELM layout (a download) share a scenario name and so a
-    # download cache: a finished download is read only by a source that names the same origin
+    # a finished download is read only by a source that names the same origin (NarrativeQA's derived copy, without
+    # a download, shares its scenario name with its HELM layout, the name an earlier release kept downloads by)
     _, hits = upstream
     go_online(tmp_path, monkeypatch)
     spec = scratch_catalog.scenario("mmlu").model_copy(update={"subsets": ("anatomy",)})
