@@ -290,8 +290,10 @@ PLACERS = {
 }
 # scenarios of our catalog that HELM 0.5.16 implements but that are not compared here, and why
 NOT_COMPARED = {
-    "natural_qa_closedbook": "HELM reads the full NQ dev set (documents, long and short answers; even rows train, odd "
-    "valid, one answer drawn per train instance); ../shared/data has NQ-open, other questions and answer strings",
+    "natural_qa_closedbook": "no data in ../shared/data for the HELM suites' reading (HELM's nq-dev-00..04.jsonl.gz; "
+    "../shared/data has NQ-open, other questions and answer strings, which the other suites read); on 45 records "
+    "written in nq-dev's layout, the loader gives the 30 instances HELM's own NaturalQAScenario(mode=closedbook) makes "
+    "of them, one drawn answer per few-shot example (tests/scenarios/fixtures/helm_nq_closedbook.json)",
     "narrative_qa": "HELM reads the upstream qaps.csv and summaries.csv and draws one question per story with "
     "random.seed(0) over all 1,572 stories; ../shared/data has a derived JSONL of 84 test stories",
     "msmarco_trec": "HELM needs the whole passage collection (it orders every passage id with Random(1885)) and the "

