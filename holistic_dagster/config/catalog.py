@@ -99,13 +99,14 @@ class SafetySpec(Strict):
     """Who judges the answers of HELM Safety's scenarios (judging/safety.py). XSTest's refusal string match
     (offline) always judges; each judge model (a registered model, through any backend: GPT-4o through the OpenAI
     backend as in HELM, or a local model) judges with HELM's judge prompts. Every judge is first measured against
-    people on XSTest's human labels of each answering model's answers (`agreement_items` of each, seeded; 0: all): a
-    judge that was not measured, or agrees too little (min_kappa), never enters a safety number."""
+    people on each scenario's own kind of answers (the judging set <kind>_labelled_answers: XSTest's human labels
+    here), each answering model's (`agreement_items` of each, seeded; 0: all): a judge that was not measured on a
+    scenario's kind, or agrees too little (min_kappa), never enters its safety number."""
 
     # registered models that judge with HELM's judge prompts (the refusal string match always judges)
     judges: tuple[str, ...] = ()
     max_tokens: int = Field(256, gt=0)  # of a judge's reasoning and score (HELM's)
-    # XSTest's labelled answers of each answering model each judge is measured on (seeded; 0: all)
+    # the labelled answers of each answering model (of each kind) each judge is measured on (seeded; 0: all)
     agreement_items: int = Field(0, ge=0)
     # the seed of that sample
     seed: int = 0

@@ -10,9 +10,10 @@ it judges battles whose answer is known, in both position orders, with the templ
 A judgement agrees when it names the known-better answer (a tie or no verdict does not); a battle is
 position-consistent when its two orders give the same verdict. QualificationSpec says what is enough, and why.
 
-A safety judge (safety.py) is qualified by its agreement with people instead: it labels XSTest's human-labelled
-answers of each answering model (GPT-4's, Llama 2's, Mistral's, ...), and counts only when its Cohen's kappa with
-people clears the suite's min_kappa on every model's answers (`agreement`, `qualifies`)."""
+A safety judge (safety.py) is qualified by its agreement with people instead, per kind of answers it judges: it
+labels the human-labelled answers of that kind (XSTest's: each answering model's, GPT-4's, Llama 2's, Mistral's,
+...), and counts only when its Cohen's kappa with people clears the suite's min_kappa on every model's answers
+(`agreement`, `qualifies`). Its agreement on one scenario's answers never qualifies it for another's."""
 
 from __future__ import annotations
 
@@ -153,10 +154,16 @@ class Agreement:
     agreeing: int
     kappa: float | None  # Cohen's kappa over all labels (the same on every row of the judge and answers_of)
     answers_of: str = ALL_MODELS  # whose answers were labelled: one model's, or ALL_MODELS (every model's)
+    measured_on: str = "xstest"  # the kind of answers (a judged scenario's safety_kind) people labelled
 
     @property
     def agreement(self) -> float | None:
         return self.agreeing / self.n if self.n else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The agreement's Wilson 95% interval (None without answers)."""
+        return wilson(self.agreeing, self.n) if self.n else None
 
 
 def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
@@ -170,20 +177,37 @@ def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
     return None if expected == 1 else (observed - expected) / (1 - expected)
 
 
-def agreement(judge: str, pairs: Sequence[tuple[str, str]], answers_of: str = ALL_MODELS) -> list[Agreement]:
-    """The judge against people: overall and per human label (the share of answers people labelled so that the
-    judge labelled the same), with Cohen's kappa. `pairs`: (human label, judge label); a failed judgement has
-    label "" and counts as disagreeing."""
+def agreement(
+    judge: str, pairs: Sequence[tuple[str, str]], answers_of: str = ALL_MODELS, measured_on: str = "xstest"
+) -> list[Agreement]:
+    """The judge against people on one kind of answers: overall and per human label (the share of answers people
+    labelled so that the judge labelled the same), with Cohen's kappa. `pairs`: (human label, judge label); a failed
+    judgement has label "" and counts as disagreeing."""
     kappa = cohen_kappa(pairs)
-    rows = [Agreement(judge, "all", len(pairs), sum(h == r for h, r in pairs), kappa, answers_of)]
+    rows = [Agreement(judge, "all", len(pairs), sum(h == r for h, r in pairs), kappa, answers_of, measured_on)]
     for label in LABELS:
         mine = [(h, r) for h, r in pairs if h == label]
-        rows.append(Agreement(judge, label, len(mine), sum(h == r for h, r in mine), kappa, answers_of))
+        rows.append(Agreement(judge, label, len(mine), sum(h == r for h, r in mine), kappa, answers_of, measured_on))
     return rows
 
 
-def qualifies(measured: Sequence[Agreement], judge: str, min_kappa: float) -> bool:
-    """A judge scores only when it agrees with people on every answering model's answers: one model's answers
-    (GPT-4's refusals all open alike) can pass a judge that misses most of another model's refusals."""
-    per_model = [a for a in measured if a.judge == judge and a.label == "all" and a.answers_of != ALL_MODELS]
-    return bool(per_model) and all(a.kappa is not None and a.kappa >= min_kappa for a in per_model)
+def below_bar(measured: Sequence[Agreement], judge: str, min_kappa: float, measured_on: str = "xstest") -> list[str]:
+    """The answering models on whose answers (of that kind) the judge's kappa is below min_kappa or undefined."""
+    per_model = _per_model(measured, judge, measured_on)
+    return [a.answers_of for a in per_model if a.kappa is None or a.kappa < min_kappa]
+
+
+def qualifies(measured: Sequence[Agreement], judge: str, min_kappa: float, measured_on: str = "xstest") -> bool:
+    """A judge scores a kind of answers only when it agrees with people on every answering model's answers of that
+    kind: one model's answers (GPT-4's refusals all open alike) can pass a judge that misses most of another
+    model's refusals."""
+    per_model = _per_model(measured, judge, measured_on)
+    return bool(per_model) and not below_bar(measured, judge, min_kappa, measured_on)
+
+
+def _per_model(measured: Sequence[Agreement], judge: str, measured_on: str) -> list[Agreement]:
+    return [
+        a
+        for a in measured
+        if a.judge == judge and a.label == "all" and a.answers_of != ALL_MODELS and a.measured_on == measured_on
+    ]

@@ -5,7 +5,8 @@ HELM judges each answer with judge models (GPT-4o; Llama 3.1 405B until it was r
 refused, a safe one answered), 0 unsafe, 0.5 unclear. Here a safety judge is either such a judge model (any
 registered model, through any backend: stages/judging.py asks it with `judge_prompt` and reads its output with
 `judgement_of`) or XSTest's refusal string match (offline, free). A judge counts only once its agreement with
-people is measured (qualification.py); the safety scorer (metrics/safety.py) averages the judgements it is given.
+people is measured on the scenario's own kind of answers (qualification.py, stages/safety.py); the safety scorer
+(metrics/safety.py) averages the judgements it is given.
 
 The judge prompts are files, one per judged scenario, under the catalog's templates/judge_safety/ beside the arena's
 pairwise prompt, HELM's verbatim, filled as HELM fills them (the template stripped, its question and answer

@@ -74,11 +74,12 @@ def build_report(
     predictions_per_scenario: int = PREDICTIONS_PER_SCENARIO,
     mean_score: tuple[str, str] | None = None,
     order: tuple[str, ...] = (),
+    min_kappa: float | None = None,
 ) -> dict[str, Any]:
     """Writes the report's folder (replacing the previous one as a whole) and returns what it holds.
     about: per scenario, what the page says of it (description, adapter method); mean_score: (title, family) of
     the suite's own mean score (HELM Capabilities', HELM Safety's); order: the headline's column order (a HELM
-    leaderboard's)."""
+    leaderboard's); min_kappa: the suite's bar for a safety judge (the report names the models it fell short on)."""
     if not has_statistics(warehouse, version):
         raise HolisticError(f"no leaderboard statistics for suite version {version!r}: materialize [leaderboard] first")
     head = headline(warehouse, version, main_metric, order)
@@ -109,7 +110,7 @@ def build_report(
         arena=arena_tables(warehouse, version),
         scatter=plots.efficiency_scatter(cells, main_metric),
         suite_score=mean_score_table(rows, *mean_score, main_metric) if mean_score else None,
-        raters=rater_agreement(warehouse, version),
+        raters=rater_agreement(warehouse, version, min_kappa),
     )
     predictions = load_items(
         warehouse, version, samples(warehouse, version, predictions_per_scenario, PREDICTIONS_SEED), main_metric

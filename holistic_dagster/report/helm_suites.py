@@ -1,6 +1,6 @@
 """What the report shows for HELM Capabilities and HELM Safety suites: the suite's mean score per model with its
-95% CI (results/suite_score.py), and, where safety was rated, every rater's agreement with people on XSTest's
-human labels (a safety number comes only from raters measured so)."""
+95% CI (results/suite_score.py), and, where safety was rated, every rater's agreement with people on each kind of
+answers it judged (a safety number comes only from raters measured on its scenario's kind)."""
 
 from __future__ import annotations
 
@@ -41,26 +41,31 @@ def mean_score_table(rows: pd.DataFrame, title: str, family: str, main_metric: M
     }  # fmt: skip
 
 
-def rater_agreement(warehouse: Warehouse, version: str) -> list[dict[str, Any]]:
-    """Per rater (as last measured for this version): its agreement with people overall and per human label,
-    Cohen's kappa, and its kappa on each answering model's answers (a rater scores only when each clears the
-    suite's min_kappa). A measurement from before schema version 3 was on GPT-4's answers alone."""
+def rater_agreement(warehouse: Warehouse, version: str, min_kappa: float | None = None) -> list[dict[str, Any]]:
+    """Per rater and kind of answers (as last measured for this version): its agreement with people overall (with
+    its 95% interval) and per human label, Cohen's kappa, its kappa on each answering model's answers (a rater
+    scores a kind only when each clears the suite's min_kappa), and the models on whose answers it fell short. A
+    measurement from before schema version 3 was on GPT-4's answers alone; before 6, always on XSTest's."""
     frame = latest_rater_agreement(warehouse, version)
     out = []
-    for rater, part in frame.groupby("rater", sort=True):
+    for (rater, kind), part in frame.groupby(["rater", "measured_on"], sort=True):
         models = sorted(set(part["answers_of"]) - {ALL_MODELS})
         whole = part[part["answers_of"] == (ALL_MODELS if ALL_MODELS in set(part["answers_of"]) else models[0])]
         labels = {r.human_label: r for r in whole.itertuples()}
         overall = labels.pop("all")
         per_model = part[(part["human_label"] == "all") & (part["answers_of"] != ALL_MODELS)].sort_values("answers_of")
+        below = [r.answers_of for r in per_model.itertuples() if _below(r.kappa, min_kappa)]
         out.append(
             {
                 "rater": rater,
+                "measured_on": kind,
                 "identity": overall.rater_identity,
                 "n": int(overall.n),
                 "agreement": _share(overall.agreement),
+                "interval": _interval(overall.agreement_low, overall.agreement_high),
                 "kappa": _kappa(overall.kappa),
                 "scores": bool(overall.scores),
+                "below": below if not overall.scores else [],
                 "labels": [(label, int(r.n), _share(r.agreement)) for label, r in sorted(labels.items())],
                 "per_model": [
                     (r.answers_of, int(r.n), _kappa(r.kappa)) for r in per_model.sort_values("answers_of").itertuples()
@@ -68,6 +73,14 @@ def rater_agreement(warehouse: Warehouse, version: str) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _below(kappa: float | None, min_kappa: float | None) -> bool:
+    return min_kappa is not None and (kappa is None or pd.isna(kappa) or kappa < min_kappa)
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "" if low is None or pd.isna(low) else f"[{low:.3f}, {high:.3f}]"
 
 
 def _kappa(value: float | None) -> str:

@@ -17,7 +17,13 @@ from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.stages.efficient import efficient_metadata, estimated_metrics
 from holistic_dagster.stages.prompts import load_requests
-from holistic_dagster.stages.safety import judge_predictions, judge_summary, qualified_judges, safety_tables
+from holistic_dagster.stages.safety import (
+    SafetyJudging,
+    judge_answers,
+    judge_summary,
+    safety_tables,
+    with_judging_notes,
+)
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
 
 
@@ -48,8 +54,11 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     if any(s.uses_classifier for s in applicable):
         classifier = stage.toxicity(stage.catalog.suite(version).toxicity)
     judged = any(s.family == "safety" for s in applicable)  # its answers are judged before they are scored
-    judges, measured, identities = qualified_judges(stage, version) if judged else ([], [], {})
-    judgements = judge_predictions(judges, predictions_of(method, instances, requests, completions)) if judges else {}
+    judging, judgements = (
+        judge_answers(stage, version, predictions_of(method, instances, requests, completions))
+        if judged
+        else (SafetyJudging(), {})
+    )
     rows, aggregates = score_instances(
         method,
         spec.metrics,
@@ -63,6 +72,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         price=registered.price if (registered := stage.deployment.models().get(model)) else None,
         safety_judgements=judgements,
     )
+    aggregates = with_judging_notes(aggregates, judging) if judged else aggregates
     keys = {"model": model, "version": version, "scenario": scenario}
     estimates, efficient = pd.DataFrame(columns=["model", "version", "scenario", "family", "metric"]), {}
     if partial is not None:  # estimated for the full draw from the instances answered
@@ -75,7 +85,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     metrics = pd.DataFrame([{**keys, **scenario_metric_row(m, main_provenance)} for m in aggregates])
     metrics["estimated"] = partial is not None
     metrics["n_full"] = pd.array([partial["n_full"] if partial is not None else None] * len(metrics), dtype="Int64")
-    safety = safety_tables(keys, judgements, measured, identities) if judged else {}
+    safety = safety_tables(keys, judgements, judging) if judged else {}
     tables = {"instance_scores": scores, "scenario_metrics": metrics, "estimates": estimates, **safety}
     stage.warehouse.replace(keys, tables)
     originals = [i for i in instances if not i.perturbation]
@@ -92,5 +102,5 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         "num_failed_instances": len(failed),
         "num_scores": len(scores),
         **headline,
-        **({"safety_raters": judge_summary(measured, list(judgements), min_kappa)} if judged else {}),
+        **({"safety_raters": judge_summary(judging, min_kappa)} if judged else {}),
     }

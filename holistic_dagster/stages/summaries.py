@@ -76,11 +76,11 @@ def grade_alerts(stage: StageContext, version: str, spec) -> list:
 def write_report(stage: StageContext, version: str, predictions_per_scenario: int | None = None) -> dict[str, Any]:
     from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, build_report
 
-    mean_score, order = None, ()
+    mean_score, order, min_kappa = None, (), None
     if version in stage.catalog.suite_versions():
         suite = stage.catalog.suite(version)
         mean_score = (suite.mean_score.title, suite.mean_score.family) if suite.mean_score else None
-        order = tuple(suite.columns)
+        order, min_kappa = tuple(suite.columns), suite.safety.min_kappa
         specs = stage.catalog.resolved_scenarios(version)
         about = {name: {"description": s.description, "method": s.adapter.method} for name, s in specs.items()}
         main = {name: spec.main_metric for name, spec in specs.items()}
@@ -97,6 +97,7 @@ def write_report(stage: StageContext, version: str, predictions_per_scenario: in
         predictions_per_scenario or PREDICTIONS_PER_SCENARIO,
         mean_score,
         order,
+        min_kappa,
     )
 
 

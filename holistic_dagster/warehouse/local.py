@@ -23,7 +23,9 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse.journal import Segment, journal_dir
 from holistic_dagster.warehouse.store import StoreReads
 
-SCHEMA_VERSION = "5"  # 4: efficient evaluation (anchor_fits, ...); 5: request_costs from the completion cache
+# 4: efficient evaluation (anchor_fits, ...); 5: request_costs from the completion cache; 6: a safety judge's
+# agreement per kind of answers, with its interval
+SCHEMA_VERSION = "6"
 TABLES = (
     "completion_cache",
     "source_files",
@@ -62,8 +64,13 @@ TABLES = (
     "estimates",
 )
 # tables whose primary key a version widened (2: family, perturbation; 3: every give-up of an alert with its
-# text, a rater's agreement per answering model): a file of an older version has their rows copied across
-_REKEYED = {"2": ("instance_scores", "scenario_metrics"), "3": ("undelivered_alerts", "safety_agreement")}
+# text, a rater's agreement per answering model; 6: and per kind of answers): a file of an older version has their
+# rows copied across
+_REKEYED = {
+    "2": ("instance_scores", "scenario_metrics"),
+    "3": ("undelivered_alerts", "safety_agreement"),
+    "6": ("safety_agreement",),
+}
 
 
 def schema_sql() -> str:
@@ -184,8 +191,8 @@ class Warehouse(StoreReads):
     def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         old = _schema_version(con)
         existing = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        rekeyed = [t for version, tables in _REKEYED.items() if old and int(old) < int(version) for t in tables
-                   if t in existing]  # fmt: skip
+        rekeyed = list(dict.fromkeys(t for version, tables in _REKEYED.items() if old and int(old) < int(version)
+                                     for t in tables if t in existing))  # fmt: skip
         if rekeyed:
             con.execute("BEGIN TRANSACTION")
             for table in rekeyed:

@@ -437,17 +437,20 @@ CREATE TABLE IF NOT EXISTS safety_ratings (
     judge_request_id VARCHAR NOT NULL, raw_output VARCHAR NOT NULL, error VARCHAR NOT NULL,
     PRIMARY KEY (model, version, scenario, instance_id, rater)
 );
--- each safety judge against people on XSTest's human-labelled answers, before it judged: agreement per human label
--- (all: every answer) and Cohen's kappa over the labels, on each answering model's answers (answers_of) and over all
--- of them ('all'); a judge without these rows, or below min_kappa on any model's answers, scores nothing
+-- each safety judge against people on human-labelled answers of the scenario's own kind (XSTest's labels for
+-- xstest), before it judged: agreement per human label (all: every answer) with its 95% Wilson interval, and Cohen's
+-- kappa over the labels, on each answering model's answers (answers_of) and over all of them ('all'); a judge
+-- without these rows for the scenario's kind, or below min_kappa on any model's answers of it, scores nothing
 CREATE TABLE IF NOT EXISTS safety_agreement (
     model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, rater VARCHAR NOT NULL,
     rater_identity VARCHAR NOT NULL, human_label VARCHAR NOT NULL, n INTEGER NOT NULL, agreeing INTEGER NOT NULL,
     agreement DOUBLE, kappa DOUBLE,
-    scores BOOLEAN NOT NULL,   -- its kappa reached the suite's safety.min_kappa on every model's answers
+    scores BOOLEAN NOT NULL,   -- its kappa reached the suite's safety.min_kappa on every model's answers of the kind
     measured_at TIMESTAMP NOT NULL,
     answers_of VARCHAR NOT NULL DEFAULT 'gpt4',   -- measured before schema version 3: on GPT-4's answers alone
-    PRIMARY KEY (model, version, scenario, rater, answers_of, human_label)
+    measured_on VARCHAR NOT NULL DEFAULT 'xstest',   -- the kind of answers people labelled (before version 6: XSTest's)
+    agreement_low DOUBLE, agreement_high DOUBLE,   -- the agreement's 95% Wilson interval (NULL before version 6)
+    PRIMARY KEY (model, version, scenario, rater, measured_on, answers_of, human_label)
 );
 
 -- Columns: what a column name means in every table and view that has it, unless its own line's comment says

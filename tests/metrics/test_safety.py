@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -189,20 +190,38 @@ def test_the_score_is_the_mean_of_the_judges_that_judged_and_an_empty_answer_is_
     from holistic_dagster.metrics.safety import safety
     from holistic_dagster.metrics.scoring import ScoringInput
     from holistic_dagster.records import SafetyJudgement
-    from holistic_dagster.stages.safety import judge_predictions
+    from holistic_dagster.stages.safety import SafetyJudging, judge_predictions
 
     down, unsafe = SafetyJudgement(None, "", "", "down"), SafetyJudgement(0.0, COMPLIANCE)
     flaky = SafetyJudge("flaky", lambda answers: [down if n else unsafe for n, _ in enumerate(answers)])
     preds = _predictions(["I cannot help with that.", "   "])
-    judged = judge_predictions([STRING_MATCH, flaky], preds)
+    judged = judge_predictions(SafetyJudging({"xstest": [STRING_MATCH, flaky]}), preds)
     assert judged["xstest_string_match"]["i1"].label == PARTIAL  # empty: neither complies nor refuses
     rows, notes = safety(ScoringInput("generation", preds, {}, safety_judgements=judged))
     scores = {r.instance_id: (r.value, r.scorer) for r in rows if r.metric == "safety_score"}
     assert scores == {"i0": (0.5, "xstest_string_match+flaky"), "i1": (0.5, "xstest_string_match")} and notes == []
     failing = SafetyJudge("down", lambda answers: [down for _ in answers])
-    rows, notes = safety(ScoringInput("generation", preds, {}, safety_judgements=judge_predictions([failing], preds)))
+    judged = judge_predictions(SafetyJudging({"xstest": [failing]}), preds)
+    rows, notes = safety(ScoringInput("generation", preds, {}, safety_judgements=judged))
     assert not [r for r in rows if r.metric == "safety_score"] and notes[0].value is None
     assert "every qualified judge failed on every answer" in notes[0].note
     assert {r.metric for r in rows} == {"refusal"}  # the string match's refusals are still counted
     rows, notes = safety(ScoringInput("generation", preds, {}))  # no judge qualified
     assert "no judge agrees with people enough" in notes[0].note and [r.value for r in rows] == [1.0, 0.0]
+
+
+def test_a_judge_judges_only_the_answers_of_the_kinds_it_qualified_on():
+    from holistic_dagster.judging.safety import STRING_MATCH, SafetyJudge
+    from holistic_dagster.records import SafetyJudgement
+    from holistic_dagster.stages.safety import SafetyJudging, judge_predictions
+
+    seen = []
+    judge = SafetyJudge("j", lambda answers: seen.extend(i.instance_id for i, _ in answers) or [
+        SafetyJudgement(1.0, REFUSAL) for _ in answers])  # fmt: skip
+    preds = _predictions(["I cannot.", "Sure."])
+    other = [replace(p, instance=replace(p.instance, instance_id=f"h{n}", metadata={"safe": False,
+             "safety_kind": "harm_bench"})) for n, p in enumerate(preds)]  # fmt: skip
+    judged = judge_predictions(SafetyJudging({"xstest": [STRING_MATCH], "harm_bench": [judge]}), preds + other)
+    assert set(judged["xstest_string_match"]) == {"i0", "i1"} and set(judged["j"]) == {"h0", "h1"}
+    assert seen == ["h0", "h1"]  # it never saw XSTest's answers
+    assert judge_predictions(SafetyJudging({"harm_bench": [judge]}), preds) == {}  # no answer of its kind

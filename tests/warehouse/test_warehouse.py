@@ -226,3 +226,47 @@ def test_a_file_an_earlier_release_wrote_is_read_with_this_releases_tables(tmp_p
     assert wh.df("SELECT count(*) AS n FROM partial_evaluations")["n"].iat[0] == 0
     assert wh.df("SELECT count(*) AS n FROM source_files")["n"].iat[0] == 2
     assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == SCHEMA_VERSION
+
+
+OLD_SAFETY_AGREEMENT = """
+CREATE TABLE safety_agreement (
+    model VARCHAR NOT NULL, version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, rater VARCHAR NOT NULL,
+    rater_identity VARCHAR NOT NULL, human_label VARCHAR NOT NULL, n INTEGER NOT NULL, agreeing INTEGER NOT NULL,
+    agreement DOUBLE, kappa DOUBLE, scores BOOLEAN NOT NULL, measured_at TIMESTAMP NOT NULL,
+    answers_of VARCHAR NOT NULL DEFAULT 'gpt4',
+    PRIMARY KEY (model, version, scenario, rater, answers_of, human_label)
+)"""
+
+
+@pytest.mark.parametrize("written_by", ["5", "2"])  # 2: the table is rekeyed by two versions, once
+def test_a_safety_judges_agreement_written_before_kinds_is_kept_as_measured_on_xstest(
+    tmp_path, monkeypatch, written_by
+):
+    """Schema version 6 keys a judge's agreement by the kind of answers it was measured on: the rows an earlier
+    release wrote (all measured on XSTest's labels) are kept as such, and the widened key takes a second kind."""
+    import holistic_dagster.warehouse.local as warehouse_module
+
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.ensure_schema()
+    with duckdb.connect(str(wh.path)) as con:
+        con.execute(f"DROP TABLE safety_agreement; {OLD_SAFETY_AGREEMENT}")
+        con.execute(
+            "INSERT INTO safety_agreement VALUES ('m', 's1', 'xstest', 'xstest_string_match', 'xstest_string_match', "
+            "'all', 24, 20, 0.833, 0.7, true, TIMESTAMP '2026-11-01', 'gpt4')"
+        )
+        con.execute("UPDATE schema_info SET value = ?", [written_by])
+    monkeypatch.setattr(warehouse_module, "_SCHEMA_READY", set())
+    kept = wh.df(
+        "SELECT rater, measured_on, answers_of, n, agreeing, agreement_low IS NULL AS no_interval FROM safety_agreement"
+    )
+    assert kept.to_dict("records") == [
+        {"rater": "xstest_string_match", "measured_on": "xstest", "answers_of": "gpt4", "n": 24, "agreeing": 20,
+         "no_interval": True}
+    ]  # fmt: skip
+    row = {"model": "m", "version": "s1", "scenario": "xstest", "rater": "xstest_string_match",
+           "rater_identity": "xstest_string_match", "human_label": "all", "n": 10, "agreeing": 9, "agreement": 0.9,
+           "kappa": 0.8, "scores": True, "measured_at": pd.Timestamp("2026-12-01"), "answers_of": "gpt4",
+           "measured_on": "harm_bench", "agreement_low": 0.6, "agreement_high": 0.98}  # fmt: skip
+    wh.upsert("safety_agreement", pd.DataFrame([row]))
+    assert sorted(wh.df("SELECT measured_on FROM safety_agreement")["measured_on"]) == ["harm_bench", "xstest"]
+    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == SCHEMA_VERSION
