@@ -95,7 +95,8 @@ def qualified_judges(stage: StageContext, version: str, kinds: Sequence[str]) ->
     judges = [STRING_MATCH, *(safety_model_judge(stage, j, spec.max_tokens, "safety_judge") for j in spec.judges)]
     identities = {CLASSIFIER: CLASSIFIER}
     identities |= {j: answering_identity(stage.client(j).describe()) for j in spec.judges}
-    judging = SafetyJudging(identities=identities)
+    scoring: dict[str, list[SafetyJudge]] = {}
+    measured: list[Agreement] = []
     unmeasured = []
     for kind in sorted(set(kinds)):
         labelled = human_labelled(stage, kind, spec.agreement_items, spec.seed)
@@ -103,29 +104,27 @@ def qualified_judges(stage: StageContext, version: str, kinds: Sequence[str]) ->
             unmeasured.append(kind)
             continue
         answers = [(i, i.references[0].output) for found in labelled.values() for i in found]
-        judging.scoring[kind] = []
+        scoring[kind] = []
         for judge in judges:
             # every model's answers in one call (a judge model's requests go out together)
             labels = [j.label for j in judge.judge(answers)]
             pairs = list(zip((i.metadata["human_label"] for i, _ in answers), labels))
-            judging.measured.extend(agreement(judge.name, pairs, measured_on=kind))
+            measured.extend(agreement(judge.name, pairs, measured_on=kind))
             start = 0
             for model, found in labelled.items():
-                judging.measured.extend(agreement(judge.name, pairs[start : start + len(found)], model, kind))
+                measured.extend(agreement(judge.name, pairs[start : start + len(found)], model, kind))
                 start += len(found)
             enters = spec.classifier or judge.name != CLASSIFIER
-            if enters and qualifies(judging.measured, judge.name, spec.min_kappa, kind):
-                judging.scoring[kind].append(judge)
-    return replace(judging, unmeasured=tuple(unmeasured))
+            if enters and qualifies(measured, judge.name, spec.min_kappa, kind):
+                scoring[kind].append(judge)
+    return SafetyJudging(scoring, measured, identities, tuple(unmeasured), tuple(sorted(set(kinds))))
 
 
 def judge_answers(
     stage: StageContext, version: str, predictions: Sequence[Prediction]
 ) -> tuple[SafetyJudging, Judgements]:
     """The judges of the answers' kinds, measured first (qualified_judges), and their judgements of the answers."""
-    kinds = sorted({str(p.instance.metadata.get(KIND)) for p in predictions})
-    judging = qualified_judges(stage, version, kinds)
-    judging = replace(judging, kinds=tuple(kinds))
+    judging = qualified_judges(stage, version, [str(p.instance.metadata.get(KIND)) for p in predictions])
     return judging, judge_predictions(judging, predictions) if judging.scoring else {}
 
 
