@@ -74,6 +74,7 @@ class Case:
     # False: plain on both sides (HELM's deployment with apply_chat_template false), for separate multiple choice,
     # whose echoed requests HELM would otherwise wrap in the template and score the template's closing tokens
     chat: bool = True
+    entries: tuple[tuple[str, str], ...] = ()  # (subset, HELM's run entry) where each subset has one of its own
 
 
 def _mmlu_entry(method: str, shots: int | None) -> str:
@@ -378,6 +379,8 @@ def helm_run(
 
 def _entry(case: Case, subset: str) -> str:
     """The case's HELM run entry for one subset (MATH's subset `algebra:level_1`: {subject} algebra, {level} 1)."""
+    if case.entries:
+        return dict(case.entries)[subset]
     subject, _, level = subset.partition(":level_")
     return case.helm_entry.format(subset=subset, subject=subject, level=level)
 

@@ -143,3 +143,23 @@ def _catalog_with(tmp_path, entry: str) -> Catalog:
     suite = "version: pinned\nconventions: helm\nscenarios:\n" + entry + "\n"
     (tmp_path / "assets" / "suites" / "pinned.yaml").write_text(suite)
     return Catalog(tmp_path / "assets")
+
+
+SHIPPED_PARITY = Path(__file__).parents[2] / "bench" / "results" / "helm_parity_shipped.json"
+
+
+def test_the_parity_table_of_the_shipped_suites_covers_every_entry_and_lists_every_difference():
+    """bench/helm_parity_shipped.py compares each entry as shipped with HELM's own requests for its run entry: every
+    entry of both suites is a row or is listed with why it cannot be compared here, and a row whose prompts differ
+    from HELM's names its labelled deviation. A suite changed since the table was made fails here: run it again."""
+    table = json.loads(SHIPPED_PARITY.read_text(encoding="utf-8"))
+    rows = {(r["suite"], r["case"].split(" ", 1)[1], r["subset"]): r for r in table["rows"]}
+    left = {(suite, scenario) for suite, why in table["left"].items() for scenario in why}
+    for suite, scenario, subset in ours():
+        assert (suite, scenario, subset) in rows or (suite, scenario) in left, (suite, scenario, subset)
+    assert {(s, sc) for s, sc, _ in rows} | left == {(s, sc) for s, sc, _ in ours()}
+    for key, row in rows.items():
+        equal = row["instances_equal"] and row["prompts_equal"].split("/")[0] == row["prompts_equal"].split("/")[1]
+        assert equal or row["note"].startswith("labelled deviation"), key
+        assert not row["decoding_differences"], key
+    assert all(why for reasons in table["left"].values() for why in reasons.values())
