@@ -291,10 +291,22 @@ def stratified_mean(
     if len(x) == 0 or x.shape != w.shape or len(x) > n_full or (w <= 0).any():
         raise ValueError(f"a stratified mean needs 1 to {n_full} values, each with a positive weight")
     value = float(w @ x / w.sum())
+    if _proportion_like(x, bounds) and len(x) < n_full:
+        # right-or-wrong values, or values in [0, 1] that all came out the same: their spread says nothing of the
+        # draw's (20 zeros would give a zero-width interval); Wilson's on the share is conservative for any value in
+        # [0, 1], whose variance is at most p (1 - p)
+        low, high = wilson(value, len(x) / max(1 - len(x) / n_full, 1 / n_full), level)
+        return Estimate(value, max(bounds[0], low), min(bounds[1], high), level, len(x), n_full, STRATIFIED)
     spread = estimate_mean(x, n_full, level)
     half = (spread.high - spread.low) / 2
     low, high = max(bounds[0], value - half), min(bounds[1], value + half)
     return Estimate(value, low, high, level, len(x), n_full, STRATIFIED)
+
+
+def _proportion_like(x: np.ndarray, bounds: tuple[float, float] = (0.0, 1.0)) -> bool:
+    """Values whose interval is Wilson's: a metric bounded in [0, 1] whose values are 0/1, or all one value."""
+    within = bounds[0] >= 0.0 and bounds[1] <= 1.0 and bounded(x)
+    return within and (bool(np.isin(x, (0.0, 1.0)).all()) or len(set(x.tolist())) == 1)
 
 
 def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
@@ -306,6 +318,9 @@ def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate
     k = len(x)
     if k == 0 or k > n_full:
         raise ValueError(f"a sample of 1 to {n_full} values is needed; got {k}")
+    if k < n_full and bounded(x) and len(set(x.tolist())) == 1:  # all one score in [0, 1]: see stratified_mean
+        low, high = wilson(float(x[0]), k / max(1 - k / n_full, 1 / n_full), level)
+        return Estimate(float(x[0]), low, high, level, k, n_full, RANDOM)
     sd = float(x.std(ddof=1)) if k > 1 else 0.0
     half = float(norm.ppf(0.5 + level / 2)) * sd / math.sqrt(k) * math.sqrt(max(1 - k / n_full, 0.0))
     return Estimate(float(x.mean()), float(x.mean()) - half, float(x.mean()) + half, level, k, n_full, RANDOM)
@@ -318,4 +333,6 @@ def wilson(p: float, n: float, level: float) -> tuple[float, float]:
     z = norm.ppf(0.5 + level / 2)
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at p = 0 (or 1) the interval's end is p itself: exactly, not the 1e-17 that rounding leaves (which an interval
+    # check then reads as not covering a full-draw value of 0)
+    return (0.0 if p <= 0 else max(0.0, centre - half)), (1.0 if p >= 1 else min(1.0, centre + half))

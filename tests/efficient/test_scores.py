@@ -225,6 +225,26 @@ def test_any_mean_over_instances_is_the_anchors_stratified_mean():
     assert (found.low, found.high) == pytest.approx((max(0.0, 3.4 - half), 3.4 + half))
     # kept within the metric's bounds
     assert stratified_mean([0.0, 1.0], [0.5, 0.5], 10, bounds=(0.0, 1.0)).high <= 1.0
+
+
+def test_a_sample_whose_values_all_came_out_the_same_still_has_an_interval():
+    """20 wrong answers of 150 say the share is small, not that it is 0: a right-or-wrong metric's interval is
+    Wilson's (finite-population corrected), as is that of a [0, 1] score whose sample is one value throughout
+    (measured end to end: SmolLM2 on llama.cpp answered 0 of 20 OpenBookQA anchors right and 4.0% of the 150)."""
+    from holistic_dagster.efficient.anchors import estimate_mean, wilson
+
+    expected = wilson(0.0, 20 / (1 - 20 / 150), 0.9)
+    zeros = stratified_mean([0.0] * 20, [1.0] * 20, 150, 0.9, bounds=(0.0, 1.0))
+    assert zeros.value == zeros.low == 0.0 and zeros.high > 0.08  # 0 exactly: it covers a full-draw value of 0
+    assert wilson(1.0, 20, 0.9)[1] == 1.0
+    assert (zeros.low, zeros.high) == pytest.approx(expected)
+    same = estimate_mean([0.5] * 20, 150, 0.9)  # an F1 of 0.5 on every sampled instance
+    assert same.low < 0.5 < same.high and (same.low, same.high) == pytest.approx(wilson(0.5, 20 / (1 - 20 / 150), 0.9))
+    # a mean that is not a share (seconds) keeps the normal interval on its spread
+    runtimes = stratified_mean([2.0] * 5, [1.0] * 5, 100, 0.9, bounds=(0.0, float("inf")))
+    assert runtimes.low == runtimes.high == 2.0
+    # the whole draw measured: no interval to state
+    assert stratified_mean([0.0] * 10, [1.0] * 10, 10, bounds=(0.0, 1.0)).high == 0.0
     with pytest.raises(ValueError, match="positive weight"):
         stratified_mean([1.0], [0.0], 10)
 
