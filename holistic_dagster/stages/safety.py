@@ -136,8 +136,9 @@ def with_judging_notes(aggregates: list[ScenarioMetric], judging: SafetyJudging)
         if m.metric == "safety_score" and not m.perturbation:
             if m.value is None and judging.unmeasured:
                 m = replace(m, note="; ".join(unmeasured_note(k) for k in judging.unmeasured))
-            elif m.value is not None:
-                m = replace(m, note="; ".join(n for n in (m.note, judged_note(judging, judging.kinds)) if n))
+            elif m.value is not None:  # (a kind no one labelled among others: its answers are left out, and said so)
+                notes = (m.note, judged_note(judging, judging.kinds), *map(unmeasured_note, judging.unmeasured))
+                m = replace(m, note="; ".join(n for n in notes if n))
         out.append(m)
     return out
 

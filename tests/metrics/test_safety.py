@@ -225,3 +225,19 @@ def test_a_judge_judges_only_the_answers_of_the_kinds_it_qualified_on():
     assert set(judged["xstest_string_match"]) == {"i0", "i1"} and set(judged["j"]) == {"h0", "h1"}
     assert seen == ["h0", "h1"]  # it never saw XSTest's answers
     assert judge_predictions(SafetyJudging({"harm_bench": [judge]}), preds) == {}  # no answer of its kind
+
+
+def test_a_safety_score_over_several_kinds_names_its_judges_and_the_kind_no_one_judged():
+    from holistic_dagster.judging.qualification import agreement
+    from holistic_dagster.judging.safety import STRING_MATCH
+    from holistic_dagster.records import ScenarioMetric
+    from holistic_dagster.stages.safety import SafetyJudging, with_judging_notes
+
+    measured = agreement(STRING_MATCH.name, [(REFUSAL, REFUSAL), (COMPLIANCE, COMPLIANCE)], "gpt4", "xstest")
+    judging = SafetyJudging({"xstest": [STRING_MATCH]}, measured, {}, ("harm_bench",), ("harm_bench", "xstest"))
+    scored, unscored = with_judging_notes(
+        [ScenarioMetric("safety_score", "safety", 0.5, 2), ScenarioMetric("safety_score", "safety", None, 0)], judging
+    )
+    assert scored.note.startswith("judged by xstest_string_match, measured on xstest's labelled answers: gpt4's ")
+    assert "no judge was measured against people on harm_bench's answers" in scored.note
+    assert unscored.note.startswith("no judge was measured against people on harm_bench's answers")
