@@ -28,6 +28,9 @@ import pandas as pd
 
 log = logging.getLogger(__name__)
 
+NEW = ".new-"  # a segment's name until it is locked (Segment)
+NEW_SEGMENT_ATTEMPTS = 5
+
 
 class _Upserting(Protocol):
     path: Path
@@ -60,18 +63,25 @@ class Segment:
 
     def __init__(self, folder: Path, table: str):
         folder.mkdir(parents=True, exist_ok=True)
-        name = f"{table}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}.jsonl"
-        # locked under a name no replayer looks for, then given its own: a replayer never sees it unlocked
-        hidden = folder / f".new-{name}"
-        self._fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)  # released by the kernel when the process dies, however it dies
-            self.path = folder / name
-            os.rename(hidden, self.path)
-        except BaseException:
-            os.close(self._fd)
-            hidden.unlink(missing_ok=True)
-            raise
+        for _ in range(NEW_SEGMENT_ATTEMPTS):
+            name = f"{table}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}.jsonl"
+            # locked under a name no replayer reads, then given its own: a replayer never reads it unlocked
+            hidden = folder / f"{NEW}{name}"
+            self._fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)  # released by the kernel when the process dies, however it dies
+                self.path = folder / name
+                os.rename(hidden, self.path)
+                break
+            except FileNotFoundError:
+                # a replayer removed it as a dead writer's leftover in the instant before our lock: another one
+                os.close(self._fd)
+            except BaseException:
+                os.close(self._fd)
+                hidden.unlink(missing_ok=True)
+                raise
+        else:
+            raise OSError(f"{folder}: no journal segment could be started ({NEW_SEGMENT_ATTEMPTS} tries)")
         self.empty = True
         self.closed = False
 
@@ -97,6 +107,25 @@ class Segment:
             os.close(self._fd)
 
 
+def _remove_unborn(folder: Path, table: str) -> None:
+    """Removes the segments a writer created but was killed before it locked and named (no row is written to a
+    segment before that): left behind, they were never replayed nor removed. One nobody holds is a dead writer's, or
+    a live one's in the instant before its lock, which then starts another (Segment)."""
+    for path in folder.glob(f"{NEW}{table}-{_host()}-*.jsonl"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # its writer holds it: it is about to be named
+                continue
+            path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
 def _rows_of(fd: int, path: Path) -> list[dict[str, Any]]:
     chunks = []
     while chunk := os.read(fd, 1 << 20):
@@ -117,6 +146,7 @@ def replay(store: _Upserting, table: str) -> int:
     folder = journal_dir(store.path)
     if not folder.is_dir():
         return 0
+    _remove_unborn(folder, table)
     replayed = 0
     for path in sorted(folder.glob(f"{table}-{_host()}-*.jsonl")):
         try:
