@@ -131,7 +131,7 @@ CREATE TABLE IF NOT EXISTS anchor_fits (
 CREATE TABLE IF NOT EXISTS anchor_instances (
     version VARCHAR NOT NULL, scenario VARCHAR NOT NULL, instance_id VARCHAR NOT NULL,
     position INTEGER NOT NULL,        -- its place among the anchors (the order estimates read them in)
-    weight DOUBLE NOT NULL,           -- the share of the full draw its stratum stands for
+    weight DOUBLE NOT NULL,           -- the share of the full draw it stands for (1 / (its chance x draw size))
     PRIMARY KEY (version, scenario, instance_id)
 );
 -- A model evaluated on part of a scenario's draw: only the anchors (an efficient evaluation), or the first n

@@ -220,8 +220,9 @@ def test_any_mean_over_instances_is_the_anchors_stratified_mean():
         and found.method == STRATIFIED
         and (found.n_evaluated, found.n_full) == (3, 100)
     )
-    sd = np.std([2.0, 4.0, 10.0], ddof=1)
-    half = 1.6448536269514722 * sd / 3**0.5 * (1 - 3 / 100) ** 0.5
+    # the normal interval on the weighted spread, over Kish's effective size (sum w)^2 / sum w^2, finite-population
+    # corrected: spread (0.6 * 1.4^2 + 0.3 * 0.6^2 + 0.1 * 6.6^2) * 3/2 = 8.46; size 1 / 0.46 / (1 - 3/100)
+    half = 1.6448536269514722 * (8.46 / (1 / 0.46 / 0.97)) ** 0.5
     assert (found.low, found.high) == pytest.approx((max(0.0, 3.4 - half), 3.4 + half))
     # kept within the metric's bounds
     assert stratified_mean([0.0, 1.0], [0.5, 0.5], 10, bounds=(0.0, 1.0)).high <= 1.0
