@@ -25,7 +25,7 @@ from holistic_dagster.metrics.statistics import PairedResult, paired_test
 from holistic_dagster.results.efficient import partial_evaluations
 from holistic_dagster.results.predictions import worse_instances
 from holistic_dagster.results.scores import original_scores
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 # scipy is imported in the functions that use it: a second of import that every command paid, which loads this
 # module with the pipeline's definitions and mostly never calls it
@@ -120,7 +120,7 @@ def holm(p_values: list[float]) -> list[float]:
 
 
 def gate(
-    warehouse: Warehouse,
+    warehouse: ResultStore,
     version: str,
     candidate: str,
     baseline: str,
@@ -196,7 +196,7 @@ def gate(
 
 
 def regression_examples(
-    warehouse: Warehouse, result: GateResult, row: GateRow, limit: int, prefer: list[str] = ()
+    warehouse: ResultStore, result: GateResult, row: GateRow, limit: int, prefer: list[str] = ()
 ) -> pd.DataFrame:
     """Up to `limit` original instances of a row where the candidate did worse than the baseline (for a 0/1
     metric: the baseline right, the candidate wrong): instance_id, input and both predictions. Instances in

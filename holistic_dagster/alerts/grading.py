@@ -40,7 +40,7 @@ from holistic_dagster.metrics.statistics import PairedResult, bootstrap_statisti
 from holistic_dagster.results.requests import latencies as request_latencies
 from holistic_dagster.results.requests import stability_agreement
 from holistic_dagster.results.scores import original_scores
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def baselines(spec: AlertsSpec, models: Mapping[str, ModelSpec]) -> dict[str, st
 
 
 def evaluate_alerts(
-    warehouse: Warehouse,
+    warehouse: ResultStore,
     version: str,
     spec: AlertsSpec,
     models: Mapping[str, ModelSpec],

@@ -30,7 +30,7 @@ from holistic_dagster.efficient.sequential import (
 from holistic_dagster.metrics import lower_is_better, metric
 from holistic_dagster.results.efficient import draw_ids, instance_values, partial_evaluations
 from holistic_dagster.results.scores import original_scores
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def tolerance_of(rule: MetricRule) -> float:
 
 
 def sequential_gate_of(
-    warehouse: Warehouse,
+    warehouse: ResultStore,
     version: str,
     candidate: str,
     baseline: str,
@@ -122,7 +122,7 @@ class BatchedGate:
 
     def __init__(
         self,
-        warehouse: Warehouse,
+        warehouse: ResultStore,
         version: str,
         candidate: str,
         baseline: str,
@@ -170,7 +170,7 @@ class BatchedGate:
         self.n += self.result.look
         return {s: min(self.n, len(order)) for s, (_, order, _, _) in self.open.items()}
 
-    def observe(self, warehouse: Warehouse) -> None:
+    def observe(self, warehouse: ResultStore) -> None:
         for scenario, (name, order, base, test) in list(self.open.items()):
             n = min(self.n, len(order))
             mine = instance_values(

@@ -32,7 +32,7 @@ from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import code_fingerprint, sha256_json
 from holistic_dagster.results.leaderboard import report_path
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 DATA = "data:"  # a file's key below whichever data folder holds it
 
@@ -88,7 +88,7 @@ class Step:
         return self.kind, self.partition
 
 
-def _rows(warehouse: Warehouse, table: str, where: str, params: list[Any]) -> list[Any] | None:
+def _rows(warehouse: ResultStore, table: str, where: str, params: list[Any]) -> list[Any] | None:
     """Count and an order-free hash of a table's rows (None for a table an earlier release did not have)."""
     try:
         frame = warehouse.df(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {table} t WHERE {where}", params)
@@ -107,7 +107,7 @@ def _suite_inputs(catalog: Catalog, version: str) -> dict[str, Any]:
     }
 
 
-def datasets_step(deployment: Deployment, warehouse: Warehouse, catalog: Catalog, version: str) -> Step:
+def datasets_step(deployment: Deployment, warehouse: ResultStore, catalog: Catalog, version: str) -> Step:
     files = warehouse.df(
         "SELECT uri FROM source_files WHERE version = ? AND uri NOT LIKE 'generator:%'", [version]
     )["uri"].tolist() if warehouse.path.exists() else []  # fmt: skip
@@ -122,7 +122,7 @@ def datasets_step(deployment: Deployment, warehouse: Warehouse, catalog: Catalog
 
 def evaluate_step(
     deployment: Deployment,
-    warehouse: Warehouse,
+    warehouse: ResultStore,
     catalog: Catalog,
     version: str,
     spec: ModelSpec,
@@ -142,7 +142,7 @@ def evaluate_step(
 
 
 def summaries_step(
-    deployment: Deployment, warehouse: Warehouse, catalog: Catalog, version: str, registry: dict[str, ModelSpec]
+    deployment: Deployment, warehouse: ResultStore, catalog: Catalog, version: str, registry: dict[str, ModelSpec]
 ) -> Step:
     scored = {
         table: _rows(warehouse, table, "version = ?", [version]) if warehouse.path.exists() else None
@@ -182,7 +182,7 @@ def suite_steps(
     ]
 
 
-def outputs_present(warehouse: Warehouse, step: Step) -> bool:
+def outputs_present(warehouse: ResultStore, step: Step) -> bool:
     """What the step wrote is still there (a deleted row or report re-runs it)."""
     if step.kind == "datasets":
         found = warehouse.df("SELECT DISTINCT scenario FROM instances WHERE version = ?", [step.partition])
@@ -198,7 +198,7 @@ def outputs_present(warehouse: Warehouse, step: Step) -> bool:
     return set(step.scenarios) <= set(found["scenario"])
 
 
-def mark_skippable(warehouse: Warehouse, step: Step) -> Step:
+def mark_skippable(warehouse: ResultStore, step: Step) -> Step:
     """Sets step.skip_reason when its inputs equal those of its last successful run and its outputs remain."""
     if not warehouse.path.exists():
         return step
@@ -218,7 +218,7 @@ def mark_skippable(warehouse: Warehouse, step: Step) -> Step:
     return step
 
 
-def record(warehouse: Warehouse, step: Step, run_id: str, files: list[list[Any]] | None = None) -> None:
+def record(warehouse: ResultStore, step: Step, run_id: str, files: list[list[Any]] | None = None) -> None:
     """Remembers the inputs of a step that succeeded (files: their state after the run, where it read them)."""
     row = {
         "step": step.kind,

@@ -24,7 +24,7 @@ from holistic_dagster.config.scaleout import CelerySettings, load_celery_setting
 from holistic_dagster.config.shadow import ShadowSpec, load_shadow_spec
 from holistic_dagster.errors import CatalogError
 from holistic_dagster.scenarios.sources import missing_data
-from holistic_dagster.warehouse import Warehouse, open_warehouse
+from holistic_dagster.warehouse import ResultStore, open_warehouse
 
 
 @dataclass(frozen=True)
@@ -144,5 +144,5 @@ class Deployment:
     def automation(self) -> AutomationSettings:
         return load_automation(self.automation_path)
 
-    def warehouse(self) -> Warehouse:
+    def warehouse(self) -> ResultStore:
         return open_warehouse(self.warehouse_path)

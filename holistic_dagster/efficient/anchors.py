@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from holistic_dagster.efficient.irt import ItemParameters, fit_2pl
 from holistic_dagster.efficient.sequential import bounded
@@ -83,7 +84,7 @@ class AnchorFit:
     seed: int
     ability_weight: float = 1.0  # how much of the 2PL's ability difference to the neighbours is kept (IRT)
     # IRT: each model of the population estimated as a new one (refitted without it): models, mae, coverage
-    validation: dict = field(default_factory=dict)
+    validation: dict[str, float] = field(default_factory=dict)
 
     @property
     def anchor_items(self) -> list[str]:
@@ -137,7 +138,7 @@ def fit_population(
 
 def _residuals(params: ItemParameters, y: np.ndarray) -> np.ndarray:
     every = np.arange(y.shape[1])
-    return y - np.array([params.expected_score(every, row) for row in y])
+    return np.asarray(y - np.array([params.expected_score(every, row) for row in y]))
 
 
 def choose_anchors(
@@ -153,13 +154,13 @@ def choose_anchors(
     if not 0 < level < 1:
         raise ValueError(f"the interval's level is in (0, 1); got {level}")
     rng = np.random.default_rng(seed)
-    if not population.fitted:
+    if population.params is None:  # not fitted
         anchors = np.sort(rng.choice(n, size=k, replace=False))
         return AnchorFit(population, anchors, np.full(k, 1 / k), RANDOM, level, float(norm.ppf(0.5 + level / 2)), seed)
     rate = population.matrix.mean(axis=0)
     order = np.lexsort((rng.random(n), rate))  # ties in random order
     strata = np.array_split(order, k)
-    chance = _selection_chances(population, strata)
+    chance = _selection_chances(population.params, population.matrix, strata)
     anchors = np.array([rng.choice(s, p=chance[s]) for s in strata])
     weights = 1 / (chance[anchors] * n)  # Horvitz-Thompson: the share of the draw each anchor stands for
     fit = AnchorFit(population, anchors, weights, IRT, level, math.inf, seed)
@@ -167,7 +168,7 @@ def choose_anchors(
     return AnchorFit(population, anchors, weights, IRT, level, scale, seed, weight, validation)
 
 
-def _selection_chances(population: Population, strata: list[np.ndarray]) -> np.ndarray:
+def _selection_chances(params: ItemParameters, matrix: np.ndarray, strata: list[np.ndarray]) -> np.ndarray:
     """Per item, its chance of being its stratum's anchor: INFORMED of it in proportion to the square root of the
     2PL's information about ability, averaged from a step below the population's weakest model to a step above its
     strongest; the rest uniform, so no anchor stands for more than 1 / (1 - INFORMED) of its stratum's even share.
@@ -175,9 +176,9 @@ def _selection_chances(population: Population, strata: list[np.ndarray]) -> np.n
     folds, 40-150 seeds) at 0, 0.25 and 0.5: one model held out in turn, error 1.92, 1.86, 1.80 points and Kendall
     tau 0.800, 0.808, 0.810; the 4 strongest held out, error 4.66, 4.55, 4.75 (beyond the population, informative
     for it is not informative for them): 0.25."""
-    params, n = population.params, len(population.items)
+    n = matrix.shape[1]
     every = np.arange(n)
-    abilities = [params.ability(every, row) for row in population.matrix]
+    abilities = [params.ability(every, row) for row in matrix]
     p = params.probability(np.linspace(min(abilities) - 1, max(abilities) + 1, 25))
     root_information = np.sqrt((params.discrimination**2 * p * (1 - p)).mean(axis=0))
     chance = np.empty(n)
@@ -189,13 +190,13 @@ def _selection_chances(population: Population, strata: list[np.ndarray]) -> np.n
 ABILITY_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def _left_out_calibration(fit: AnchorFit) -> tuple[float, float, dict]:
+def _left_out_calibration(fit: AnchorFit) -> tuple[float, float, dict[str, float]]:
     """Each model of the population estimated as a new one (the 2PL refitted without it): the ability weight with
     the smallest mean error, the conformal quantile of that weight's errors over their standard errors, and the
     figures (mean absolute error against a random sample's expected one, the share the interval covers)."""
     pop = fit.population
     k, n = len(fit.anchors), fit.n_full
-    errors = {w: [] for w in ABILITY_WEIGHTS}
+    errors: dict[float, list[tuple[float, float]]] = {w: [] for w in ABILITY_WEIGHTS}
     for i, params in enumerate(pop.left_out):
         others = pop.matrix[np.delete(np.arange(len(pop.models)), i)]
         parts = _irt_parts(fit, params, others, pop.left_out_residuals[i], pop.matrix[i, fit.anchors])
@@ -229,7 +230,9 @@ def _sample_error(row: np.ndarray, k: int, n: int) -> float:
     return math.sqrt(float(row.var()) / k * max(1 - k / n, 1 / n))
 
 
-def _irt_parts(fit: AnchorFit, params, matrix, residuals, answers) -> tuple[np.ndarray, np.ndarray]:
+def _irt_parts(
+    fit: AnchorFit, params: ItemParameters, matrix: np.ndarray, residuals: np.ndarray, answers: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
     """Per item: what the neighbours answered (the population's models weighted by how alike they answered the
     anchors, a tempered likelihood), and what the 2PL expects of this model minus what it expects of them."""
     y = np.asarray(answers, float)
@@ -242,14 +245,16 @@ def _irt_parts(fit: AnchorFit, params, matrix, residuals, answers) -> tuple[np.n
     return neighbours, expected - (neighbours - weight @ residuals)
 
 
-def _combine(fit: AnchorFit, answers, neighbours, ability_gap, ability_weight: float) -> float:
+def _combine(
+    fit: AnchorFit, answers: np.ndarray, neighbours: np.ndarray, ability_gap: np.ndarray, ability_weight: float
+) -> float:
     predicted = np.clip(neighbours + ability_weight * ability_gap, 0.0, 1.0)
     rest = np.ones(fit.n_full, bool)
     rest[fit.anchors] = False
     return float((np.sum(answers) + predicted[rest].sum()) / fit.n_full)
 
 
-def estimate(fit: AnchorFit, answers) -> Estimate:
+def estimate(fit: AnchorFit, answers: ArrayLike) -> Estimate:
     """The full-draw score of a model that gave `answers` (0/1, or scores in [0, 1] such as F1, in the order of
     fit.anchors) on the anchors."""
     y = np.asarray(answers, float)
@@ -270,6 +275,8 @@ def estimate(fit: AnchorFit, answers) -> Estimate:
         # clearly, as a sample's own noise takes a model at chance past the weakest now and then, where the 2PL
         # does well
         return _sampled(fit, STRATIFIED, y)
+    if pop.params is None or pop.residuals is None:
+        raise ValueError("an item response fit's estimate needs its population's 2PL")  # never: method is IRT
     value = _combine(fit, y, *_irt_parts(fit, pop.params, pop.matrix, pop.residuals, y), fit.ability_weight)
     half = fit.interval_scale * _standard_error(value, k, n)
     lower, upper = max(0.0, value - half), min(1.0, value + half)
@@ -286,7 +293,7 @@ def _sampled(fit: AnchorFit, method: str, answers: np.ndarray) -> Estimate:
     return replace(stratified_mean(answers, fit.weights, fit.n_full, fit.level, (0.0, 1.0)), method=method)
 
 
-def sample_estimate(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
+def sample_estimate(values: ArrayLike, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
     """The full-draw mean from a uniform random sample of it: Wilson's interval (finite-population corrected) for
     0/1 values, the normal one otherwise."""
     x = np.asarray(values, float)
@@ -301,7 +308,11 @@ def sample_estimate(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estima
 
 
 def stratified_mean(
-    values, weights, n_full: int, level: float = DEFAULT_LEVEL, bounds: tuple[float, float] = (-math.inf, math.inf)
+    values: ArrayLike,
+    weights: ArrayLike,
+    n_full: int,
+    level: float = DEFAULT_LEVEL,
+    bounds: tuple[float, float] = (-math.inf, math.inf),
 ) -> Estimate:
     """Any per-instance metric's full-draw mean from the anchors as the stratified sample they are (each anchor
     weighed by the share of the draw it stands for: the weighted mean), with the normal interval on the values'
@@ -336,7 +347,7 @@ def _proportion_like(x: np.ndarray, bounds: tuple[float, float] = (0.0, 1.0)) ->
     return within and (bool(np.isin(x, (0.0, 1.0)).all()) or len(set(x.tolist())) == 1)
 
 
-def estimate_mean(values, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
+def estimate_mean(values: ArrayLike, n_full: int, level: float = DEFAULT_LEVEL) -> Estimate:
     """A metric that is not right-or-wrong (F1, ROUGE) averaged over a random sample of the full draw: the mean
     with a normal interval (finite-population corrected)."""
     from scipy.stats import norm

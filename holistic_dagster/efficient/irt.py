@@ -49,7 +49,7 @@ class ItemParameters:
         """P(right) on every item for a model that gave `answers` on `items`, averaged over its ability's
         posterior (not at one point estimate: with few answers the posterior is wide and the logistic curve
         is not linear)."""
-        return _posterior(self, items, answers) @ self.probability(GRID)
+        return np.asarray(_posterior(self, items, answers) @ self.probability(GRID))
 
 
 def _posterior(params: ItemParameters, items: np.ndarray, answers: np.ndarray) -> np.ndarray:
@@ -58,14 +58,18 @@ def _posterior(params: ItemParameters, items: np.ndarray, answers: np.ndarray) -
     y = np.asarray(answers, float)
     log_like = (y * np.log(p) + (1 - y) * np.log1p(-p)).sum(axis=1) + np.log(PRIOR)
     w = np.exp(log_like - log_like.max())
-    return w / w.sum()
+    return np.asarray(w / w.sum())
+
+
+def _expit(logits: np.ndarray) -> np.ndarray:
+    from scipy.special import expit
+
+    return np.asarray(expit(logits), dtype=float)
 
 
 def _curve(logits: np.ndarray, guessing: float) -> np.ndarray:
-    from scipy.special import expit
-
     # kept inside (0, 1) so that log-likelihoods stay finite at the grid's ends
-    return np.clip(guessing + (1 - guessing) * expit(logits), 1e-9, 1 - 1e-9)
+    return np.clip(guessing + (1 - guessing) * _expit(logits), 1e-9, 1 - 1e-9)
 
 
 def fit_2pl(
@@ -111,21 +115,21 @@ def fit_2pl(
     return ItemParameters(a, b, guessing, marginal, iteration)
 
 
-def _m_step(a, b, expected_right, expected_seen, guessing: float, steps: int = 2):
+def _m_step(
+    a: np.ndarray, b: np.ndarray, expected_right: np.ndarray, expected_seen: np.ndarray, guessing: float, steps: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
     """Fisher scoring on every item's (a, b) at once (each item's expected log-likelihood is separate), with the
     log-normal prior on a and the normal prior on b; a step is halved where it would not improve an item."""
-    from scipy.special import expit
-
     node = GRID[:, None]
 
-    def objective(a, b):
+    def objective(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         p = _curve(a * (node - b), guessing)
         value = (expected_right * np.log(p) + (expected_seen - expected_right) * np.log1p(-p)).sum(0)
-        return value - 0.5 * np.log(a) ** 2 / LOG_A_PRIOR_SD**2 - np.log(a) - 0.5 * b**2 / B_PRIOR_SD**2
+        return np.asarray(value - 0.5 * np.log(a) ** 2 / LOG_A_PRIOR_SD**2 - np.log(a) - 0.5 * b**2 / B_PRIOR_SD**2)
 
     current = objective(a, b)
     for _ in range(steps):
-        s = expit(a * (node - b))
+        s = _expit(a * (node - b))
         p = _curve(a * (node - b), guessing)
         slope = (1 - guessing) * s * (1 - s)  # dP / d logit
         residual = (expected_right - expected_seen * p) * slope / (p * (1 - p))  # d loglik / d logit

@@ -16,9 +16,11 @@ less than `futility` probability. Stopping for futility never raises the false-a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # scipy is imported in the functions that use it: a second of import that every command paid, which loads this
 # module with the pipeline's definitions and mostly never calls it
@@ -135,7 +137,7 @@ class SequentialSignFlip:
         self.alive = np.array([1.0])  # null distribution of the baseline's share (in hundredths), paths not stopped
         self.spent, self.looks, self.n = 0.0, 0, 0
 
-    def look(self, differences) -> SequentialVerdict | None:
+    def look(self, differences: ArrayLike) -> SequentialVerdict | None:
         d = np.asarray(differences, float)
         n = len(d)
         if not self.n < n <= self.n_full:
@@ -177,7 +179,7 @@ def _advance_sizes(dist: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return out
 
 
-def sign_flip_p_value(differences) -> float:
+def sign_flip_p_value(differences: ArrayLike) -> float:
     """The exact two-sided sign-flip p-value of paired differences in [-1, 1] (sizes on the lattice of
     hundredths): what the fixed-sample gate's permutation test estimates by sampling signs."""
     d = np.asarray(differences, float)
@@ -267,7 +269,7 @@ def order_of(n: int, seed: int) -> np.ndarray:
 SAMPLE_SEED = 0  # the order in which the gate's batches ask a scenario's instances
 
 
-def sample_order(ids, seed: int = SAMPLE_SEED) -> list[str]:
+def sample_order(ids: Sequence[str], seed: int = SAMPLE_SEED) -> list[str]:
     """A scenario's instance ids in the seeded order a sequential gate's batches ask them (sorted first, so that
     the order depends on the draw alone)."""
     ordered = sorted(ids)
@@ -290,7 +292,9 @@ def _critical(dist: np.ndarray, budget: float) -> tuple[int, float]:
     return critical, float(tail[critical]) if critical < len(dist) else 0.0
 
 
-def _regression_chance(bo, co, n, n_full, alpha, tolerance, rng, simulations) -> float:
+def _regression_chance(
+    bo: int, co: int, n: int, n_full: int, alpha: float, tolerance: float, rng: np.random.Generator, simulations: int
+) -> float:
     """Predictive probability that the full draw ends in a regression (the fixed-sample exact McNemar test at
     alpha, two-sided, worse by more than the tolerance), drawing the pairs left from the rates seen so far."""
     from scipy.stats import binom
@@ -326,6 +330,9 @@ def instances_needed(tolerance: float, discordance: float, alpha: float, power: 
     return int(np.ceil((z_a * np.sqrt(d) + z_b * np.sqrt(max(d - tolerance**2, 1e-12))) ** 2 / tolerance**2))
 
 
-def _verdict(verdict, n, n_full, looks, reason, diff, bo, co, level, spread=None) -> SequentialVerdict:
+def _verdict(
+    verdict: str, n: int, n_full: int, looks: int, reason: str, diff: float, bo: int, co: int, level: float,
+    spread: float | None = None,
+) -> SequentialVerdict:  # fmt: skip
     disc = spread if spread is not None else (bo + co) / n if n else 0.0
     return SequentialVerdict(verdict, n, n_full, looks, reason, diff, bo, co, detectable_drop(n, disc, level))

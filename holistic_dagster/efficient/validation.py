@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +75,7 @@ def read_matrix(path: Path) -> Matrix:
     return Matrix(list(models), list(items), np.array(rows, float).reshape(len(models), len(items)), str(path))
 
 
-def _score(value) -> bool:
+def _score(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
 
 
@@ -108,7 +110,7 @@ class Validation:
     alpha: float | None = None
     look: int | None = None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -137,8 +139,9 @@ def validate_estimates(
         raise HolisticError(f"{matrix.source}: validation needs at least 3 models with results on every item")
     n = len(matrix.items)
     full = {m: float(np.nanmean(matrix.rows([m])[0])) for m in complete}
-    found = {m: [] for f in folds for m in f}  # per model: per seed (estimate, random estimate, low, high)
-    method, methods = "", {}
+    # per model, per seed: estimate, random sample's estimate, low, high, the common random sample's estimate
+    found: dict[str, list[tuple[float, float, float, float, float]]] = {m: [] for f in folds for m in f}
+    method, methods = "", dict[str, int]()
     for fold in folds:
         train = [m for m in matrix.models if m not in fold]
         population = fit_population(matrix.rows(train), train, matrix.items, min_models)
@@ -189,13 +192,16 @@ def validate_estimates(
 
 def validate_gate(
     matrix: Matrix, alpha: float = 0.05, tolerance: float = 0.0, look: int = DEFAULT_LOOK, seeds: int = 1
-) -> dict:
+) -> dict[str, Any]:
     """The sequential gate on every ordered pair (baseline, candidate) of models with results on every item,
     against the full-draw exact McNemar verdict (two-sided at alpha, a regression when the candidate is worse by
     more than the tolerance): the share of verdicts reproduced, false alarms (a regression the full draw does not
     show, among the pairs it passes), missed regressions, and the mean share of instances used."""
     complete = [m for m, row in zip(matrix.models, matrix.correct) if not np.isnan(row).any()]
-    agree, used, alarms, misses = [], [], [], []
+    agree: list[bool] = []
+    used: list[float] = []
+    alarms: list[bool] = []
+    misses: list[bool] = []
     for (i, base), (j, cand) in itertools.permutations(enumerate(complete), 2):
         a, b = matrix.rows([base])[0], matrix.rows([cand])[0]
         full = full_draw_verdict(a, b, alpha, tolerance)
@@ -254,5 +260,5 @@ def _ordered(estimates: np.ndarray, truth: np.ndarray) -> tuple[list[bool], int]
     return ordered, separated
 
 
-def _mean(values) -> float:
+def _mean(values: Sequence[float] | np.ndarray) -> float:
     return float(np.mean(values)) if len(values) else float("nan")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 VERDICTS_PARSE = declare(
     "battles",
@@ -43,7 +43,9 @@ def ratings_checks(stage, version: str, scenario: str | None = None, model: str 
     return check_ratings(stage.warehouse, version)
 
 
-def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_failure_rate: float) -> list[CheckOutcome]:
+def check_battles(
+    warehouse: ResultStore, version: str, judges: list[str], max_failure_rate: float
+) -> list[CheckOutcome]:
     frame = warehouse.df(
         "SELECT b.judge, b.battle_id, b.winner, b.model_a, b.model_b, ca.request_id AS found_a, "
         "cb.request_id AS found_b FROM battles b "
@@ -87,7 +89,7 @@ def check_battles(warehouse: Warehouse, version: str, judges: list[str], max_fai
     return [verdicts, linked]
 
 
-def check_ratings(warehouse: Warehouse, version: str) -> list[CheckOutcome]:
+def check_ratings(warehouse: ResultStore, version: str) -> list[CheckOutcome]:
     frame = warehouse.df(
         "SELECT judge, model, rating, ci_low, ci_high, model = baseline AS is_baseline FROM arena_ratings "
         "WHERE version = ? AND method = 'bradley_terry'",

@@ -16,7 +16,7 @@ from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
 from holistic_dagster.results.efficient import partial_evaluation, stored_anchors
 from holistic_dagster.results.scores import prompted_method
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 INSTANCES_NONEMPTY = declare(
     "dataset", "instances_nonempty", "The suite version's sample has at least one evaluated instance.", blocking=True
@@ -105,7 +105,7 @@ def scores_checks(stage, version: str, scenario: str, model: str) -> list[CheckO
 
 
 def check_dataset(
-    warehouse: Warehouse, version: str, scenario: str, needs_references: bool = True
+    warehouse: ResultStore, version: str, scenario: str, needs_references: bool = True
 ) -> list[CheckOutcome]:
     frame = warehouse.df(
         "SELECT instance_id, split, num_correct_references, perturbation, original_instance_id, input "
@@ -147,14 +147,14 @@ def check_dataset(
 _REWRITING_REFERENCES = [p.name for p in PERTURBATIONS.values() if p.perturbs_references]
 
 
-def _applies(warehouse: Warehouse, version: str, scenario: str) -> set[str]:
+def _applies(warehouse: ResultStore, version: str, scenario: str) -> set[str]:
     frame = warehouse.df(
         "SELECT family FROM applicability WHERE version = ? AND scenario = ? AND applies", [version, scenario]
     )
     return set(frame["family"])
 
 
-def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str) -> list[CheckOutcome]:
+def check_prompts(warehouse: ResultStore, version: str, scenario: str, model: str) -> list[CheckOutcome]:
     # a request asks about some text: its prompt, or (language modeling's first window, scored after the model's
     # start token) its continuation alone
     frame = warehouse.df(
@@ -196,7 +196,7 @@ def check_prompts(warehouse: Warehouse, version: str, scenario: str, model: str)
 
 
 def check_completions(
-    warehouse: Warehouse, version: str, scenario: str, model: str, max_failure_rate: float = 0.0
+    warehouse: ResultStore, version: str, scenario: str, model: str, max_failure_rate: float = 0.0
 ) -> list[CheckOutcome]:
     keys = [model, version, scenario]
     frame = warehouse.df(
@@ -237,7 +237,7 @@ def check_completions(
 
 
 def check_scores(
-    warehouse: Warehouse, version: str, scenario: str, model: str, metrics_per_instance: int
+    warehouse: ResultStore, version: str, scenario: str, model: str, metrics_per_instance: int
 ) -> list[CheckOutcome]:
     keys = [model, version, scenario]
     frame = warehouse.df(

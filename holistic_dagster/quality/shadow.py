@@ -9,7 +9,7 @@ from holistic_dagster.quality.base import CheckOutcome, declare
 from holistic_dagster.quality.gx import expect
 from holistic_dagster.shadow.masking import MASK
 from holistic_dagster.shadow.pii_check import TRAFFIC_TEXTS, found_per_row
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 PII_REMOVED = declare(
     "shadow_traffic",
@@ -29,7 +29,7 @@ SHADOW_VERDICTS_PARSE = declare(
 )
 
 
-def check_traffic(warehouse: Warehouse, log: str, policy: str = MASK) -> list[CheckOutcome]:
+def check_traffic(warehouse: ResultStore, log: str, policy: str = MASK) -> list[CheckOutcome]:
     """Every stored text of the log run through an independent PII detector (shadow.pii_check, not the remover's
     patterns). Fails closed: a detector that cannot run fails the check. Details name the column, line and kind
     of what was found, never the value."""
@@ -54,7 +54,7 @@ def check_traffic(warehouse: Warehouse, log: str, policy: str = MASK) -> list[Ch
                     details={**outcome.details, "found": left})]  # fmt: skip
 
 
-def check_shadow_verdicts(warehouse: Warehouse, log: str, max_failure_rate: float) -> list[CheckOutcome]:
+def check_shadow_verdicts(warehouse: ResultStore, log: str, max_failure_rate: float) -> list[CheckOutcome]:
     frame = warehouse.df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
     expectations = [
         expect.ExpectTableRowCountToBeBetween(min_value=1),

@@ -7,7 +7,7 @@ import pandas as pd
 
 from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 LEADERBOARD_COMPLETE = declare(
     "leaderboard",
@@ -39,7 +39,7 @@ def leaderboard_checks(stage, version: str, scenario: str | None = None, model: 
     return check_leaderboard(stage.warehouse, version, stage.deployment.runnable(version)[0])
 
 
-def check_leaderboard(warehouse: Warehouse, version: str, scenarios: list[str]) -> list[CheckOutcome]:
+def check_leaderboard(warehouse: ResultStore, version: str, scenarios: list[str]) -> list[CheckOutcome]:
     frame = warehouse.df(
         "SELECT model, scenario, count(value) AS num_values FROM scenario_metrics WHERE version = ? GROUP BY ALL",
         [version],

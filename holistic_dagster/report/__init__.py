@@ -40,7 +40,7 @@ from holistic_dagster.results.leaderboard import (
     imported_models,
 )
 from holistic_dagster.results.scores import original_scores
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 PREDICTIONS_PER_SCENARIO = 20  # original instances per scenario on a predictions page (with their perturbed copies)
 PREDICTIONS_SEED = 0
@@ -66,7 +66,7 @@ def breakable(name: str) -> Markup:
 
 
 def build_report(
-    warehouse: Warehouse,
+    warehouse: ResultStore,
     version: str,
     main_metric: dict[str, str],
     folder: Path,

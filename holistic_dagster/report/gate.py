@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from holistic_dagster.alerts.gate import GateResult, GateRow, regression_examples
 from holistic_dagster.report.predictions import samples
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 EXAMPLES = 3  # instances shown per regression
 TEXT = 160  # characters of an input or a prediction shown
@@ -19,7 +19,7 @@ HEADLINE = {
 
 
 def gate_markdown(
-    warehouse: Warehouse, result: GateResult, report_url: str, predictions_per_scenario: int, seed: int
+    warehouse: ResultStore, result: GateResult, report_url: str, predictions_per_scenario: int, seed: int
 ) -> str:
     """The summary. `report_url`: where the suite version's report is (its index.html's folder), for links;
     the report's predictions sample (`predictions_per_scenario`, `seed`) says which instances have an anchor."""

@@ -13,7 +13,7 @@ from holistic_dagster.judging.qualification import ALL_MODELS
 from holistic_dagster.metrics import METRICS
 from holistic_dagster.results.safety import latest_rater_agreement
 from holistic_dagster.results.suite_score import mean_scores
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
 def family_main_metrics(family: str, main_metric: Mapping[str, str], scenarios: list[str]) -> dict[str, str]:
@@ -41,7 +41,7 @@ def mean_score_table(rows: pd.DataFrame, title: str, family: str, main_metric: M
     }  # fmt: skip
 
 
-def rater_agreement(warehouse: Warehouse, version: str, min_kappa: float | None = None) -> list[dict[str, Any]]:
+def rater_agreement(warehouse: ResultStore, version: str, min_kappa: float | None = None) -> list[dict[str, Any]]:
     """Per rater and kind of answers (as last measured for this version): its agreement with people overall (with
     its 95% interval) and per human label, Cohen's kappa, its kappa on each answering model's answers (a rater
     scores a kind only when each clears the suite's min_kappa), and the models on whose answers it fell short. A

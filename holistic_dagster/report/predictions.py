@@ -12,7 +12,7 @@ import pandas as pd
 
 from holistic_dagster.metrics import WORST
 from holistic_dagster.results.predictions import prediction_rows, scored_originals
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 from holistic_dagster.warehouse.rows import references_of, tokens_of
 
 MAX_TOKENS_SHOWN = 16  # generated tokens whose log-probabilities (and alternatives) a prediction lists
@@ -77,7 +77,7 @@ def sample_order(instance_id: str, seed: int) -> str:
     return hashlib.sha256(f"{seed}/{instance_id}".encode()).hexdigest()
 
 
-def samples(warehouse: Warehouse, version: str, limit: int, seed: int = 0) -> dict[str, list[str]]:
+def samples(warehouse: ResultStore, version: str, limit: int, seed: int = 0) -> dict[str, list[str]]:
     """Per scenario, up to `limit` of its original evaluated instances that some model was scored on (a seeded
     sample, the same for every model); and the number of evaluated originals per scenario."""
     ids = scored_originals(warehouse, version)
@@ -88,7 +88,7 @@ def samples(warehouse: Warehouse, version: str, limit: int, seed: int = 0) -> di
 
 
 def load_items(
-    warehouse: Warehouse, version: str, sample: dict[str, list[str]], main_metric: dict[str, str]
+    warehouse: ResultStore, version: str, sample: dict[str, list[str]], main_metric: dict[str, str]
 ) -> dict[str, list[Item]]:
     """Per scenario, the sampled instances with their perturbed copies, and what every model did on each (three
     queries for the whole version)."""

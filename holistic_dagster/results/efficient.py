@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
+
+if TYPE_CHECKING:
+    from holistic_dagster.config.catalog import Catalog
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class AnchorSet:
     level: float
 
 
-def fit_facts(row: pd.Series) -> dict:
+def fit_facts(row: pd.Series) -> dict[str, Any]:
     return {
         "method": row["method"], "anchors": int(row["anchors"]), "n_full": int(row["n_full"]),
         "models": json.loads(row["models"]), "validation": json.loads(row["validation"]), "metric": row["metric"],
@@ -35,7 +39,7 @@ def fit_facts(row: pd.Series) -> dict:
     }  # fmt: skip
 
 
-def anchor_fit_facts(warehouse: Warehouse, version: str, scenario: str) -> dict:
+def anchor_fit_facts(warehouse: ResultStore, version: str, scenario: str) -> dict[str, Any]:
     """The stored fit of a scenario's anchors: method, anchors, n_full, models, validation, metric, level."""
     stored = warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
     if stored.empty:
@@ -43,7 +47,7 @@ def anchor_fit_facts(warehouse: Warehouse, version: str, scenario: str) -> dict:
     return fit_facts(stored.iloc[0])
 
 
-def stored_anchors(warehouse: Warehouse, version: str, scenario: str) -> AnchorSet | None:
+def stored_anchors(warehouse: ResultStore, version: str, scenario: str) -> AnchorSet | None:
     fit = warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
     if fit.empty:
         return None
@@ -58,7 +62,7 @@ def stored_anchors(warehouse: Warehouse, version: str, scenario: str) -> AnchorS
     )  # fmt: skip
 
 
-def partial_evaluation(warehouse: Warehouse, version: str, scenario: str, model: str) -> dict | None:
+def partial_evaluation(warehouse: ResultStore, version: str, scenario: str, model: str) -> dict[str, Any] | None:
     """The partial_evaluations row of a model's scenario (None: evaluated on the whole draw)."""
     frame = warehouse.df(
         "SELECT * FROM partial_evaluations WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
@@ -66,17 +70,17 @@ def partial_evaluation(warehouse: Warehouse, version: str, scenario: str, model:
     return None if frame.empty else frame.iloc[0].to_dict()
 
 
-def partial_evaluations(warehouse: Warehouse, version: str) -> pd.DataFrame:
+def partial_evaluations(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """Every model x scenario of the version evaluated efficiently: model, scenario, n_evaluated, n_full."""
     return warehouse.df("SELECT * FROM partial_evaluations WHERE version = ?", [version])
 
 
-def estimates(warehouse: Warehouse, version: str) -> pd.DataFrame:
+def estimates(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """The version's estimated cells with their intervals (model, scenario, family, metric, value, ci_low, ...)."""
     return warehouse.df("SELECT * FROM estimates WHERE version = ?", [version])
 
 
-def all_estimates(warehouse: Warehouse, catalog) -> pd.DataFrame:
+def all_estimates(warehouse: ResultStore, catalog: Catalog) -> pd.DataFrame:
     """Every estimated main accuracy cell of every version (what the `complete_undecided` sensor weighs; an
     efficient evaluation estimates the other metrics too, which place no model)."""
     from holistic_dagster.results.leaderboard import main_metrics
@@ -89,7 +93,7 @@ def all_estimates(warehouse: Warehouse, catalog) -> pd.DataFrame:
     return frame[pd.Series(main, index=frame.index, dtype=bool)]
 
 
-def measured_accuracy(warehouse: Warehouse) -> pd.DataFrame:
+def measured_accuracy(warehouse: ResultStore) -> pd.DataFrame:
     """Every measured (not estimated) accuracy cell: model, version, scenario, metric, value."""
     return warehouse.df(
         "SELECT model, version, scenario, metric, value FROM scenario_metrics WHERE family = 'accuracy' "
@@ -97,17 +101,18 @@ def measured_accuracy(warehouse: Warehouse) -> pd.DataFrame:
     )
 
 
-def draw_ids(warehouse: Warehouse, version: str, scenario: str) -> list[str]:
+def draw_ids(warehouse: ResultStore, version: str, scenario: str) -> list[str]:
     """The original test instances of a scenario's draw in the version, sorted."""
-    return warehouse.df(
+    ids: list[str] = warehouse.df(
         "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test' AND perturbation = '' "
         "ORDER BY instance_id",
         [version, scenario],
     )["instance_id"].tolist()
+    return ids
 
 
 def instance_values(
-    warehouse: Warehouse, version: str, scenario: str, model: str, family: str, metric: str
+    warehouse: ResultStore, version: str, scenario: str, model: str, family: str, metric: str
 ) -> dict[str, float]:
     """{instance_id: value} of a model's metric on the scenario's original instances, whether it answered all of
     them or part (a partial evaluation's rows too: what the sequential gate reads batch by batch)."""

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pandas as pd
 
+from holistic_dagster.config.catalog import Catalog
 from holistic_dagster.metrics import FAMILIES, metric
 from holistic_dagster.results.leaderboard import headline_columns, main_metrics
 from holistic_dagster.results.statistics import summary_cells, summary_win_rates
@@ -39,7 +41,7 @@ def headline(store: ResultStore, version: str, main_metric: dict[str, str], orde
     return Headline(version, cells, rates, applicability, main_metric, tables)
 
 
-def suite_headline(store: ResultStore, catalog, version: str) -> Headline:
+def suite_headline(store: ResultStore, catalog: Catalog, version: str) -> Headline:
     """headline() with the suite's main metrics and column order (an imported HELM version's: as imported)."""
     order = catalog.suite(version).columns if version in catalog.suite_versions() else ()
     return headline(store, version, main_metrics(store, catalog, version), tuple(order))
@@ -78,7 +80,7 @@ class Cell:
 
     @property
     def ci(self) -> str:
-        if self.ci_low is None or self.value is None:
+        if self.ci_low is None or self.ci_high is None or self.value is None:
             return ""
         if self.estimated:  # e.g. ≈0.41 ±0.03, 100/567
             half = (self.ci_high - self.ci_low) / 2
@@ -102,11 +104,11 @@ class HeadlineTable:
     not_applicable: list[tuple[str, str]] = field(default_factory=list)  # scenario, why
 
 
-def _float(v) -> float | None:
+def _float(v: Any) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
-def cell_of(r) -> Cell:
+def cell_of(r: Any) -> Cell:
     """A leaderboard_stats row as a cell; where the value is undefined, the note says why (scenario_metrics' note,
     when the cells carry it)."""
     value = _float(r.value)
@@ -155,10 +157,10 @@ def headline_tables(
         by_key = {(r.model, r.scenario, r.metric, r.perturbation): cell_of(r) for r in part.itertuples(index=False)}
         grid = {m: [by_key.get((m, c.scenario, c.metric, c.perturbation)) for c in columns] for m in models}
         for j, column in enumerate(columns):  # mark each column's best value
-            best = _best([grid[m][j].value if grid[m][j] else None for m in models], column.metric)
+            best = _best([cell.value if (cell := grid[m][j]) else None for m in models], column.metric)
             for m, is_best in zip(models, best):
-                if is_best:
-                    grid[m][j] = replace(grid[m][j], best=True)
+                if is_best and (cell := grid[m][j]) is not None:
+                    grid[m][j] = replace(cell, best=True)
         win = rates[rates["family"] == family].set_index("model")
         rows = [
             (m, _float(win["mean_win_rate"].get(m)), int(win["num_columns"].get(m, 0) or 0), grid[m]) for m in models

@@ -5,16 +5,17 @@ significance level (for imported HELM versions, as the import recorded them), an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
 
-from holistic_dagster.config.catalog import SuiteSpec
+from holistic_dagster.config.catalog import Catalog, SuiteSpec
 from holistic_dagster.metrics import FAMILIES, is_headline
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
-def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -> pd.DataFrame:
+def leaderboard(warehouse: ResultStore, version: str, family: str | None = None) -> pd.DataFrame:
     """Models x (scenario, metric) per family, for one suite version; never blended across families. Families
     that do not apply to a scenario appear as rows with no value and a note saying so."""
     sql = "SELECT * FROM leaderboard WHERE version = ?" + (" AND family = ?" if family else "")
@@ -23,19 +24,22 @@ def leaderboard(warehouse: Warehouse, version: str, family: str | None = None) -
     return frame.sort_values(["family", "scenario", "metric", "perturbation", "model"]).reset_index(drop=True)
 
 
-def main_metrics(warehouse: Warehouse, catalog, version: str) -> dict[str, str]:
+def main_metrics(warehouse: ResultStore, catalog: Catalog, version: str) -> dict[str, str]:
     """{scenario: its main accuracy metric}: as the suite version pins them, or for a version made by importing
     HELM runs (holistic_dagster.helm), as the import chose them."""
     if version in catalog.suite_versions():
         return catalog.main_metrics(version)
-    return dict(warehouse.df(IMPORTED_SCENARIOS, [version])[["scenario", "main_metric"]].itertuples(index=False))
+    imported: dict[str, str] = dict(
+        warehouse.df(IMPORTED_SCENARIOS, [version])[["scenario", "main_metric"]].itertuples(index=False)
+    )
+    return imported
 
 
-def regression_alpha(catalog, version: str) -> float:
+def regression_alpha(catalog: Catalog, version: str) -> float:
     """The suite's significance level for paired tests; an imported version's is the suites' default."""
     if version in catalog.suite_versions():
-        return catalog.suite(version).regression_alpha
-    return SuiteSpec.model_fields["regression_alpha"].default
+        return float(catalog.suite(version).regression_alpha)
+    return float(SuiteSpec.model_fields["regression_alpha"].default)
 
 
 IMPORTED_SCENARIOS = (
@@ -48,17 +52,20 @@ def headline_columns(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.Dat
     """The cells that enter each family's win rate (metrics.is_headline)."""
     if cells.empty:
         return cells
-    main = lambda r: main_metric.get(r.scenario, "")  # noqa: E731
-    return cells[cells.apply(lambda r: is_headline(r.family, r.metric, r.perturbation, main(r)), axis=1)]
+
+    def headline(r: Any) -> bool:
+        return is_headline(r.family, r.metric, r.perturbation, main_metric.get(r.scenario, ""))
+
+    return cells[cells.apply(headline, axis=1)]
 
 
-def report_path(warehouse: Warehouse, version: str) -> Path:
+def report_path(warehouse: ResultStore, version: str) -> Path:
     """The first page of a suite version's HTML report: reports/<version>/index.html beside the warehouse (its
     scenario and predictions pages are in the same folder)."""
     return warehouse.path.parent / "reports" / version / "index.html"
 
 
-def imported_models(warehouse: Warehouse, version: str) -> set[str]:
+def imported_models(warehouse: ResultStore, version: str) -> set[str]:
     """The models of the version whose results were imported from HELM runs (holistic_dagster.helm)."""
     try:
         frame = warehouse.df("SELECT DISTINCT model FROM imported_runs WHERE version = ?", [version])
@@ -67,17 +74,17 @@ def imported_models(warehouse: Warehouse, version: str) -> set[str]:
     return set(frame["model"])
 
 
-def has_statistics(warehouse: Warehouse, version: str) -> bool:
+def has_statistics(warehouse: ResultStore, version: str) -> bool:
     """The version's summaries were computed (leaderboard_stats holds its cells)."""
     return bool(warehouse.df("SELECT count(*) AS n FROM leaderboard_stats WHERE version = ?", [version])["n"].iat[0])
 
 
-def comparisons(warehouse: Warehouse, version: str) -> pd.DataFrame:
+def comparisons(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """The version's paired comparisons of each model with its baseline (the regressions' table)."""
     return warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
 
 
-def evaluated_counts(warehouse: Warehouse, version: str) -> pd.Series:
+def evaluated_counts(warehouse: ResultStore, version: str) -> pd.Series:
     """{scenario: its evaluated original test instances} for the version."""
     return warehouse.df(
         "SELECT scenario, count(*) AS n FROM instances WHERE version = ? AND split = 'test' AND perturbation = '' "
@@ -92,7 +99,7 @@ BORROWED = (
 )
 
 
-def borrowed_pools(warehouse: Warehouse, version: str) -> dict[str, str]:
+def borrowed_pools(warehouse: ResultStore, version: str) -> dict[str, str]:
     """{scenario: note} for each scenario of the version whose prompts showed in-context examples held out of the
     file it evaluates because no train split was here (`train_holdout`, marked on the pool's instances; not a
     split the upstream layout itself makes, as TruthfulQA's first fifth or NaturalQuestions' even lines, which HELM

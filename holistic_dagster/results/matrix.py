@@ -10,10 +10,10 @@ from holistic_dagster.efficient.sequential import bounded
 from holistic_dagster.efficient.validation import Matrix
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.results.scores import original_scores
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
-def scenario_matrix(warehouse: Warehouse, version: str, scenario: str, metric: str) -> Matrix:
+def scenario_matrix(warehouse: ResultStore, version: str, scenario: str, metric: str) -> Matrix:
     """Every model's value of `metric` (accuracy family, in [0, 1]) on each original test instance of the scenario in
     the suite version; NaN where a model has no value for an instance (it was evaluated on part of the draw)."""
     scores = original_scores(warehouse, version)
@@ -30,7 +30,7 @@ def scenario_matrix(warehouse: Warehouse, version: str, scenario: str, metric: s
 
 
 def full_draw_results(
-    warehouse: Warehouse, version: str, scenario: str, metric: str, models: list[str] | tuple[str, ...] | None = None
+    warehouse: ResultStore, version: str, scenario: str, metric: str, models: list[str] | tuple[str, ...] | None = None
 ) -> tuple[Matrix, list[str]]:
     """The models with a value of `metric` (accuracy family) on every original test instance of the scenario's
     draw, as a matrix over the draw (models evaluated efficiently are not among them), and the draw's instance ids.

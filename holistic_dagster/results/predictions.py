@@ -5,6 +5,7 @@ per-instance score (three queries for a whole version)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -31,9 +32,9 @@ def _among(scenario: str, instance_id: str) -> str:
 
 @dataclass(frozen=True)
 class PredictionRows:
-    instances: list[dict]  # the originals and their perturbed copies
-    requests: list[dict]  # every model's requests of those instances, each with its completion
-    scores: list[dict]  # every per-instance score of those instances
+    instances: list[dict[str, Any]]  # the originals and their perturbed copies
+    requests: list[dict[str, Any]]  # every model's requests of those instances, each with its completion
+    scores: list[dict[str, Any]]  # every per-instance score of those instances
 
 
 def prediction_rows(store: ResultStore, version: str, sample: dict[str, list[str]]) -> PredictionRows:

@@ -9,10 +9,10 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import NOT_COMPARED, REFERENCE_FAMILIES, lower_is_better
 from holistic_dagster.metrics.scoring import CORRECTNESS
 from holistic_dagster.metrics.statistics import SEED, paired_test
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
-def original_scores(warehouse: Warehouse, version: str, models: list[str] | None = None) -> pd.DataFrame:
+def original_scores(warehouse: ResultStore, version: str, models: list[str] | None = None) -> pd.DataFrame:
     """The per-instance scores of a version's original (unperturbed) instances: model, scenario,
     instance_id, family, metric, perturbation ('' or 'worst'), value. A model's scenario evaluated efficiently (only
     its anchors answered: partial_evaluations) is left out: paired tests, statistics and the gate read full draws."""
@@ -38,7 +38,7 @@ def calibration_pairs(rows: pd.DataFrame, model: str, scenario: str) -> pd.DataF
 
 
 def compare_models(
-    warehouse: Warehouse,
+    warehouse: ResultStore,
     version: str,
     model_a: str,
     model_b: str,
@@ -77,7 +77,7 @@ def compare_models(
     return pd.DataFrame(out)
 
 
-def prompted_method(warehouse: Warehouse, version: str, scenario: str, model: str) -> str:
+def prompted_method(warehouse: ResultStore, version: str, scenario: str, model: str) -> str:
     """The adapter method the prompts were built with (the scenario's, or a fallback)."""
     frame = warehouse.df(
         "SELECT DISTINCT adapter_method FROM prompts WHERE model = ? AND version = ? AND scenario = ?",

@@ -4,6 +4,8 @@ stores them (leaderboard_stats, win_rates); a reader of a version whose summarie
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -22,16 +24,18 @@ from holistic_dagster.metrics.toxicity import toxicity_metrics
 from holistic_dagster.results.efficient import estimates
 from holistic_dagster.results.leaderboard import headline_columns
 from holistic_dagster.results.scores import calibration_pairs, original_scores
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
-def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+def cell_statistics(warehouse: ResultStore, version: str, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """Every scenario_metrics row of the version with n, ci_low, ci_high, the bootstrap's seed and size, and
     a note where no CI applies."""
     cells = warehouse.df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
     rows = original_scores(warehouse, version)
     groups = {k: g for k, g in rows.groupby(["model", "scenario", "family", "metric", "perturbation"])}
-    calibration_boot: dict = {}  # (model, scenario) -> resampled calibration metrics, shared by its cells
+    calibration_boot: dict[
+        tuple[str, str], dict[str, np.ndarray] | None
+    ] = {}  # (model, scenario) -> resampled calibration metrics, shared by its cells
     estimated = {
         (e.model, e.scenario, e.family, e.metric): e for e in estimates(warehouse, version).itertuples(index=False)
     }
@@ -94,7 +98,9 @@ def cell_statistics(warehouse: Warehouse, version: str, *, n_boot: int = N_BOOT,
     return pd.DataFrame(out)
 
 
-def _calibration_ci(rows, c, n_boot: int, seed: int, memo: dict) -> tuple[float, float]:
+def _calibration_ci(
+    rows: pd.DataFrame, c: Any, n_boot: int, seed: int, memo: dict[tuple[str, str], dict[str, np.ndarray] | None]
+) -> tuple[float, float]:
     """ECE and the other calibration metrics from resampled (max_prob, exact_match) pairs (the same resamples
     for every calibration metric of a cell's model and scenario, computed once), the interval shifted by the
     resampling's bias (bias_shifted_interval)."""
@@ -138,7 +144,7 @@ def family_win_rates(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.Dat
     return pd.concat(out)[["version", "family", "model", "mean_win_rate", "num_columns"]].reset_index(drop=True)
 
 
-def summary_cells(warehouse: Warehouse, version: str) -> pd.DataFrame:
+def summary_cells(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """The version's leaderboard cells with their statistics and, where a value is undefined, why (the stored
     leaderboard_stats; computed, not stored, for a version whose summaries were not computed)."""
     cells = warehouse.df("SELECT * FROM leaderboard_stats WHERE version = ?", [version])
@@ -151,7 +157,9 @@ def summary_cells(warehouse: Warehouse, version: str) -> pd.DataFrame:
     return cells.merge(notes, on=keys, how="left").fillna({"note": ""})  # why an undefined value is undefined
 
 
-def summary_win_rates(warehouse: Warehouse, version: str, cells: pd.DataFrame, main_metric: dict[str, str]):
+def summary_win_rates(
+    warehouse: ResultStore, version: str, cells: pd.DataFrame, main_metric: dict[str, str]
+) -> pd.DataFrame:
     """The version's mean win rates per family (stored, or computed from `cells` when the summaries were not)."""
     rates = warehouse.df("SELECT * FROM win_rates WHERE version = ?", [version])
     return rates if len(rates) else family_win_rates(cells, main_metric)

@@ -7,14 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import pandas as pd
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 from holistic_dagster.warehouse.rows import json_list, metadata_of, references_of, tokens_of
 
 
 def trace_score(
-    warehouse: Warehouse, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str = ""
+    warehouse: ResultStore, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str = ""
 ) -> dict[str, Any]:
     score = _score(warehouse, model, version, scenario, instance_id, metric, family)
     run_keys = [model, version, scenario]
@@ -71,7 +72,9 @@ PROVENANCE_FIELDS = (
 )  # fmt: skip
 
 
-def _score(warehouse: Warehouse, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str):
+def _score(
+    warehouse: ResultStore, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str
+) -> pd.Series:
     """The one instance_scores row traced; an error saying what the instance has, or which families to choose from."""
     keys = [model, version, scenario, instance_id, metric]
     where = "model = ? AND version = ? AND scenario = ? AND instance_id = ? AND metric = ?"
@@ -94,7 +97,9 @@ def _score(warehouse: Warehouse, model: str, version: str, scenario: str, instan
     return scores.iloc[0]
 
 
-def _imported_run(warehouse: Warehouse, version: str, scenario: str, model: str, subset: str) -> dict | None:
+def _imported_run(
+    warehouse: ResultStore, version: str, scenario: str, model: str, subset: str
+) -> dict[str, Any] | None:
     """A partition imported from HELM: the run folder it came from (the one for the instance's subset)."""
     try:
         imported = warehouse.df(
@@ -109,7 +114,7 @@ def _imported_run(warehouse: Warehouse, version: str, scenario: str, model: str,
     return {**imported.iloc[0][["run_name", "folder"]].to_dict(), "files": json_list(imported["files"].iat[0])}
 
 
-def _instance(warehouse: Warehouse, version: str, scenario: str, instance_id: str) -> dict[str, Any]:
+def _instance(warehouse: ResultStore, version: str, scenario: str, instance_id: str) -> dict[str, Any]:
     frame = warehouse.df(
         "SELECT * FROM instances WHERE version = ? AND scenario = ? AND instance_id = ?",
         [version, scenario, instance_id],

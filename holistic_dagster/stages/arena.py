@@ -169,7 +169,9 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     return metadata
 
 
-def _judge_ratings(version: str, judge: str, frame: pd.DataFrame, baseline: str, arena) -> list[dict[str, Any]]:
+def _judge_ratings(
+    version: str, judge: str, frame: pd.DataFrame, baseline: str, arena: ArenaSpec
+) -> list[dict[str, Any]]:
     """One judge's rating rows: Bradley-Terry with and without style control (bootstrap CIs), and online Elo."""
     counts = _per_model(frame)
     n_boot, seed = arena.bootstrap_samples, arena.seed
@@ -227,7 +229,7 @@ JUDGE_COLUMNS = ["version", "judge", "qualified", "agreement", "position_consist
 def _length_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Arena-Hard's style covariate: (len_a - len_b) / (len_a + len_b), 0 when both answers are empty."""
     total = a + b
-    return np.divide(a - b, total, out=np.zeros(len(a), dtype=float), where=total > 0)
+    return np.asarray(np.divide(a - b, total, out=np.zeros(len(a), dtype=float), where=total > 0))
 
 
 def _per_model(frame: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -240,10 +242,14 @@ def _per_model(frame: pd.DataFrame) -> dict[str, dict[str, float]]:
         ]
     )
     grouped = sides.groupby("model").agg(num_battles=("win", "size"), wins=("win", "sum"), tokens=("tokens", "mean"))
-    return grouped.to_dict("index")
+    per_model: dict[str, dict[str, float]] = grouped.to_dict("index")
+    return per_model
 
 
-def _rating_row(version, judge, method, model, rating, low, high, counts, baseline, seed, n_boot, note) -> dict:
+def _rating_row(
+    version: str, judge: str, method: str, model: str, rating: float, low: float | None, high: float | None,
+    counts: dict[str, dict[str, float]], baseline: str, seed: int, n_boot: int, note: str,
+) -> dict[str, Any]:  # fmt: skip
     c = counts[model]
     return {
         "version": version,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -113,7 +114,7 @@ def _model_key(stage: StageContext, model: str) -> str:
     return answering_identity(stage.client(model).describe())
 
 
-def _answered(stage: StageContext, model_key: str, requests_sql: str, params: list) -> pd.DataFrame:
+def _answered(stage: StageContext, model_key: str, requests_sql: str, params: list[Any]) -> pd.DataFrame:
     """The completion cache's answers of `model_key` (these weights) to the requests `requests_sql` selects: each
     request once, with what its answers cost at the price recorded with them (0 where none was recorded)."""
     replay(stage.warehouse, "completion_cache")  # answers a killed run was billed for but had not committed

@@ -108,7 +108,7 @@ def answer_requests(
                 raise StopSending
 
         if spend is not None:
-            save.reserve = spend.reserve  # asked before each request is sent (clients/http.py send_concurrently)
+            save.reserve = spend.reserve  # type: ignore[attr-defined]  # asked before each request is sent (clients/http.py send_concurrently)
 
         client.generate([r for r in todo if r.kind == "generate"], save)
         if not (spend and spend.reached):
@@ -138,7 +138,7 @@ def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], de
     row["provenance_id"] = sha256_json(row)[:16]
     row["created_at"] = datetime.now(timezone.utc).replace(tzinfo=None)
     stage.warehouse.upsert("provenance", pd.DataFrame([row]))
-    return row["provenance_id"]
+    return str(row["provenance_id"])
 
 
 def cache_rows(completions: list[Completion], model_key: str, provenance_id: str) -> list[dict[str, Any]]:

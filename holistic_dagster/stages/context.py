@@ -11,7 +11,7 @@ from holistic_dagster.config.catalog import Catalog, ToxicitySpec
 from holistic_dagster.config.deployment import Deployment
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.toxicity import ToxicityClassifier, get_classifier
-from holistic_dagster.warehouse import Warehouse
+from holistic_dagster.warehouse import ResultStore
 
 
 @dataclass
@@ -20,7 +20,7 @@ class StageContext:
     and the run's id; how to reach a model's backend and the suite's toxicity classifier (the Dagster layer passes
     its configured resources)."""
 
-    warehouse: Warehouse
+    warehouse: ResultStore
     catalog: Catalog = field(default_factory=Catalog)
     deployment: Deployment = field(default_factory=Deployment)
     run_id: str = ""

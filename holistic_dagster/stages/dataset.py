@@ -13,6 +13,7 @@ from holistic_dagster.perturbations import perturb_instances
 from holistic_dagster.records import Instance, sha256_json
 from holistic_dagster.scenarios import load_instances, sample_instances
 from holistic_dagster.scenarios.loaders import companion_sources
+from holistic_dagster.scenarios.spec import ScenarioSpec
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.rows import instance_from_row, instance_row, source_file_row
 
@@ -43,7 +44,7 @@ def build_dataset(stage: StageContext, version: str, scenario: str) -> dict[str,
     }
 
 
-def _applicability(spec, family: str, perturbations: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+def _applicability(spec: ScenarioSpec, family: str, perturbations: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     if family in PERTURBATION_FAMILIES and family in spec.families and family not in perturbations:
         return {"applies": False, "detail": "the suite version chooses no perturbations"}
     if family not in spec.families:

@@ -32,6 +32,7 @@ from holistic_dagster.efficient.anchors import (
 )
 from holistic_dagster.efficient.sequential import bounded, sample_order
 from holistic_dagster.efficient.validation import Matrix
+from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import metric
 from holistic_dagster.metrics.registry import WORST
 from holistic_dagster.records import Instance, InstanceScore, ScenarioMetric, sha256_json
@@ -43,7 +44,9 @@ from holistic_dagster.stages.context import StageContext
 ANCHOR_SEED = 0
 
 
-def fit_anchors(stage: StageContext, version: str, scenario: str, k: int, level: float = DEFAULT_LEVEL) -> dict:
+def fit_anchors(
+    stage: StageContext, version: str, scenario: str, k: int, level: float = DEFAULT_LEVEL
+) -> dict[str, Any]:
     """Fits the scenario's anchors on the models with results on its whole draw (unless the stored fit was made
     on the same scores with the same k) and stores them; returns the fit's facts and validation."""
     metric = main_metrics(stage.warehouse, stage.catalog, version)[scenario]
@@ -99,8 +102,10 @@ def anchors_for(
     if stage.sample:
         keep, models, how = set(sample_order(draw)[: stage.sample]), [], "sample"
     else:
-        fit_anchors(stage, version, scenario, stage.efficient)
+        fit_anchors(stage, version, scenario, part)
         chosen = stored_anchors(stage.warehouse, version, scenario)
+        if chosen is None:  # fit_anchors has just stored them
+            raise HolisticError(f"{scenario} ({version}): no anchors stored after fitting them")
         keep, models, how = set(chosen.instance_ids), list(chosen.models), "anchors"
     asked = [i for i in instances if i.split != "test" or (i.original_id or i.instance_id) in keep]
     row = {**keys, "n_evaluated": len(keep), "n_full": len(draw), "fit_models": json.dumps(models), "how": how}
@@ -132,6 +137,8 @@ def estimated_metrics(
     sample's mean, and what is not such a mean (calibration error, bias, a per-perturbation mean) without a value and
     a note saying why; and the estimates rows. Returns the main metric's estimate too."""
     partial = partial_evaluation(stage.warehouse, version, scenario, model)
+    if partial is None:  # the completions step recorded it
+        raise HolisticError(f"{model} on {scenario} ({version}): no partial evaluation recorded to estimate from")
     n_full, fitted = int(partial["n_full"]), partial["how"] == "anchors"
     chosen = stored_anchors(stage.warehouse, version, scenario) if fitted else None
     weight = dict(zip(chosen.instance_ids, chosen.weights)) if chosen else {}
@@ -173,7 +180,9 @@ def _instance_values(rows: list[InstanceScore], m: ScenarioMetric) -> dict[str, 
     }
 
 
-def _estimate_row(model, version, scenario, m: ScenarioMetric, found: Estimate, chosen: AnchorSet | None) -> dict:
+def _estimate_row(
+    model: str, version: str, scenario: str, m: ScenarioMetric, found: Estimate, chosen: AnchorSet | None
+) -> dict[str, Any]:
     return {
         "model": model, "version": version, "scenario": scenario, "family": m.family, "metric": m.metric,
         "value": found.value, "ci_low": found.low, "ci_high": found.high, "level": found.level,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import pandas as pd
 
@@ -149,7 +150,7 @@ def qualify(
     qualified, reason = qualification.decide(measured[qualification.ALL], spec)
     identity = answering_identity(stage.client(judge).describe())
     provenance = next((j.provenance_id for j in judged if j.provenance_id), "")
-    keys = {"judge": judge, "template": template, "max_tokens": max_tokens}
+    keys: dict[str, Any] = {"judge": judge, "template": template, "max_tokens": max_tokens}
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     summary = pd.DataFrame(
         [

@@ -3,7 +3,7 @@ with its few-shot examples and fitted to the model's context window."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -17,6 +17,9 @@ from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.stages.efficient import anchors_for
 from holistic_dagster.warehouse.rows import prompt_row, request_from_row
+
+if TYPE_CHECKING:
+    from holistic_dagster.clients.protocol import ModelClient
 
 
 def build_prompts(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
@@ -59,7 +62,7 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
     }
 
 
-def adapter_for(client, scenario: str, adapter: AdapterSpec, fallback_method: str | None) -> AdapterSpec:
+def adapter_for(client: ModelClient, scenario: str, adapter: AdapterSpec, fallback_method: str | None) -> AdapterSpec:
     """The adapter this model can serve: the scenario's, or the suite's fallback method when the model cannot
     give the prompt log-probabilities the scenario needs (recorded in prompts.adapter_method). Without a
     fallback it fails before the first request, saying what to change. language_modeling has no fallback: the

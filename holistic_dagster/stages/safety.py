@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pandas as pd
 
@@ -31,6 +32,7 @@ from holistic_dagster.metrics.scoring import Prediction
 from holistic_dagster.records import Instance, SafetyJudgement, ScenarioMetric
 from holistic_dagster.scenarios import load_instances
 from holistic_dagster.scenarios.sources import source_dir
+from holistic_dagster.scenarios.spec import ScenarioSpec
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import safety_model_judge
 
@@ -73,7 +75,7 @@ def human_labelled(stage: StageContext, kind: str, items: int, seed: int) -> dic
     }
 
 
-def labelled_files(spec, data_dirs) -> tuple[str, ...]:
+def labelled_files(spec: ScenarioSpec, data_dirs: Sequence[Path]) -> tuple[str, ...]:
     """The judging set's subsets, then every other labelled file beside them (xstest_v2_completions_<m>.csv with
     a final_label column), one per answering model (<m>_streval is <m>'s answers with more columns)."""
     root = source_dir(spec, data_dirs)

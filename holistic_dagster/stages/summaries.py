@@ -11,7 +11,7 @@ metric's declared `ci`. Families are never blended.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -25,6 +25,10 @@ from holistic_dagster.results.leaderboard import (
 from holistic_dagster.results.scores import compare_models
 from holistic_dagster.results.statistics import cell_statistics, family_win_rates
 from holistic_dagster.stages.context import StageContext
+
+if TYPE_CHECKING:  # grading loads with the alerts it grades
+    from holistic_dagster.alerts.grading import Finding
+    from holistic_dagster.config.alerts import AlertsSpec
 
 
 def summarize(stage: StageContext, version: str) -> dict[str, Any]:
@@ -58,7 +62,7 @@ def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
     return frame
 
 
-def grade_alerts(stage: StageContext, version: str, spec) -> list:
+def grade_alerts(stage: StageContext, version: str, spec: AlertsSpec) -> list[Finding]:
     """The graded alerts of resources/alerts.yaml (holistic_dagster.alerts) for the version's registered models,
     replacing the version's rows of `alerts`."""
     from dataclasses import asdict
@@ -76,7 +80,8 @@ def grade_alerts(stage: StageContext, version: str, spec) -> list:
 def write_report(stage: StageContext, version: str, predictions_per_scenario: int | None = None) -> dict[str, Any]:
     from holistic_dagster.report import PREDICTIONS_PER_SCENARIO, build_report
 
-    mean_score, order, min_kappa = None, (), None
+    order: tuple[str, ...] = ()
+    mean_score, min_kappa = None, None
     if version in stage.catalog.suite_versions():
         suite = stage.catalog.suite(version)
         mean_score = (suite.mean_score.title, suite.mean_score.family) if suite.mean_score else None

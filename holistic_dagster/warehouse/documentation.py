@@ -53,7 +53,7 @@ def _comments(sql: str) -> tuple[dict[str, str], dict[tuple[str, str], str], dic
             continue
         if altered := _ALTER.match(line):
             if comment:
-                inline[altered.groups()] = comment
+                inline[altered.group(1), altered.group(2)] = comment
             continue
         if not code.strip():
             block = [*block, comment] if comment else []

@@ -21,7 +21,7 @@ from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse.journal import Segment, journal_dir
-from holistic_dagster.warehouse.store import StoreReads
+from holistic_dagster.warehouse.store import ResultStore, StoreReads
 
 # 4: efficient evaluation (anchor_fits, ...); 5: request_costs from the completion cache; 6: a safety judge's
 # agreement per kind of answers, with its interval
@@ -251,7 +251,7 @@ class BackgroundWriter:
     is kept in a write-ahead journal first (journal.py), so a killed process loses no row it was handed: the
     next reader replays it (journal.replay) and a finished answer is never asked for again."""
 
-    def __init__(self, warehouse: Warehouse, table: str, interval_s: float = 1.0):
+    def __init__(self, warehouse: ResultStore, table: str, interval_s: float = 1.0) -> None:
         self.warehouse, self.table, self.interval_s = warehouse, table, interval_s
         self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue()
         self._error: BaseException | None = None
@@ -302,7 +302,7 @@ class BackgroundWriter:
                 if committing is not self._segment or done:
                     committing.retire()
                 if done:
-                    if self._segment is not committing:
+                    if self._segment is not None and self._segment is not committing:
                         self._segment.retire()
                     return
                 self._closing.wait(self.interval_s)  # what arrives meanwhile goes in the next commit
@@ -313,7 +313,7 @@ class BackgroundWriter:
                     if segment is not None and not segment.closed:
                         segment.abandon()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._closing.set()
         self._queue.put(None)
         self._thread.join()

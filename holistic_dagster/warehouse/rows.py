@@ -141,7 +141,8 @@ def scenario_metric_row(m: ScenarioMetric, provenance_id: str) -> dict[str, Any]
 # --- the JSON columns, decoded for readers that take rows as they are (trace, the report, the arena, HELM export) --
 def references_of(text: str) -> list[dict[str, Any]]:
     """instances.references: [{output, correct}] in reference order."""
-    return json.loads(text)
+    references: list[dict[str, Any]] = json.loads(text)
+    return references
 
 
 def metadata_of(text: str | None) -> dict[str, Any]:
@@ -151,12 +152,14 @@ def metadata_of(text: str | None) -> dict[str, Any]:
 
 def json_object(text: str | None) -> dict[str, Any]:
     """A JSON object column (instances.metadata, provenance.decoding, imported_runs.run_spec)."""
-    return json.loads(text or "{}")
+    value: dict[str, Any] = json.loads(text or "{}")
+    return value
 
 
 def json_list(text: str | None) -> list[Any]:
     """A JSON list column (prompts.stop, completions.tokens, completions.logprobs, imported_runs.files)."""
-    return json.loads(text or "[]")
+    value: list[Any] = json.loads(text or "[]")
+    return value
 
 
 def tokens_of(completion: Any) -> list[tuple[str, float, dict[str, float]]]:

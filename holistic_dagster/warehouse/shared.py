@@ -95,7 +95,7 @@ def _schema() -> _Schema:
         con.execute(schema_sql())
         tables = {}
         for name in TABLES:
-            create_sql = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0]
+            create_sql = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0]
             columns = con.execute(
                 "SELECT column_name, data_type, column_default FROM duckdb_columns() WHERE table_name = ? "
                 "ORDER BY column_index",
@@ -200,7 +200,10 @@ class SharedStore(StoreReads):
                     temporary.unlink()
             raise
 
-    def _write_jobs(self, jobs, con: duckdb.DuckDBPyConnection, written: list[tuple[Path, Path]]) -> None:
+    def _write_jobs(
+        self, jobs: list[tuple[Mapping[str, str], Mapping[str, pd.DataFrame]]], con: duckdb.DuckDBPyConnection,
+        written: list[tuple[Path, Path]],
+    ) -> None:  # fmt: skip
         for keys, frames in jobs:
             for table_name, frame in frames.items():
                 assert table_name in TABLES, table_name
@@ -260,7 +263,7 @@ class SharedStore(StoreReads):
                     # a row outside its slot would never be replaced with it
                     outside = " OR ".join(f"{_quote(k)} IS DISTINCT FROM ?" for k, _ in slot)
                     count = con.execute(f"SELECT count(*) FROM {table.name} WHERE {outside}", [v for _, v in slot])
-                    if n := count.fetchone()[0]:
+                    if n := count.fetchall()[0][0]:
                         raise HolisticError(f"replace: {n} row(s) of {table.name} do not carry the keys {dict(slot)}")
                 con.execute(f"COPY {table.name} TO {_literal(str(temporary))} (FORMAT parquet)")
             with temporary.open("rb") as written:

@@ -56,25 +56,30 @@ class ResultStore(Protocol):
     def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
         """A query on a read-only connection."""
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """A user's SQL: reads the store and nothing else, writes nothing (ReadOnlyError says why)."""
 
 
 class StoreReads:
     """df and query for a store, on its own connect(read_only=True) and connect(sandboxed=True)."""
 
+    def connect(
+        self, read_only: bool = False, sandboxed: bool = False
+    ) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        raise NotImplementedError  # each store's own
+
     def df(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
         with self.connect(read_only=True) as con:
             return con.execute(sql, params or []).df()
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """A user's SQL on a read-only, sandboxed connection: statements that write, and any that reach another
         file, another database, an extension or a setting, are refused by the engine."""
         with self.connect(sandboxed=True) as con:
             return run_user_query(con, sql)
 
 
-def run_user_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
+def run_user_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Runs a user's SQL on a sandboxed connection, saying in words what the sandbox refused."""
     try:
         cursor = con.execute(sql)

@@ -41,18 +41,18 @@ def refuse_special(path: str | Path) -> None:
         raise HolisticError(f"{path} is {kind}, not a file: it is not read (a store holds regular files only)")
 
 
-class StoreFiles(LocalFileSystem):
+class StoreFiles(LocalFileSystem):  # type: ignore[misc]  # fsspec ships no type information
     """Local files under their own protocol, for reading only, and only those whose real location (symbolic
     links followed) is inside the store: the sandboxed connection's only way to files."""
 
     protocol = "holistic-store"
     root_marker = "/"
 
-    def __init__(self, root: str = "/", **kwargs):
+    def __init__(self, root: str = "/", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.store_root = os.path.realpath(root)
 
-    def _open(self, path, mode="rb", **kwargs):
+    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         if mode != "rb":
             _refuse(path)
         self._inside(path)
@@ -60,20 +60,22 @@ class StoreFiles(LocalFileSystem):
             _refuse(path)  # a FIFO or a device planted after the check: never opened, never waited on
         return super()._open(path, mode=mode, **kwargs)
 
-    def ls(self, path, detail=False, **kwargs):  # what glob() lists: never a folder a link leads to
+    def ls(
+        self, path: str, detail: bool = False, **kwargs: Any
+    ) -> Any:  # what glob() lists: never a folder a link leads to
         self._inside(path)
         return super().ls(path, detail=detail, **kwargs)
 
-    def info(self, path, **kwargs):
+    def info(self, path: str, **kwargs: Any) -> Any:
         self._inside(path)
         return super().info(path, **kwargs)
 
-    def _inside(self, path) -> None:
+    def _inside(self, path: str) -> None:
         real = os.path.realpath(self._strip_protocol(path))
         if os.path.commonpath([real, self.store_root]) != self.store_root:
             _refuse(path)  # a link planted in the store's folder, pointing out of it
 
-    def mkdir(self, path, *args, **kwargs):
+    def mkdir(self, path: str, *args: Any, **kwargs: Any) -> None:
         _refuse(path)
 
     makedirs = mkdir
