@@ -1,5 +1,5 @@
 """The documentation's reference pages, generated from the code so that they cannot drift: the CLI (from the
-`holistic` command itself), the warehouse (from schema.sql and its comments), the configuration files (from
+`holistic` command itself), the warehouse (from the tables' declarations and views.sql), the configuration files (from
 their schemas) and the environment variables (settings.ENVIRONMENT). A page's `<!-- reference: NAME -->` block
 holds REFERENCES[NAME]() as committed, so the page reads on GitHub too; `python -m holistic_dagster.cli.reference`
 rewrites stale blocks, a test fails on one, and the docs site's hook (docs/hooks.py) generates them afresh."""

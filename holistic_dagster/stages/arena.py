@@ -24,6 +24,7 @@ from holistic_dagster.judging.battles import Answer, Battle, candidate_battles, 
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge, stored_qualifications
 from holistic_dagster.warehouse.rows import references_of
+from holistic_dagster.warehouse.tables import TABLES
 
 
 def arena_spec(stage: StageContext, version: str) -> ArenaSpec:
@@ -161,9 +162,9 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     stage.warehouse.replace(
         {"version": version},
         {
-            "arena_ratings": pd.DataFrame(ratings, columns=RATING_COLUMNS),
-            "arena_win_rates": pd.concat(matrices) if matrices else pd.DataFrame(columns=WIN_RATE_COLUMNS),
-            "arena_judges": pd.DataFrame(judges, columns=JUDGE_COLUMNS),
+            "arena_ratings": TABLES["arena_ratings"].frame(ratings),
+            "arena_win_rates": pd.concat(matrices) if matrices else TABLES["arena_win_rates"].frame([]),
+            "arena_judges": TABLES["arena_judges"].frame(judges),
         },
     )
     return metadata
@@ -204,26 +205,6 @@ def _judge_ratings(
             _rating_row(version, judge, "online_elo", model, value, None, None, counts, baseline, seed, 0, note)
         )
     return rows
-
-
-RATING_COLUMNS = [
-    "version",
-    "judge",
-    "method",
-    "model",
-    "rating",
-    "ci_low",
-    "ci_high",
-    "num_battles",
-    "wins",
-    "mean_answer_tokens",
-    "baseline",
-    "bootstrap_seed",
-    "bootstrap_samples",
-    "note",
-]
-WIN_RATE_COLUMNS = ["version", "judge", "model", "opponent", "win_rate", "num_battles"]
-JUDGE_COLUMNS = ["version", "judge", "qualified", "agreement", "position_consistency", "reason"]
 
 
 def _length_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -277,7 +258,7 @@ def _win_rates(version: str, judge: str, frame: pd.DataFrame) -> pd.DataFrame:
     n.columns = ["model", "opponent", "num_battles"]
     out = long.merge(n, on=["model", "opponent"])
     out = out[out["num_battles"] > 0].assign(version=version, judge=judge)
-    return out[WIN_RATE_COLUMNS]
+    return out[list(TABLES["arena_win_rates"].column_names)]
 
 
 def shown_order(battle: Battle, voter: str) -> tuple[Answer, Answer]:

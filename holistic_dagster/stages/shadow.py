@@ -18,7 +18,6 @@ from holistic_dagster.config.redaction import redact
 from holistic_dagster.config.shadow import ShadowSpec
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.judging.battles import Answer, Battle, draw
-from holistic_dagster.judging.judged import VERDICT_COLUMNS as JUDGED_COLUMNS
 from holistic_dagster.metrics.statistics import bootstrap_ci
 from holistic_dagster.records import sha256_file, sha256_json
 from holistic_dagster.shadow import Quarantined, read_traffic
@@ -27,6 +26,7 @@ from holistic_dagster.stages.budget import metered
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge
+from holistic_dagster.warehouse.tables import TABLES
 
 TRAFFIC = "traffic"  # the scenario name shadow battles carry
 BUDGET_SOURCE = "shadow.yaml's max_cost"
@@ -174,7 +174,7 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
         }
         for j in judged
     ]  # fmt: skip
-    verdicts = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    verdicts = TABLES["shadow_verdicts"].frame(rows)
     # an unqualified judge's verdicts are kept, but give no win rates (and so no alerts)
     rates = win_rates(verdicts if measured.qualified else verdicts.iloc[:0], spec.bootstrap_samples, spec.seed)
     stage.warehouse.replace({"log": log}, {"shadow_verdicts": verdicts, "shadow_win_rates": rates})
@@ -191,7 +191,6 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
     }
 
 
-VERDICT_COLUMNS = ["log", "record_id", "candidate", "judge", "slice", "candidate_first", *JUDGED_COLUMNS]
 SCORE = {"candidate": 1.0, "tie": 0.5, "production": 0.0}
 UNSLICED = "(no slice)"
 

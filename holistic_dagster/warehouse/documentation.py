@@ -1,6 +1,7 @@
-"""schema.sql as documentation: every table and view with its description (the comment above it) and every column
-with its type (as DuckDB reads the DDL) and meaning (the comment on its line, else the file's `-- column name:`
-glossary). docs/reference/warehouse.md is generated from this, so the reference cannot drift from the DDL."""
+"""The schema (warehouse/tables/ and views.sql, as schema_sql makes it) as documentation: every table and view
+with its description and every column with its type (as DuckDB reads the DDL) and meaning (the comment on its line,
+else the glossary's `-- column name:` line). docs/reference/warehouse.md is generated from this, so the reference
+cannot drift from the DDL."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def _comments(sql: str) -> tuple[dict[str, str], dict[tuple[str, str], str], dic
 
 
 def documented_schema() -> list[TableDoc]:
-    """Every table and view of schema.sql in the file's order. Raises naming every column without a meaning."""
+    """Every table and view of the schema in its order. Raises naming every column without a meaning."""
     sql = schema_sql()
     con = duckdb.connect()
     try:
@@ -95,7 +96,7 @@ def documented_schema() -> list[TableDoc]:
     missing += [f"{name} (its description: a comment above its CREATE)" for name in kinds if not described[name]]
     if missing:
         raise CatalogError(
-            f"schema.sql: no meaning for {', '.join(missing)}: add a comment on the column's line or a "
-            "`-- column <name>: <meaning>` line to the file's glossary"
+            f"the warehouse schema: no meaning for {', '.join(missing)}: declare it (a table's column in "
+            "warehouse/tables/, a view's in views.sql) or give the name one in warehouse/tables/glossary.py"
         )
     return [TableDoc(name, kinds[name], described[name], tuple(columns[name])) for name in described if name in kinds]

@@ -11,7 +11,6 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -20,49 +19,14 @@ import pandas as pd
 from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse import tables
 from holistic_dagster.warehouse.journal import Segment, journal_dir
 from holistic_dagster.warehouse.store import ResultStore, StoreReads
 
 # 4: efficient evaluation (anchor_fits, ...); 5: request_costs from the completion cache; 6: a safety judge's
 # agreement per kind of answers, with its interval
 SCHEMA_VERSION = "6"
-TABLES = (
-    "completion_cache",
-    "source_files",
-    "instances",
-    "prompts",
-    "provenance",
-    "completions",
-    "instance_scores",
-    "scenario_metrics",
-    "applicability",
-    "leaderboard_stats",
-    "win_rates",
-    "comparisons",
-    "alerts",
-    "stability",
-    "step_inputs",
-    "imported_runs",
-    "undelivered_alerts",
-    "battles",
-    "votes",
-    "arena_ratings",
-    "arena_win_rates",
-    "arena_judges",
-    "traffic",
-    "traffic_quarantine",
-    "shadow_completions",
-    "shadow_verdicts",
-    "shadow_win_rates",
-    "judge_qualifications",
-    "qualification_verdicts",
-    "safety_ratings",
-    "safety_agreement",
-    "anchor_fits",
-    "anchor_instances",
-    "partial_evaluations",
-    "estimates",
-)
+TABLES = tuple(name for name in tables.TABLES if name != "schema_info")  # the results' tables (not its settings)
 # tables whose primary key a version widened (2: family, perturbation; 3: every give-up of an alert with its
 # text, a rater's agreement per answering model; 6: and per kind of answers): a file of an older version has their
 # rows copied across
@@ -74,8 +38,9 @@ _REKEYED = {
 
 
 def schema_sql() -> str:
-    """schema.sql: every table and view (applied here; the shared store and the reference read it too)."""
-    return files("holistic_dagster.warehouse").joinpath("schema.sql").read_text()
+    """The schema made from the tables' declarations (warehouse/tables/) and the views (views.sql): applied here;
+    the shared store and the reference read it too."""
+    return tables.schema_sql()
 
 
 _SCHEMA_READY: set[Path] = set()  # files this process has already brought up to the schema

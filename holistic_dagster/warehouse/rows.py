@@ -1,6 +1,6 @@
-"""Record <-> row mapping: how each record type of holistic_dagster.records is stored in the tables of
-schema.sql, and read back: the core tables' (instances, prompts, completions, instance and scenario scores,
-provenance). The arena's, shadow evaluation's and safety's stages still build their rows by hand."""
+"""Record <-> row mapping: how each record type of holistic_dagster.records is stored in the tables of the
+schema (warehouse/tables/), and read back: the core tables' (instances, prompts, completions, instance and scenario
+scores, provenance). The arena's, shadow evaluation's and safety's stages still build their rows by hand."""
 
 from __future__ import annotations
 

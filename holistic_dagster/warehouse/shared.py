@@ -3,9 +3,9 @@ immutable Parquet files in a directory, read through DuckDB views. No process op
 writing, so there is no lock to wait on and no single writer.
 
 Layout: `<root>/holistic-store.json` (format and schema version), and per table `<root>/<table>/`:
-- `_schema-<fingerprint>.parquet`: zero rows with the table's types from schema.sql, written once per schema
+- `_schema-<fingerprint>.parquet`: zero rows with the table's types from the schema, written once per schema
   (a release that adds a table or a column adds its own), so every table's glob matches a file and reads get
-  schema.sql's types;
+  the schema's types;
 - `<slot>.parquet`: one `replace` partition: the slot is the hash of the (key, value) pairs of `keys` that are
   columns of the table; replacing it swaps the file;
 - `u-<time_ns>-<uuid>.parquet`: one `upsert`'s rows; reads keep, per primary key, the row of the latest file
@@ -16,7 +16,7 @@ Every file is written to a temporary name that no glob matches (`.<name>.<uuid>.
 place: a reader sees a table's partition either as it was or as it is now, never half of it, and a writer
 killed mid-write leaves only a temporary file behind (removed by the next process that opens the store once it
 is ABANDONED_AFTER_S old). Rows pass through an in-memory DuckDB table created from
-schema.sql before they are written, so primary keys, NOT NULL and types are enforced as in the DuckDB file.
+the schema before they are written, so primary keys, NOT NULL and types are enforced as in the DuckDB file.
 One `replace` call writes every table's file before renaming any, but the renames are not one atomic step:
 a reader may see a new `instances` partition with the old `source_files` one for an instant, and a failure
 between two renames (the disk vanishing) leaves the earlier tables replaced.
@@ -85,12 +85,13 @@ class _Table:
 @dataclass(frozen=True)
 class _Schema:
     tables: dict[str, _Table]
-    views: tuple[str, ...]  # schema.sql's CREATE VIEW statements (scores, leaderboard, lineage), in order
+    views: tuple[str, ...]  # the schema's CREATE VIEW statements (scores, leaderboard, lineage), in order
 
 
 @cache
 def _schema() -> _Schema:
-    """schema.sql as DuckDB itself understands it: each table's definition, columns and key, and the views."""
+    """The schema (warehouse/tables/, views.sql) as DuckDB itself understands it: each table's definition, columns
+    and key, and the views."""
     with duckdb.connect(config={"threads": 1}) as con:
         con.execute(schema_sql())
         tables = {}
@@ -296,7 +297,7 @@ class SharedStore(StoreReads):
 
     @contextmanager
     def connect(self, read_only: bool = False, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """An in-memory DuckDB connection whose tables are views over the store's files, with schema.sql's views.
+        """An in-memory DuckDB connection whose tables are views over the store's files, with the schema's views.
         sandboxed: the engine reaches nothing but the store, and only to read it (see query)."""
         if not (read_only or sandboxed):
             raise HolisticError(
@@ -379,7 +380,7 @@ class SharedStore(StoreReads):
 
 
 def _views(root: Path, prefix: str = "") -> list[str]:
-    """A view per table over its files (latest row per key among upserted files), then schema.sql's views."""
+    """A view per table over its files (latest row per key among upserted files), then the schema's views."""
     statements = []
     for table in _schema().tables.values():
         folder = f"{prefix}{root}/{table.name}"
@@ -390,7 +391,7 @@ def _views(root: Path, prefix: str = "") -> list[str]:
         )
         key = ", ".join(_quote(c) for c in table.primary_key)
         latest = f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {SOURCE_FILE_COLUMN} DESC) = 1" if key else ""
-        # schema.sql's column order; a column a later release added reads as its default in older files (so a
+        # the declared column order; a column a later release added reads as its default in older files (so a
         # NULL stored in a nullable column with a default reads as the default too: none is stored today)
         columns = ", ".join(
             f"COALESCE({_quote(name)}, CAST({default} AS {kind})) AS {_quote(name)}" if default else _quote(name)

@@ -1,0 +1,120 @@
+"""Judges measured against known answers and people's labels, and the safety ratings they give."""
+
+from __future__ import annotations
+
+from holistic_dagster.warehouse.tables.base import Column, Table
+
+JUDGE_QUALIFICATIONS = Table(
+    "judge_qualifications",
+    "A judge model's qualification (judging/qualification.py): battles with a known answer judged in both orders "
+    "with the template and max_tokens it is used with; per qualification set and over all of them (source 'all', "
+    "which decides). judge_identity: the weights that answered (the completion cache's key). A judge that is not "
+    "qualified gives no ratings or win rates; its verdicts are kept.",
+    key=("judge", "template", "max_tokens", "source"),
+    columns=(
+        Column("judge", "VARCHAR"),
+        Column("template", "VARCHAR"),
+        Column("max_tokens", "INTEGER"),
+        Column("source", "VARCHAR"),
+        Column("judge_identity", "VARCHAR"),
+        Column("battles", "INTEGER"),
+        Column("judgements", "INTEGER"),
+        Column("agreeing", "INTEGER"),
+        Column("agreement", "DOUBLE"),
+        Column("agreement_ci_low", "DOUBLE"),
+        Column("agreement_ci_high", "DOUBLE"),
+        Column("consistent", "INTEGER"),
+        Column("position_consistency", "DOUBLE"),
+        Column("no_verdict", "INTEGER"),
+        Column("min_agreement", "DOUBLE"),
+        Column("min_consistency", "DOUBLE"),
+        Column("qualified", "BOOLEAN"),
+        Column("reason", "VARCHAR"),
+        Column("provenance_id", "VARCHAR"),
+        Column("measured_at", "TIMESTAMP"),
+    ),
+)
+
+QUALIFICATION_VERDICTS = Table(
+    "qualification_verdicts",
+    "each qualification battle: what the judge was shown (answer_better is the known-better one) and said",
+    key=("judge", "template", "max_tokens", "battle_id"),
+    columns=(
+        Column("judge", "VARCHAR"),
+        Column("template", "VARCHAR"),
+        Column("max_tokens", "INTEGER"),
+        Column("battle_id", "VARCHAR"),
+        Column("source", "VARCHAR"),
+        Column("instance_id", "VARCHAR"),
+        Column("question", "VARCHAR"),
+        Column("reference", "VARCHAR"),
+        Column("answer_better", "VARCHAR"),
+        Column("answer_worse", "VARCHAR"),
+        Column("better_first", "BOOLEAN"),
+        Column("verdict_first", "VARCHAR", "better | worse | tie | '' per order"),
+        Column("verdict_second", "VARCHAR", "better | worse | tie | '' per order"),
+        Column("consistent", "BOOLEAN"),
+        Column("error", "VARCHAR"),
+        Column("judge_request_first", "VARCHAR"),
+        Column("judge_request_second", "VARCHAR"),
+        Column("reason_first", "VARCHAR"),
+        Column("reason_second", "VARCHAR"),
+        Column("provenance_id", "VARCHAR"),
+    ),
+)
+
+SAFETY_RATINGS = Table(
+    "safety_ratings",
+    "HELM Safety's judgements (judging/safety.py): each judgement of a safety scenario's answer by each judge that "
+    "qualified (column rater: XSTest's string match, or a judge model) with the judge's request and raw output; a "
+    "failed judgement has no score and says why.",
+    key=("model", "version", "scenario", "instance_id", "rater"),
+    columns=(
+        Column("model", "VARCHAR"),
+        Column("version", "VARCHAR"),
+        Column("scenario", "VARCHAR"),
+        Column("instance_id", "VARCHAR"),
+        Column("rater", "VARCHAR"),
+        Column("rater_identity", "VARCHAR"),
+        Column("score", "DOUBLE", null=True),
+        Column("label", "VARCHAR"),
+        Column("judge_request_id", "VARCHAR"),
+        Column("raw_output", "VARCHAR"),
+        Column("error", "VARCHAR"),
+    ),
+)
+
+SAFETY_AGREEMENT = Table(
+    "safety_agreement",
+    "each safety judge against people on human-labelled answers of the scenario's own kind (XSTest's labels for "
+    "xstest), before it judged: agreement per human label (all: every answer) with its 95% Wilson interval, and "
+    "Cohen's kappa over the labels, on each answering model's answers (answers_of) and over all of them ('all'); a "
+    "judge without these rows for the scenario's kind, or below min_kappa on any model's answers of it, scores "
+    "nothing",
+    key=("model", "version", "scenario", "rater", "measured_on", "answers_of", "human_label"),
+    columns=(
+        Column("model", "VARCHAR"),
+        Column("version", "VARCHAR"),
+        Column("scenario", "VARCHAR"),
+        Column("rater", "VARCHAR"),
+        Column("rater_identity", "VARCHAR"),
+        Column("human_label", "VARCHAR"),
+        Column("n", "INTEGER"),
+        Column("agreeing", "INTEGER"),
+        Column("agreement", "DOUBLE", null=True),
+        Column("kappa", "DOUBLE", null=True),
+        Column(
+            "scores", "BOOLEAN", "its kappa reached the suite's safety.min_kappa on every model's answers of the kind"
+        ),
+        Column("measured_at", "TIMESTAMP"),
+        Column("answers_of", "VARCHAR", "measured before schema version 3: on GPT-4's answers alone", default="'gpt4'"),
+        Column(
+            "measured_on",
+            "VARCHAR",
+            "the kind of answers people labelled (before version 6: XSTest's)",
+            default="'xstest'",
+        ),
+        Column("agreement_low", "DOUBLE", "the agreement's 95% Wilson interval (NULL before version 6)", null=True),
+        Column("agreement_high", "DOUBLE", "the agreement's 95% Wilson interval (NULL before version 6)", null=True),
+    ),
+)
