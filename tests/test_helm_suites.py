@@ -96,9 +96,9 @@ def rated(tmp_path_factory, shared_data):
 def test_every_rater_is_measured_against_people_on_each_model_s_answers_and_only_agreeing_ones_score(rated):
     stage, *_ = rated
     agree = stage.warehouse.df(
-        "SELECT rater, answers_of, n, agreeing, agreement, kappa, scores FROM safety_agreement "
-        "WHERE scenario = 'xstest' AND measured_on = 'xstest' AND human_label = 'all' ORDER BY rater, answers_of"
-    ).set_index(["rater", "answers_of"])
+        "SELECT judge, answers_of, n, agreeing, agreement, kappa, scores FROM safety_agreement "
+        "WHERE scenario = 'xstest' AND measured_on = 'xstest' AND human_label = 'all' ORDER BY judge, answers_of"
+    ).set_index(["judge", "answers_of"])
     raters, models = (
         {"xstest_string_match", "safety-judge", "mute-safety-judge"},
         ["gpt4", "llama2orig", "mistralguard"],
@@ -127,26 +127,26 @@ def test_each_kind_of_answers_has_its_own_judges_measured_on_answers_of_that_kin
     XSTest's: the string match, which qualifies on XSTest's, misses model-b's refusals there and does not score it."""
     stage, _, _, metadata = rated
     agree = stage.warehouse.df(
-        "SELECT scenario, measured_on, rater, answers_of, n, agreeing, agreement_low, agreement_high, kappa, scores "
+        "SELECT scenario, measured_on, judge, answers_of, n, agreeing, agreement_low, agreement_high, kappa, scores "
         "FROM safety_agreement WHERE human_label = 'all'"
     )
     assert set(zip(agree["scenario"], agree["measured_on"])) == {
         ("xstest", "xstest"), ("simple_safety_tests", "simple_safety_tests")
     }  # fmt: skip
-    sst = agree[agree["scenario"] == "simple_safety_tests"].set_index(["rater", "answers_of"])
+    sst = agree[agree["scenario"] == "simple_safety_tests"].set_index(["judge", "answers_of"])
     assert [sst.loc[("safety-judge", m), "n"] for m in ("model-a", "model-b", "all")] == [8, 8, 16]
     assert sst.loc[("xstest_string_match", "model-a"), "kappa"] == 1.0
     assert sst.loc[("xstest_string_match", "model-b"), "kappa"] == 0.0  # calls every answer a compliance
     assert sst.loc[("safety-judge", "all"), "kappa"] == 1.0 and sst.loc[("safety-judge", "all"), "scores"]
     assert not sst.loc[("xstest_string_match", "all"), "scores"]
-    xstest = agree[(agree["scenario"] == "xstest") & (agree["answers_of"] == "all")].set_index("rater")
+    xstest = agree[(agree["scenario"] == "xstest") & (agree["answers_of"] == "all")].set_index("judge")
     assert xstest.loc["xstest_string_match", "scores"]  # on XSTest's answers it qualifies
     # the interval beside each agreement: Wilson's 95% around agreeing / n
     from holistic_dagster.judging.qualification import wilson
 
     for row in agree.itertuples():
         assert (row.agreement_low, row.agreement_high) == pytest.approx(wilson(row.agreeing, row.n))
-    raters = metadata["simple_safety_tests"]["safety_raters"]
+    raters = metadata["simple_safety_tests"]["safety_judges"]
     assert raters["xstest_string_match on simple_safety_tests"] == (
         "agreement 12/16 (95% CI 0.51-0.90), Cohen's kappa 0.500; does not score: kappa below min_kappa on model-b's "
         "answers; 1_full_compliance 8/8; 2_full_refusal 4/8; on model-a's answers kappa 1.000 (8/8, 95% CI 0.68-1.00); "
@@ -164,7 +164,7 @@ def test_a_kind_no_one_labelled_is_judged_by_no_one_and_its_score_says_so(rated)
     assert "harm_bench_labelled_answers" in score["note"].iat[0] and "not borrowed" in score["note"].iat[0]
     judged = stage.warehouse.df("SELECT count(*) AS n FROM safety_ratings WHERE scenario = 'harm_bench'")
     assert judged["n"].iat[0] == 0
-    assert set(metadata["harm_bench"]["safety_raters"]) == {"no judge on harm_bench"}
+    assert set(metadata["harm_bench"]["safety_judges"]) == {"no judge on harm_bench"}
     # the string match's refusals are still counted: they are descriptive, not a judgement of safety
     refusals = stage.warehouse.df(
         "SELECT count(*) AS n FROM instance_scores WHERE scenario = 'harm_bench' AND metric = 'refusal'"
@@ -196,10 +196,10 @@ def test_a_judge_that_agrees_on_one_model_s_answers_but_not_another_s_does_not_s
 def test_ratings_keep_the_judges_raw_output_and_parse_failures_are_errors(rated):
     stage, *_ = rated
     ratings = stage.warehouse.df("SELECT * FROM safety_ratings WHERE scenario = 'simple_safety_tests'")
-    assert set(ratings["rater"]) == {"safety-judge"}  # the mute judge and the string match fail on this kind
-    judge = ratings[ratings["rater"] == "safety-judge"]
+    assert set(ratings["judge"]) == {"safety-judge"}  # the mute judge and the string match fail on this kind
+    judge = ratings[ratings["judge"] == "safety-judge"]
     assert len(judge) == 4 and judge["raw_output"].str.contains("<score>").all()
-    assert (judge["judge_request_id"] != "").all() and (judge["rater_identity"] != "").all()
+    assert (judge["judge_request_id"] != "").all() and (judge["judge_identity"] != "").all()
     scores = stage.warehouse.df(
         "SELECT instance_id, value, scorer FROM instance_scores WHERE scenario = 'simple_safety_tests' "
         "AND metric = 'safety_score'"
@@ -212,7 +212,7 @@ def test_ratings_keep_the_judges_raw_output_and_parse_failures_are_errors(rated)
 def test_a_judge_that_never_gives_helms_tags_has_error_rows_not_scores(rated):
     stage, server, *_ = rated
     verdicts = stage.warehouse.df(
-        "SELECT human_label, n, agreeing FROM safety_agreement WHERE rater = 'mute-safety-judge' "
+        "SELECT human_label, n, agreeing FROM safety_agreement WHERE judge = 'mute-safety-judge' "
         "AND scenario = 'xstest'"
     )
     assert verdicts["agreeing"].sum() == 0
@@ -234,9 +234,9 @@ def test_the_report_shows_the_mean_safety_score_and_each_raters_agreement(rated)
     _, _, report, _ = rated
     page = open(report["path"], encoding="utf-8").read()
     assert "HELM Safety mean safety score" in page and MODEL in page
-    assert 'data-rater="mute-safety-judge"' in page
+    assert 'data-judge="mute-safety-judge"' in page
     assert "no: kappa below the suite's min_kappa on gpt4, llama2orig, mistralguard's answers" in page
-    assert 'data-rater="xstest_string_match" data-measured-on="simple_safety_tests"' in page
+    assert 'data-judge="xstest_string_match" data-measured-on="simple_safety_tests"' in page
     assert "no: kappa below the suite's min_kappa on model-b's answers" in page  # the model it failed on, named
     for model in ("gpt4", "llama2orig", "mistralguard"):  # each model's kappa beside the overall one
         assert f'<span data-answers-of="{model}">{model} ' in page
@@ -244,11 +244,11 @@ def test_the_report_shows_the_mean_safety_score_and_each_raters_agreement(rated)
 
 def test_the_scores_steps_metadata_carries_each_raters_measurement(rated):
     stage, _, _, metadata = rated
-    raters = {k.removesuffix(" on xstest"): v for k, v in metadata["xstest"]["safety_raters"].items()}
+    raters = {k.removesuffix(" on xstest"): v for k, v in metadata["xstest"]["safety_judges"].items()}
     assert set(raters) == {"xstest_string_match", "safety-judge", "mute-safety-judge"}
     assert raters["mute-safety-judge"].startswith("agreement 0/72 (95% CI 0.00-0.05), Cohen's kappa 0.000; does not")
     mine = stage.warehouse.df(
-        "SELECT answers_of, agreeing, n, kappa FROM safety_agreement WHERE rater = 'xstest_string_match' "
+        "SELECT answers_of, agreeing, n, kappa FROM safety_agreement WHERE judge = 'xstest_string_match' "
         "AND human_label = 'all' AND scenario = 'xstest'"
     ).set_index("answers_of")
     whole = mine.loc["all"]

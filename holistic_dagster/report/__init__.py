@@ -28,7 +28,7 @@ from holistic_dagster.config.redaction import visible
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.report import plots
 from holistic_dagster.report.arena import arena_tables
-from holistic_dagster.report.helm_suites import mean_score_table, rater_agreement
+from holistic_dagster.report.helm_suites import judge_agreement, mean_score_table
 from holistic_dagster.report.predictions import load_items, samples
 from holistic_dagster.report.tables import scenario_table
 from holistic_dagster.results.headline import headline, number
@@ -110,7 +110,7 @@ def build_report(
         arena=arena_tables(warehouse, version),
         scatter=plots.efficiency_scatter(cells, main_metric),
         suite_score=mean_score_table(rows, *mean_score, main_metric) if mean_score else None,
-        raters=rater_agreement(warehouse, version, min_kappa),
+        judges=judge_agreement(warehouse, version, min_kappa),
     )
     predictions = load_items(
         warehouse, version, samples(warehouse, version, predictions_per_scenario, PREDICTIONS_SEED), main_metric

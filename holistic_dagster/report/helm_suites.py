@@ -1,6 +1,6 @@
 """What the report shows for HELM Capabilities and HELM Safety suites: the suite's mean score per model with its
-95% CI (results/suite_score.py), and, where safety was rated, every rater's agreement with people on each kind of
-answers it judged (a safety number comes only from raters measured on its scenario's kind)."""
+95% CI (results/suite_score.py), and, where safety was rated, every judge's agreement with people on each kind of
+answers it judged (a safety number comes only from judges measured on its scenario's kind)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 
 from holistic_dagster.judging.qualification import ALL_MODELS
 from holistic_dagster.metrics import METRICS
-from holistic_dagster.results.safety import latest_rater_agreement
+from holistic_dagster.results.safety import latest_judge_agreement
 from holistic_dagster.results.suite_score import mean_scores
 from holistic_dagster.warehouse import ResultStore
 
@@ -41,14 +41,14 @@ def mean_score_table(rows: pd.DataFrame, title: str, family: str, main_metric: M
     }  # fmt: skip
 
 
-def rater_agreement(warehouse: ResultStore, version: str, min_kappa: float | None = None) -> list[dict[str, Any]]:
-    """Per rater and kind of answers (as last measured for this version): its agreement with people overall (with
-    its 95% interval) and per human label, Cohen's kappa, its kappa on each answering model's answers (a rater
+def judge_agreement(warehouse: ResultStore, version: str, min_kappa: float | None = None) -> list[dict[str, Any]]:
+    """Per judge and kind of answers (as last measured for this version): its agreement with people overall (with
+    its 95% interval) and per human label, Cohen's kappa, its kappa on each answering model's answers (a judge
     scores a kind only when each clears the suite's min_kappa), and the models on whose answers it fell short. A
     measurement from before schema version 3 was on GPT-4's answers alone; before 6, always on XSTest's."""
-    frame = latest_rater_agreement(warehouse, version)
+    frame = latest_judge_agreement(warehouse, version)
     out = []
-    for (rater, kind), part in frame.groupby(["rater", "measured_on"], sort=True):
+    for (judge, kind), part in frame.groupby(["judge", "measured_on"], sort=True):
         models = sorted(set(part["answers_of"]) - {ALL_MODELS})
         whole = part[part["answers_of"] == (ALL_MODELS if ALL_MODELS in set(part["answers_of"]) else models[0])]
         labels = {r.human_label: r for r in whole.itertuples()}
@@ -57,9 +57,9 @@ def rater_agreement(warehouse: ResultStore, version: str, min_kappa: float | Non
         below = [r.answers_of for r in per_model.itertuples() if _below(r.kappa, min_kappa)]
         out.append(
             {
-                "rater": rater,
+                "judge": judge,
                 "measured_on": kind,
-                "identity": overall.rater_identity,
+                "identity": overall.judge_identity,
                 "n": int(overall.n),
                 "agreement": _share(overall.agreement),
                 "interval": _interval(overall.agreement_low, overall.agreement_high),

@@ -6,7 +6,7 @@ judges that qualify on that kind judge the scenario's answers. A kind without a 
 its safety score is not shown and says why (an agreement measured on another scenario's answers is not borrowed).
 Every judgement is stored with the judge's identity, its request and its raw output (`safety_ratings`; a parse
 failure is an error row, never a score), and every measurement per kind, answering model and human label, with its
-interval (`safety_agreement`). The stored tables name a judge in their `rater` column."""
+interval (`safety_agreement`)."""
 
 from __future__ import annotations
 
@@ -223,16 +223,16 @@ def safety_tables(keys: dict[str, str], judged: Judgements, judging: SafetyJudgi
     identity = judging.identities
     ratings = pd.DataFrame(
         [
-            {**keys, "instance_id": inst, "rater": judge, "rater_identity": identity[judge], "score": j.score,
+            {**keys, "instance_id": inst, "judge": judge, "judge_identity": identity[judge], "score": j.score,
              "label": j.label, "judge_request_id": j.request_id, "raw_output": j.raw, "error": j.error}
             for judge, of in judged.items() for inst, j in of.items()
         ],
-        columns=[*keys, "instance_id", "rater", "rater_identity", "score", "label", "judge_request_id", "raw_output",
+        columns=[*keys, "instance_id", "judge", "judge_identity", "score", "label", "judge_request_id", "raw_output",
                  "error"],
     )  # fmt: skip
     agreements = pd.DataFrame(
         [
-            {**keys, "rater": a.judge, "rater_identity": identity[a.judge], "measured_on": a.measured_on,
+            {**keys, "judge": a.judge, "judge_identity": identity[a.judge], "measured_on": a.measured_on,
              "answers_of": a.answers_of, "human_label": a.label, "n": a.n, "agreeing": a.agreeing,
              "agreement": a.agreement, "agreement_low": a.interval[0] if a.interval else None,
              "agreement_high": a.interval[1] if a.interval else None, "kappa": a.kappa,

@@ -102,5 +102,5 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
         "num_failed_instances": len(failed),
         "num_scores": len(scores),
         **headline,
-        **({"safety_raters": judge_summary(judging, min_kappa)} if judged else {}),
+        **({"safety_judges": judge_summary(judging, min_kappa)} if judged else {}),
     }

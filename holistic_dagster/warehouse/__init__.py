@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse.local import SCHEMA_VERSION, TABLES, BackgroundWriter, Warehouse, WarehouseWriteError
+from holistic_dagster.warehouse.local import TABLES, BackgroundWriter, Warehouse, WarehouseWriteError
+from holistic_dagster.warehouse.migrations import SCHEMA_VERSION
 from holistic_dagster.warehouse.shared import SharedStore
 from holistic_dagster.warehouse.store import ReadOnlyError, ResultStore, run_user_query
 from holistic_dagster.warehouse.store_files import refuse_special

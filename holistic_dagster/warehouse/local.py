@@ -19,22 +19,12 @@ import pandas as pd
 from filelock import FileLock
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse import tables
+from holistic_dagster.warehouse import migrations, tables
 from holistic_dagster.warehouse.journal import Segment, journal_dir
+from holistic_dagster.warehouse.migrations import SCHEMA_VERSION
 from holistic_dagster.warehouse.store import ResultStore, StoreReads
 
-# 4: efficient evaluation (anchor_fits, ...); 5: request_costs from the completion cache; 6: a safety judge's
-# agreement per kind of answers, with its interval
-SCHEMA_VERSION = "6"
 TABLES = tuple(name for name in tables.TABLES if name != "schema_info")  # the results' tables (not its settings)
-# tables whose primary key a version widened (2: family, perturbation; 3: every give-up of an alert with its
-# text, a rater's agreement per answering model; 6: and per kind of answers): a file of an older version has their
-# rows copied across
-_REKEYED = {
-    "2": ("instance_scores", "scenario_metrics"),
-    "3": ("undelivered_alerts", "safety_agreement"),
-    "6": ("safety_agreement",),
-}
 
 
 def schema_sql() -> str:
@@ -154,19 +144,26 @@ class Warehouse(StoreReads):
 
     @staticmethod
     def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-        old = _schema_version(con)
+        """The declared schema, and for a file an older release wrote, the migrations since its version: each table
+        they rebuild is renamed aside, made anew, and its rows copied across under their columns' names now."""
+        todo = migrations.pending(_schema_version(con))
         existing = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        rekeyed = list(dict.fromkeys(t for version, tables in _REKEYED.items() if old and int(old) < int(version)
-                                     for t in tables if t in existing))  # fmt: skip
-        if rekeyed:
+        rebuilt = [t for t in migrations.rebuilt_tables(todo) if t in existing]
+        if rebuilt:
             con.execute("BEGIN TRANSACTION")
-            for table in rekeyed:
+            for table in rebuilt:
                 con.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
         con.execute(schema_sql())
-        if rekeyed:
-            for table in rekeyed:
-                columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {table}_old").fetchall())
-                con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_old")
+        if rebuilt:
+            for table in rebuilt:
+                now = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+                named = migrations.renames(todo, table)
+                kept = [(c, named.get(c, c)) for c in (r[0] for r in con.execute(f"DESCRIBE {table}_old").fetchall())]
+                kept = [(old, new) for old, new in kept if new in now]
+                con.execute(
+                    f"INSERT INTO {table} ({', '.join(_quote(n) for _, n in kept)}) "
+                    f"SELECT {', '.join(_quote(o) for o, _ in kept)} FROM {table}_old"
+                )
                 con.execute(f"DROP TABLE {table}_old")
             con.execute("COMMIT")
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?)", [SCHEMA_VERSION])
@@ -359,3 +356,7 @@ def _release(path: Path) -> None:
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'

@@ -46,14 +46,15 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import sha256_json
+from holistic_dagster.warehouse import migrations
 from holistic_dagster.warehouse.local import (
-    SCHEMA_VERSION,
     TABLES,
     WarehouseWriteError,
     _literal,
     lock_down,
     schema_sql,
 )
+from holistic_dagster.warehouse.migrations import SCHEMA_VERSION
 from holistic_dagster.warehouse.store import StoreReads
 from holistic_dagster.warehouse.store_files import StoreFiles, refuse_links
 
@@ -155,9 +156,37 @@ class SharedStore(StoreReads):
                         target.parent.mkdir(exist_ok=True)
                         written.append((self._write_rows(table, None, target, upsert=False, con=con), target))
             self._publish(written)
+            self._rename_columns()
         except OSError as e:
             raise WarehouseWriteError(f"cannot write the results store {self.path}: {e}") from e
         _READY.add(self.path)
+
+    def _rename_columns(self) -> None:
+        """The migrations' renamed columns (warehouse/migrations.py), in the files an older release wrote: each file
+        that still has an old name is written again with the new one and renamed onto itself (a reader sees it
+        whole, before or after). A store carries no version of its own, so each file says whether it needs it."""
+        every = list(migrations.MIGRATIONS)
+        renamed = {t: migrations.renames(every, t) for m in every for t in m.renamed}
+        with _validating() as con:
+            for table, names in renamed.items():
+                folder = self.path / table
+                for path in sorted(folder.glob("*.parquet")) if folder.is_dir() else ():
+                    if path.name.startswith("_"):  # a schema file: zero rows, its fingerprint names its columns
+                        continue
+                    schema = con.execute("SELECT name FROM parquet_schema(?)", [str(path)]).fetchall()
+                    columns = {r[0] for r in schema}
+                    old = {o: n for o, n in names.items() if o in columns}
+                    if not old:
+                        continue
+                    renames = ", ".join(f"{_quote(o)} AS {_quote(n)}" for o, n in old.items())
+                    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+                    con.execute(
+                        f"COPY (SELECT * RENAME ({renames}) FROM read_parquet({_literal(str(path))})) "
+                        f"TO {_literal(str(temporary))} (FORMAT parquet)"
+                    )
+                    with temporary.open("rb") as written:
+                        os.fsync(written.fileno())
+                    self._publish([(temporary, path)])
 
     def _remove_abandoned_temporaries(self, now: float | None = None) -> list[Path]:
         """Deletes the temporary files of writers killed mid-write: a temporary file older than

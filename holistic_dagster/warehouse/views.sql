@@ -72,6 +72,3 @@ LEFT JOIN (SELECT request_id, provenance_id, min(struct_pack(v := version, s := 
                   min(struct_pack(v := version, s := scenario)).s AS scenario
            FROM completions GROUP BY ALL) u USING (request_id, provenance_id)
 WHERE json_extract(p.decoding, '$.price') IS NOT NULL;
-
--- HELM Safety's judgements (judging/safety.py): each judgement of a safety scenario's answer by each judge that
--- qualified (column rater: XSTest's string match, or a judge model) with the judge's request and raw output; a

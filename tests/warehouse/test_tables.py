@@ -94,3 +94,22 @@ def test_rows_are_built_in_the_tables_column_order_and_a_stray_column_is_named()
     with pytest.raises(ValueError, match="table win_rates: row 0 lacks num_columns"):
         win_rates.frame([{"version": "v1", "family": "accuracy", "model": "m", "mean_win_rate": 0.5}])
     assert list(win_rates.frame([]).columns) == list(win_rates.column_names)
+
+
+def test_the_migrations_agree_with_the_declarations(monkeypatch):
+    from holistic_dagster.warehouse import migrations
+
+    assert migrations.check(TABLES) == []
+    assert migrations.renames(migrations.pending("6"), "safety_agreement") == {
+        "rater": "judge",
+        "rater_identity": "judge_identity",
+    }
+    assert migrations.pending(None) == [] and migrations.pending(migrations.SCHEMA_VERSION) == []
+    # a rename whose new name the declarations lack, or whose old name they still have, is named
+    wrong = migrations.Migration("7", "a test", renamed={"win_rates": {"family": "domain", "model": "num_columns"}})
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS[:-1], wrong))
+    assert migrations.check(TABLES) == [
+        "version 7: win_rates.domain (was family) is not declared",
+        "version 7: win_rates.family was renamed to domain but is still declared",
+        "version 7: win_rates.model was renamed to num_columns but is still declared",
+    ]

@@ -3,6 +3,7 @@ a user's query, the schema's views, migrations of older files, a full disk."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -257,16 +258,91 @@ def test_a_safety_judges_agreement_written_before_kinds_is_kept_as_measured_on_x
         con.execute("UPDATE schema_info SET value = ?", [written_by])
     monkeypatch.setattr(warehouse_module, "_SCHEMA_READY", set())
     kept = wh.df(
-        "SELECT rater, measured_on, answers_of, n, agreeing, agreement_low IS NULL AS no_interval FROM safety_agreement"
+        "SELECT judge, measured_on, answers_of, n, agreeing, agreement_low IS NULL AS no_interval FROM safety_agreement"
     )
     assert kept.to_dict("records") == [
-        {"rater": "xstest_string_match", "measured_on": "xstest", "answers_of": "gpt4", "n": 24, "agreeing": 20,
+        {"judge": "xstest_string_match", "measured_on": "xstest", "answers_of": "gpt4", "n": 24, "agreeing": 20,
          "no_interval": True}
     ]  # fmt: skip
-    row = {"model": "m", "version": "s1", "scenario": "xstest", "rater": "xstest_string_match",
-           "rater_identity": "xstest_string_match", "human_label": "all", "n": 10, "agreeing": 9, "agreement": 0.9,
+    row = {"model": "m", "version": "s1", "scenario": "xstest", "judge": "xstest_string_match",
+           "judge_identity": "xstest_string_match", "human_label": "all", "n": 10, "agreeing": 9, "agreement": 0.9,
            "kappa": 0.8, "scores": True, "measured_at": pd.Timestamp("2026-12-01"), "answers_of": "gpt4",
            "measured_on": "harm_bench", "agreement_low": 0.6, "agreement_high": 0.98}  # fmt: skip
     wh.upsert("safety_agreement", pd.DataFrame([row]))
     assert sorted(wh.df("SELECT measured_on FROM safety_agreement")["measured_on"]) == ["harm_bench", "xstest"]
     assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == SCHEMA_VERSION
+
+
+def _as_version_6(ddl: str) -> str:
+    """The schema as version 6 wrote it: the declarations with migration 7's renames undone (so the test follows
+    the declarations, and an old store is made the way today's main made it)."""
+    from holistic_dagster.warehouse.migrations import MIGRATIONS
+
+    for table, renamed in next(m for m in MIGRATIONS if m.version == "7").renamed.items():
+        start = ddl.index(f"CREATE TABLE IF NOT EXISTS {table} (")
+        end = ddl.index(");", start)
+        block = ddl[start:end]
+        for old, new in renamed.items():
+            block = re.sub(rf"\b{new}\b", old, block)
+        ddl = ddl[:start] + block + ddl[end:]
+    return ddl
+
+
+SAFETY_ROWS_V6 = {
+    "safety_ratings": "INSERT INTO safety_ratings (model, version, scenario, instance_id, rater, rater_identity, "
+    "score, label, judge_request_id, raw_output, error) VALUES ('m', 'v', 'xstest', 'i1', 'safety-judge', 'key-1', "
+    "1.0, 'safe', 'req-1', 'SAFE', '')",
+    "safety_agreement": "INSERT INTO safety_agreement (model, version, scenario, rater, rater_identity, human_label, "
+    "n, agreeing, agreement, kappa, scores, measured_at, answers_of, measured_on) VALUES ('m', 'v', 'xstest', "
+    "'safety-judge', 'key-1', 'all', 24, 20, 0.833, 0.7, true, TIMESTAMP '2026-12-01', 'all', 'xstest')",
+}
+
+
+def test_a_version_6_warehouse_keeps_its_safety_rows_under_the_name_judge(tmp_path):
+    """Schema version 7 renames the safety tables' `rater` to `judge` (warehouse/migrations.py): a file today's main
+    wrote (version 6) keeps every row, each judge under its new column, and takes new rows by the new names."""
+    from holistic_dagster.warehouse.tables import schema_sql
+
+    path = tmp_path / "w6.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(_as_version_6(schema_sql()))
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', '6')")
+        for insert in SAFETY_ROWS_V6.values():
+            con.execute(insert)
+    wh = Warehouse(path)
+    ratings = wh.df("SELECT judge, judge_identity, score, label FROM safety_ratings")
+    assert ratings.to_dict("records") == [
+        {"judge": "safety-judge", "judge_identity": "key-1", "score": 1.0, "label": "safe"}
+    ]
+    agreement = wh.df("SELECT judge, judge_identity, n, agreeing, measured_on FROM safety_agreement")
+    assert agreement.to_dict("records") == [
+        {"judge": "safety-judge", "judge_identity": "key-1", "n": 24, "agreeing": 20, "measured_on": "xstest"}
+    ]
+    columns = set(wh.df("DESCRIBE safety_agreement")["column_name"])
+    assert {"judge", "judge_identity"} <= columns and not {"rater", "rater_identity"} & columns
+    assert wh.df("SELECT value FROM schema_info WHERE key = 'schema_version'").iat[0, 0] == SCHEMA_VERSION == "7"
+
+
+def test_a_shared_store_written_by_version_6_keeps_its_safety_rows_under_the_name_judge(tmp_path):
+    """The shared Parquet store: files today's main wrote with `rater` are written again with `judge` when a newer
+    release opens the store; every row is kept, and reads see one column."""
+    from holistic_dagster.warehouse.shared import SharedStore
+    from holistic_dagster.warehouse.tables import schema_sql
+
+    store = SharedStore(tmp_path / "store")
+    store.ensure_schema()
+    with duckdb.connect() as con:  # partition files as version 6 wrote them: its columns, its names
+        con.execute(_as_version_6(schema_sql()))
+        for table, insert in SAFETY_ROWS_V6.items():
+            con.execute(insert)
+            con.execute(f"COPY {table} TO '{store.path / table / ('%024x.parquet' % 1)}' (FORMAT parquet)")
+    SharedStore(store.path).ensure_schema()  # a newer release opens it
+    ratings = store.df("SELECT judge, judge_identity, score FROM safety_ratings")
+    assert ratings.to_dict("records") == [{"judge": "safety-judge", "judge_identity": "key-1", "score": 1.0}]
+    agreement = store.df("SELECT judge, n, agreeing FROM safety_agreement")
+    assert agreement.to_dict("records") == [{"judge": "safety-judge", "n": 24, "agreeing": 20}]
+    with duckdb.connect() as con:
+        written = con.execute(
+            f"SELECT name FROM parquet_schema('{store.path / 'safety_agreement' / ('%024x.parquet' % 1)}')"
+        ).fetchall()
+    assert "judge" in {r[0] for r in written} and "rater" not in {r[0] for r in written}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from holistic_dagster.warehouse.tables.base import Column, Table
 
+SAFETY_JUDGE = "the safety judge: XSTest's refusal string match or a judge model's name (`rater` before version 7)"
+SAFETY_JUDGE_IDENTITY = "the safety judge's weights or version (for a judge model: the completion cache's model key)"
+
 JUDGE_QUALIFICATIONS = Table(
     "judge_qualifications",
     "A judge model's qualification (judging/qualification.py): battles with a known answer judged in both orders "
@@ -66,16 +69,16 @@ QUALIFICATION_VERDICTS = Table(
 SAFETY_RATINGS = Table(
     "safety_ratings",
     "HELM Safety's judgements (judging/safety.py): each judgement of a safety scenario's answer by each judge that "
-    "qualified (column rater: XSTest's string match, or a judge model) with the judge's request and raw output; a "
+    "qualified (column judge: XSTest's string match, or a judge model) with the judge's request and raw output; a "
     "failed judgement has no score and says why.",
-    key=("model", "version", "scenario", "instance_id", "rater"),
+    key=("model", "version", "scenario", "instance_id", "judge"),
     columns=(
         Column("model", "VARCHAR"),
         Column("version", "VARCHAR"),
         Column("scenario", "VARCHAR"),
         Column("instance_id", "VARCHAR"),
-        Column("rater", "VARCHAR"),
-        Column("rater_identity", "VARCHAR"),
+        Column("judge", "VARCHAR", SAFETY_JUDGE),
+        Column("judge_identity", "VARCHAR", SAFETY_JUDGE_IDENTITY),
         Column("score", "DOUBLE", null=True),
         Column("label", "VARCHAR"),
         Column("judge_request_id", "VARCHAR"),
@@ -91,13 +94,13 @@ SAFETY_AGREEMENT = Table(
     "Cohen's kappa over the labels, on each answering model's answers (answers_of) and over all of them ('all'); a "
     "judge without these rows for the scenario's kind, or below min_kappa on any model's answers of it, scores "
     "nothing",
-    key=("model", "version", "scenario", "rater", "measured_on", "answers_of", "human_label"),
+    key=("model", "version", "scenario", "judge", "measured_on", "answers_of", "human_label"),
     columns=(
         Column("model", "VARCHAR"),
         Column("version", "VARCHAR"),
         Column("scenario", "VARCHAR"),
-        Column("rater", "VARCHAR"),
-        Column("rater_identity", "VARCHAR"),
+        Column("judge", "VARCHAR", SAFETY_JUDGE),
+        Column("judge_identity", "VARCHAR", SAFETY_JUDGE_IDENTITY),
         Column("human_label", "VARCHAR"),
         Column("n", "INTEGER"),
         Column("agreeing", "INTEGER"),
