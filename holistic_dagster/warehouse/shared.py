@@ -51,6 +51,7 @@ from holistic_dagster.warehouse.local import (
     TABLES,
     WarehouseWriteError,
     _literal,
+    _quote,
     lock_down,
     schema_sql,
 )
@@ -119,10 +120,6 @@ ABANDONED_AFTER_S = 6 * 3600  # a temporary file this old was left by a writer t
 def _validating() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB in which incoming rows meet their table's constraints before they are written."""
     return duckdb.connect(config={"threads": 1})
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 class SharedStore(StoreReads):

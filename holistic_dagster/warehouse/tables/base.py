@@ -41,6 +41,11 @@ class Column:
         return f"{quoted} {self.type}{not_null}{default}"
 
 
+def glossed(type: str, *names: str) -> tuple[Column, ...]:
+    """NOT NULL columns of one type whose meaning is the glossary's (the keys most tables share)."""
+    return tuple(Column(name, type) for name in names)
+
+
 _RESERVED = {"references"}  # column names DuckDB reads as a keyword unless quoted
 
 

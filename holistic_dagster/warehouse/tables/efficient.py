@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holistic_dagster.warehouse.tables.base import Column, Table
+from holistic_dagster.warehouse.tables.base import Column, Table, glossed
 
 ANCHOR_FITS = Table(
     "anchor_fits",
@@ -11,13 +11,11 @@ ANCHOR_FITS = Table(
     "them, else a random sample), with the fit's own leave-one-model-out validation.",
     key=("version", "scenario"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
+        *glossed("VARCHAR", "version", "scenario"),
         Column("metric", "VARCHAR", "the metric estimated: the scenario's main accuracy metric"),
         Column("method", "VARCHAR", "irt | random sample"),
         Column("anchors", "INTEGER", "instances a model evaluated efficiently answers"),
-        Column("n_full", "INTEGER"),
-        Column("seed", "INTEGER"),
+        *glossed("INTEGER", "n_full", "seed"),
         Column("level", "DOUBLE", "the estimates' interval level"),
         Column("models", "JSON", "the models fitted on (each with results on every instance)"),
         Column("population_hash", "VARCHAR", "a hash of the scores fitted on: new full results make the fit stale"),
@@ -38,9 +36,7 @@ ANCHOR_INSTANCES = Table(
     "The anchor instances of anchor_fits, each with the share of the full draw it stands for.",
     key=("version", "scenario", "instance_id"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("instance_id", "VARCHAR"),
+        *glossed("VARCHAR", "version", "scenario", "instance_id"),
         Column("position", "INTEGER", "its place among the anchors (the order estimates read them in)"),
         Column("weight", "DOUBLE", "the share of the full draw it stands for (1 / (its chance x draw size))"),
     ),
@@ -53,9 +49,7 @@ PARTIAL_EVALUATIONS = Table(
     "removes the row.",
     key=("model", "version", "scenario"),
     columns=(
-        Column("model", "VARCHAR"),
-        Column("version", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
+        *glossed("VARCHAR", "model", "version", "scenario"),
         Column("n_evaluated", "INTEGER", "original test instances answered (the anchors)"),
         Column("n_full", "INTEGER", "original test instances in the full draw"),
         Column("fit_models", "JSON", "the models the anchors were fitted on ([] for a sample)"),
@@ -74,17 +68,12 @@ ESTIMATES = Table(
     "scenario_metrics; never used by paired tests, the gate or regressions).",
     key=("model", "version", "scenario", "family", "metric"),
     columns=(
-        Column("model", "VARCHAR"),
-        Column("version", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("family", "VARCHAR"),
-        Column("metric", "VARCHAR"),
+        *glossed("VARCHAR", "model", "version", "scenario", "family", "metric"),
         Column("value", "DOUBLE"),
         Column("ci_low", "DOUBLE", "the interval at `level`, as validated on the population"),
         Column("ci_high", "DOUBLE", "the interval at `level`, as validated on the population"),
         Column("level", "DOUBLE"),
-        Column("n_evaluated", "INTEGER"),
-        Column("n_full", "INTEGER"),
+        *glossed("INTEGER", "n_evaluated", "n_full"),
         Column(
             "method",
             "VARCHAR",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holistic_dagster.warehouse.tables.base import Column, Table
+from holistic_dagster.warehouse.tables.base import Column, Table, glossed
 
 SAFETY_JUDGE = "the safety judge: XSTest's refusal string match or a judge model's name (`rater` before version 7)"
 SAFETY_JUDGE_IDENTITY = "the safety judge's weights or version (for a judge model: the completion cache's model key)"
@@ -15,25 +15,17 @@ JUDGE_QUALIFICATIONS = Table(
     "qualified gives no ratings or win rates; its verdicts are kept.",
     key=("judge", "template", "max_tokens", "source"),
     columns=(
-        Column("judge", "VARCHAR"),
-        Column("template", "VARCHAR"),
+        *glossed("VARCHAR", "judge", "template"),
         Column("max_tokens", "INTEGER"),
-        Column("source", "VARCHAR"),
-        Column("judge_identity", "VARCHAR"),
-        Column("battles", "INTEGER"),
-        Column("judgements", "INTEGER"),
-        Column("agreeing", "INTEGER"),
-        Column("agreement", "DOUBLE"),
-        Column("agreement_ci_low", "DOUBLE"),
-        Column("agreement_ci_high", "DOUBLE"),
+        *glossed("VARCHAR", "source", "judge_identity"),
+        *glossed("INTEGER", "battles", "judgements", "agreeing"),
+        *glossed("DOUBLE", "agreement", "agreement_ci_low", "agreement_ci_high"),
         Column("consistent", "INTEGER"),
         Column("position_consistency", "DOUBLE"),
         Column("no_verdict", "INTEGER"),
-        Column("min_agreement", "DOUBLE"),
-        Column("min_consistency", "DOUBLE"),
+        *glossed("DOUBLE", "min_agreement", "min_consistency"),
         Column("qualified", "BOOLEAN"),
-        Column("reason", "VARCHAR"),
-        Column("provenance_id", "VARCHAR"),
+        *glossed("VARCHAR", "reason", "provenance_id"),
         Column("measured_at", "TIMESTAMP"),
     ),
 )
@@ -43,26 +35,24 @@ QUALIFICATION_VERDICTS = Table(
     "each qualification battle: what the judge was shown (answer_better is the known-better one) and said",
     key=("judge", "template", "max_tokens", "battle_id"),
     columns=(
-        Column("judge", "VARCHAR"),
-        Column("template", "VARCHAR"),
+        *glossed("VARCHAR", "judge", "template"),
         Column("max_tokens", "INTEGER"),
-        Column("battle_id", "VARCHAR"),
-        Column("source", "VARCHAR"),
-        Column("instance_id", "VARCHAR"),
-        Column("question", "VARCHAR"),
-        Column("reference", "VARCHAR"),
-        Column("answer_better", "VARCHAR"),
-        Column("answer_worse", "VARCHAR"),
+        *glossed(
+            "VARCHAR", "battle_id", "source", "instance_id", "question", "reference", "answer_better", "answer_worse"
+        ),
         Column("better_first", "BOOLEAN"),
         Column("verdict_first", "VARCHAR", "better | worse | tie | '' per order"),
         Column("verdict_second", "VARCHAR", "better | worse | tie | '' per order"),
         Column("consistent", "BOOLEAN"),
-        Column("error", "VARCHAR"),
-        Column("judge_request_first", "VARCHAR"),
-        Column("judge_request_second", "VARCHAR"),
-        Column("reason_first", "VARCHAR"),
-        Column("reason_second", "VARCHAR"),
-        Column("provenance_id", "VARCHAR"),
+        *glossed(
+            "VARCHAR",
+            "error",
+            "judge_request_first",
+            "judge_request_second",
+            "reason_first",
+            "reason_second",
+            "provenance_id",
+        ),
     ),
 )
 
@@ -73,17 +63,11 @@ SAFETY_RATINGS = Table(
     "failed judgement has no score and says why.",
     key=("model", "version", "scenario", "instance_id", "judge"),
     columns=(
-        Column("model", "VARCHAR"),
-        Column("version", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("instance_id", "VARCHAR"),
+        *glossed("VARCHAR", "model", "version", "scenario", "instance_id"),
         Column("judge", "VARCHAR", SAFETY_JUDGE),
         Column("judge_identity", "VARCHAR", SAFETY_JUDGE_IDENTITY),
         Column("score", "DOUBLE", null=True),
-        Column("label", "VARCHAR"),
-        Column("judge_request_id", "VARCHAR"),
-        Column("raw_output", "VARCHAR"),
-        Column("error", "VARCHAR"),
+        *glossed("VARCHAR", "label", "judge_request_id", "raw_output", "error"),
     ),
 )
 
@@ -96,14 +80,11 @@ SAFETY_AGREEMENT = Table(
     "nothing",
     key=("model", "version", "scenario", "judge", "measured_on", "answers_of", "human_label"),
     columns=(
-        Column("model", "VARCHAR"),
-        Column("version", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
+        *glossed("VARCHAR", "model", "version", "scenario"),
         Column("judge", "VARCHAR", SAFETY_JUDGE),
         Column("judge_identity", "VARCHAR", SAFETY_JUDGE_IDENTITY),
         Column("human_label", "VARCHAR"),
-        Column("n", "INTEGER"),
-        Column("agreeing", "INTEGER"),
+        *glossed("INTEGER", "n", "agreeing"),
         Column("agreement", "DOUBLE", null=True),
         Column("kappa", "DOUBLE", null=True),
         Column(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holistic_dagster.warehouse.tables.base import Column, Table
+from holistic_dagster.warehouse.tables.base import Column, Table, glossed
 
 STEP_INPUTS = Table(
     "step_inputs",
@@ -10,9 +10,7 @@ STEP_INPUTS = Table(
     "a step whose inputs are unchanged. files: JSON [[path, size, mtime_ns], ...] of the files it read.",
     key=("step", "partition"),
     columns=(
-        Column("step", "VARCHAR"),
-        Column("partition", "VARCHAR"),
-        Column("fingerprint", "VARCHAR"),
+        *glossed("VARCHAR", "step", "partition", "fingerprint"),
         Column("files", "JSON"),
         Column("run_id", "VARCHAR"),
         Column("recorded_at", "TIMESTAMP"),
@@ -27,10 +25,7 @@ UNDELIVERED_ALERTS = Table(
     key=("recorded_at", "level", "title", "text"),
     columns=(
         Column("recorded_at", "TIMESTAMP"),
-        Column("level", "VARCHAR"),
-        Column("title", "VARCHAR"),
-        Column("text", "VARCHAR"),
-        Column("error", "VARCHAR"),
+        *glossed("VARCHAR", "level", "title", "text", "error"),
     ),
 )
 
@@ -42,18 +37,13 @@ IMPORTED_RUNS = Table(
     "suite).",
     key=("version", "scenario", "model", "run_name"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("model", "VARCHAR"),
-        Column("run_name", "VARCHAR"),
+        *glossed("VARCHAR", "version", "scenario", "model", "run_name"),
         Column("subset", "VARCHAR", "[{name, sha256, num_bytes}]"),
         Column("folder", "VARCHAR", "[{name, sha256, num_bytes}]"),
         Column("files", "JSON", "[{name, sha256, num_bytes}]"),
-        Column("adapter_method", "VARCHAR"),
-        Column("description", "VARCHAR"),
+        *glossed("VARCHAR", "adapter_method", "description"),
         Column("run_spec", "JSON"),
-        Column("main_metric", "VARCHAR"),
-        Column("provenance_id", "VARCHAR"),
+        *glossed("VARCHAR", "main_metric", "provenance_id"),
         Column("imported_at", "TIMESTAMP"),
     ),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from holistic_dagster.warehouse.tables.base import Column, Table
+from holistic_dagster.warehouse.tables.base import Column, Table, glossed
 
 TRAFFIC = Table(
     "traffic",
@@ -10,18 +10,14 @@ TRAFFIC = Table(
     "traffic: each logged request with production's answer, PII removed before it was stored.",
     key=("log", "record_id"),
     columns=(
-        Column("log", "VARCHAR"),
-        Column("record_id", "VARCHAR"),
+        *glossed("VARCHAR", "log", "record_id"),
         Column("line", "INTEGER"),
         Column("slice", "VARCHAR"),
         Column("messages", "JSON"),
-        Column("prompt", "VARCHAR"),
-        Column("production", "VARCHAR"),
-        Column("production_text", "VARCHAR"),
+        *glossed("VARCHAR", "prompt", "production", "production_text"),
         Column("production_tokens", "INTEGER"),
         Column("production_latency_s", "DOUBLE", null=True),
-        Column("logged_at", "VARCHAR"),
-        Column("source_uri", "VARCHAR"),
+        *glossed("VARCHAR", "logged_at", "source_uri"),
         Column("source_sha256", "VARCHAR"),
     ),
 )
@@ -42,16 +38,10 @@ SHADOW_COMPLETIONS = Table(
     "a candidate model's answer to the same prompt (request_id keys the completion cache)",
     key=("log", "record_id", "model"),
     columns=(
-        Column("log", "VARCHAR"),
-        Column("record_id", "VARCHAR"),
-        Column("model", "VARCHAR"),
-        Column("request_id", "VARCHAR"),
-        Column("prompt", "VARCHAR"),
-        Column("text", "VARCHAR"),
+        *glossed("VARCHAR", "log", "record_id", "model", "request_id", "prompt", "text"),
         Column("num_completion_tokens", "INTEGER"),
         Column("latency_s", "DOUBLE"),
-        Column("error", "VARCHAR"),
-        Column("provenance_id", "VARCHAR"),
+        *glossed("VARCHAR", "error", "provenance_id"),
     ),
 )
 
@@ -61,22 +51,19 @@ SHADOW_VERDICTS = Table(
     "production | tie, or '' when a judgement gave no verdict: then error says why)",
     key=("log", "record_id", "candidate", "judge"),
     columns=(
-        Column("log", "VARCHAR"),
-        Column("record_id", "VARCHAR"),
-        Column("candidate", "VARCHAR"),
-        Column("judge", "VARCHAR"),
-        Column("slice", "VARCHAR"),
+        *glossed("VARCHAR", "log", "record_id", "candidate", "judge", "slice"),
         Column("candidate_first", "BOOLEAN"),
-        Column("verdict_first", "VARCHAR"),
-        Column("verdict_second", "VARCHAR"),
-        Column("winner", "VARCHAR"),
+        *glossed("VARCHAR", "verdict_first", "verdict_second", "winner"),
         Column("consistent", "BOOLEAN"),
-        Column("error", "VARCHAR"),
-        Column("judge_request_first", "VARCHAR"),
-        Column("judge_request_second", "VARCHAR"),
-        Column("reason_first", "VARCHAR"),
-        Column("reason_second", "VARCHAR"),
-        Column("provenance_id", "VARCHAR"),
+        *glossed(
+            "VARCHAR",
+            "error",
+            "judge_request_first",
+            "judge_request_second",
+            "reason_first",
+            "reason_second",
+            "provenance_id",
+        ),
     ),
 )
 
@@ -86,16 +73,8 @@ SHADOW_WIN_RATES = Table(
     "bootstrap CI over records",
     key=("log", "candidate", "judge", "slice"),
     columns=(
-        Column("log", "VARCHAR"),
-        Column("candidate", "VARCHAR"),
-        Column("judge", "VARCHAR"),
-        Column("slice", "VARCHAR"),
-        Column("n", "INTEGER"),
-        Column("wins", "INTEGER"),
-        Column("ties", "INTEGER"),
-        Column("losses", "INTEGER"),
-        Column("win_rate", "DOUBLE"),
-        Column("ci_low", "DOUBLE"),
-        Column("ci_high", "DOUBLE"),
+        *glossed("VARCHAR", "log", "candidate", "judge", "slice"),
+        *glossed("INTEGER", "n", "wins", "ties", "losses"),
+        *glossed("DOUBLE", "win_rate", "ci_low", "ci_high"),
     ),
 )

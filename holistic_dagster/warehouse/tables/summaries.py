@@ -3,7 +3,7 @@ graded alerts."""
 
 from __future__ import annotations
 
-from holistic_dagster.warehouse.tables.base import Column, Table
+from holistic_dagster.warehouse.tables.base import Column, Table, glossed
 
 LEADERBOARD_STATS = Table(
     "leaderboard_stats",
@@ -11,19 +11,13 @@ LEADERBOARD_STATS = Table(
     "leaderboard cell with n and a seeded percentile-bootstrap 95% CI over its instances.",
     key=("version", "family", "scenario", "metric", "perturbation", "model"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("family", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("metric", "VARCHAR"),
-        Column("perturbation", "VARCHAR"),
-        Column("model", "VARCHAR"),
+        *glossed("VARCHAR", "version", "family", "scenario", "metric", "perturbation", "model"),
         Column("value", "DOUBLE", null=True),
         Column("n", "INTEGER"),
         Column("ci_low", "DOUBLE", "ci_note: why a cell has no CI", null=True),
         Column("ci_high", "DOUBLE", "ci_note: why a cell has no CI", null=True),
         Column("ci_note", "VARCHAR", "ci_note: why a cell has no CI"),
-        Column("bootstrap_seed", "INTEGER"),
-        Column("bootstrap_samples", "INTEGER"),
+        *glossed("INTEGER", "bootstrap_seed", "bootstrap_samples"),
         Column(
             "estimated",
             "BOOLEAN",
@@ -40,9 +34,7 @@ WIN_RATES = Table(
     "HELM's mean win rate per family (never across families): one headline column per scenario.",
     key=("version", "family", "model"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("family", "VARCHAR"),
-        Column("model", "VARCHAR"),
+        *glossed("VARCHAR", "version", "family", "model"),
         Column("mean_win_rate", "DOUBLE"),
         Column("num_columns", "INTEGER"),
     ),
@@ -54,17 +46,9 @@ COMPARISONS = Table(
     "of means (b - a), bootstrap CI, permutation-test p-value, verdict at alpha.",
     key=("version", "model_a", "model_b", "scenario", "family", "metric", "perturbation"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("model_a", "VARCHAR"),
-        Column("model_b", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("family", "VARCHAR"),
-        Column("metric", "VARCHAR"),
-        Column("perturbation", "VARCHAR"),
+        *glossed("VARCHAR", "version", "model_a", "model_b", "scenario", "family", "metric", "perturbation"),
         Column("n", "INTEGER"),
-        Column("mean_a", "DOUBLE"),
-        Column("mean_b", "DOUBLE"),
-        Column("diff", "DOUBLE"),
+        *glossed("DOUBLE", "mean_a", "mean_b", "diff"),
         Column("ci_low", "DOUBLE", null=True),
         Column("ci_high", "DOUBLE", null=True),
         Column("p_value", "DOUBLE"),
@@ -80,11 +64,7 @@ STABILITY = Table(
     "completion cache, `repeats` times; agrees: the answer equals the stored completion's text.",
     key=("version", "model", "request_id", "repeat"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("model", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("instance_id", "VARCHAR"),
-        Column("request_id", "VARCHAR"),
+        *glossed("VARCHAR", "version", "model", "scenario", "instance_id", "request_id"),
         Column("repeat", "INTEGER"),
         Column("text", "VARCHAR"),
         Column("agrees", "BOOLEAN"),
@@ -99,14 +79,7 @@ ALERTS = Table(
     "baseline per scenario: critical | warning | ok, with the paired test behind it.",
     key=("version", "rule", "model", "scenario", "metric"),
     columns=(
-        Column("version", "VARCHAR"),
-        Column("level", "VARCHAR"),
-        Column("rule", "VARCHAR"),
-        Column("model", "VARCHAR"),
-        Column("baseline", "VARCHAR"),
-        Column("scenario", "VARCHAR"),
-        Column("family", "VARCHAR"),
-        Column("metric", "VARCHAR"),
+        *glossed("VARCHAR", "version", "level", "rule", "model", "baseline", "scenario", "family", "metric"),
         Column("value", "DOUBLE", null=True),
         Column("baseline_value", "DOUBLE", null=True),
         Column("diff", "DOUBLE", null=True),
@@ -115,7 +88,6 @@ ALERTS = Table(
         Column("ci_high", "DOUBLE", null=True),
         Column("p_value", "DOUBLE", null=True),
         Column("n", "INTEGER"),
-        Column("threshold", "VARCHAR"),
-        Column("message", "VARCHAR"),
+        *glossed("VARCHAR", "threshold", "message"),
     ),
 )
