@@ -33,6 +33,7 @@ from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import code_fingerprint, sha256_json
 from holistic_dagster.results.leaderboard import report_path
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Instances, ScenarioMetrics
 
 DATA = "data:"  # a file's key below whichever data folder holds it
 
@@ -108,9 +109,7 @@ def _suite_inputs(catalog: Catalog, version: str) -> dict[str, Any]:
 
 
 def datasets_step(deployment: Deployment, warehouse: ResultStore, catalog: Catalog, version: str) -> Step:
-    files = warehouse.df(
-        "SELECT uri FROM source_files WHERE version = ? AND uri NOT LIKE 'generator:%'", [version]
-    )["uri"].tolist() if warehouse.path.exists() else []  # fmt: skip
+    files = Instances(warehouse).source_uris(version) if warehouse.path.exists() else []
     scenarios, skipped = deployment.runnable(version)
     # not the data folders' paths: the files read, by their place in them, size and time (files_state)
     inputs = {
@@ -185,17 +184,16 @@ def suite_steps(
 def outputs_present(warehouse: ResultStore, step: Step) -> bool:
     """What the step wrote is still there (a deleted row or report re-runs it)."""
     if step.kind == "datasets":
-        found = warehouse.df("SELECT DISTINCT scenario FROM instances WHERE version = ?", [step.partition])
+        found = Instances(warehouse).scenarios(step.partition)
     elif step.kind == "evaluate":
         model, version = step.partition.split("|")
-        found = warehouse.df(
-            "SELECT DISTINCT scenario FROM scenario_metrics WHERE model = ? AND version = ?", [model, version]
-        )
+        found = ScenarioMetrics(warehouse).scenarios(version, model)
     else:
         if not report_path(warehouse, step.partition).exists():
             return False
-        found = warehouse.df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [step.partition])
-    return set(step.scenarios) <= set(found["scenario"])
+        stats = warehouse.df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [step.partition])
+        found = set(stats["scenario"])
+    return set(step.scenarios) <= found
 
 
 def mark_skippable(warehouse: ResultStore, step: Step) -> Step:

@@ -115,9 +115,9 @@ def compare(
 
 def _say_which_is_missing(chosen, version: str, models: tuple[str, ...]) -> None:
     """Fails naming a model that is not evaluated on the version, and whether it is registered at all."""
-    scored = set(
-        chosen.warehouse().df("SELECT DISTINCT model FROM instance_scores WHERE version = ?", [version])["model"]
-    )
+    from holistic_dagster.warehouse.access import InstanceScores
+
+    scored = InstanceScores(chosen.warehouse()).models(version)
     registry = chosen.models()
     for model in models:
         if model in scored:

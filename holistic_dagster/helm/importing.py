@@ -28,6 +28,7 @@ from holistic_dagster.errors import DataFormatError, HolisticError
 from holistic_dagster.helm.names import our_metric, scenario_for_group
 from holistic_dagster.helm.runs import HelmRun, RequestState, find_run_folders, read_run
 from holistic_dagster.records import Completion, Instance, Reference, Request, request_id, sha256_json
+from holistic_dagster.warehouse.access import Instances
 from holistic_dagster.warehouse.rows import (
     completion_row,
     instance_row,
@@ -104,11 +105,7 @@ def _key(text: str, references) -> tuple:
 
 def _our_instances(warehouse, version: str, scenario: str) -> dict[tuple, str]:
     """{(input, reference texts): instance_id} of the version's evaluated instances of the scenario."""
-    rows = warehouse.df(
-        'SELECT instance_id, input, "references" FROM instances WHERE version = ? AND scenario = ? '
-        "AND split = 'test' AND perturbation = ''",
-        [version, scenario],
-    )
+    rows = Instances(warehouse).originals(version, scenario)
     if rows.empty:
         raise HolisticError(
             f"suite version {version!r} has no instances of {scenario!r} in {warehouse.path} yet: evaluate a model on "
@@ -143,7 +140,7 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
         for part in (p for p in parts if p.scenario == scenario):
             for iid, inst in part.instances.items():
                 _same(new.setdefault(iid, inst), inst)
-        old = warehouse.df("SELECT * FROM instances WHERE version = ? AND scenario = ?", [version, scenario])
+        old = Instances(warehouse).rows(version, scenario)
         rows = {r["instance_id"]: r for r in old.to_dict("records")}
         for iid, inst in new.items():
             row = {"version": version, "scenario": scenario, **instance_row(inst)}
@@ -156,7 +153,7 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
                     f"one imported into {version!r} before under the same id: import it into another version"
                 )
             rows[iid] = row
-        sources = warehouse.df("SELECT * FROM source_files WHERE version = ? AND scenario = ?", [version, scenario])
+        sources = Instances(warehouse).source_rows(version, scenario)
         files = {r["uri"]: r for r in sources.to_dict("records")}
         for part in (p for p in parts if p.scenario == scenario):
             for run in part.runs:

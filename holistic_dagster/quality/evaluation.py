@@ -15,8 +15,15 @@ from holistic_dagster.perturbations import PERTURBATIONS
 from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
 from holistic_dagster.results.efficient import partial_evaluation, stored_anchors
-from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import (
+    Applicability,
+    Completions,
+    Instances,
+    InstanceScores,
+    Prompts,
+    ScenarioMetrics,
+)
 
 INSTANCES_NONEMPTY = declare(
     "dataset", "instances_nonempty", "The suite version's sample has at least one evaluated instance.", blocking=True
@@ -97,7 +104,7 @@ def completions_checks(stage, version: str, scenario: str, model: str) -> list[C
 @runs_checks("scores")
 def scores_checks(stage, version: str, scenario: str, model: str) -> list[CheckOutcome]:
     spec, _ = stage.catalog.resolved_scenario(version, scenario)  # as pinned: a language_modeling pin's metrics
-    method = prompted_method(stage.warehouse, version, scenario, model)
+    method = Prompts(stage.warehouse).method(version, scenario, model)
     registered = stage.deployment.models().get(model)
     priced = registered is not None and registered.price is not None
     per_instance = metrics_per_instance(spec.metrics, spec.families, method, spec.extra_metrics, priced)
@@ -107,12 +114,8 @@ def scores_checks(stage, version: str, scenario: str, model: str) -> list[CheckO
 def check_dataset(
     warehouse: ResultStore, version: str, scenario: str, needs_references: bool = True
 ) -> list[CheckOutcome]:
-    frame = warehouse.df(
-        "SELECT instance_id, split, num_correct_references, perturbation, original_instance_id, input "
-        "FROM instances WHERE version = ? AND scenario = ?",
-        [version, scenario],
-    )
-    applies = _applies(warehouse, version, scenario)
+    frame = Instances(warehouse).outline(version, scenario)
+    applies = Applicability(warehouse).families(version, scenario)
     test = frame[frame["split"] == "test"]
     originals = test[test["perturbation"] == ""]
     perturbed = test[test["perturbation"] != ""].merge(
@@ -147,26 +150,9 @@ def check_dataset(
 _REWRITING_REFERENCES = [p.name for p in PERTURBATIONS.values() if p.perturbs_references]
 
 
-def _applies(warehouse: ResultStore, version: str, scenario: str) -> set[str]:
-    frame = warehouse.df(
-        "SELECT family FROM applicability WHERE version = ? AND scenario = ? AND applies", [version, scenario]
-    )
-    return set(frame["family"])
-
-
 def check_prompts(warehouse: ResultStore, version: str, scenario: str, model: str) -> list[CheckOutcome]:
-    # a request asks about some text: its prompt, or (language modeling's first window, scored after the model's
-    # start token) its continuation alone
-    frame = warehouse.df(
-        "SELECT instance_id, request_id, prompt || continuation AS prompt FROM prompts "
-        "WHERE model = ? AND version = ? AND scenario = ?",
-        [model, version, scenario],
-    )
-    tests = warehouse.df(
-        "SELECT instance_id, coalesce(nullif(original_instance_id, ''), instance_id) AS original FROM instances "
-        "WHERE version = ? AND scenario = ? AND split = 'test'",
-        [version, scenario],
-    )
+    frame = Prompts(warehouse).texts(version, scenario, model)
+    tests = Instances(warehouse).evaluated(version, scenario)
     test_ids = tests["instance_id"].tolist()
     if (partial := partial_evaluation(warehouse, version, scenario, model)) is not None:
         # a partial evaluation asks its part of the draw (the anchors, or a sample's first n) with their perturbed
@@ -198,15 +184,8 @@ def check_prompts(warehouse: ResultStore, version: str, scenario: str, model: st
 def check_completions(
     warehouse: ResultStore, version: str, scenario: str, model: str, max_failure_rate: float = 0.0
 ) -> list[CheckOutcome]:
-    keys = [model, version, scenario]
-    frame = warehouse.df(
-        "SELECT request_id, logprob, error, error <> '' AS failed FROM completions WHERE model = ? AND version = ? "
-        "AND scenario = ?",
-        keys,
-    )
-    requested = warehouse.df(
-        "SELECT DISTINCT request_id FROM prompts WHERE model = ? AND version = ? AND scenario = ?", keys
-    )["request_id"].tolist()
+    frame = Completions(warehouse).outcomes(version, scenario, model)
+    requested = Prompts(warehouse).request_ids(version, scenario, model)
     failures = frame[frame["failed"]]
     valid = COMPLETIONS_VALID.outcome(
         frame,
@@ -239,13 +218,8 @@ def check_completions(
 def check_scores(
     warehouse: ResultStore, version: str, scenario: str, model: str, metrics_per_instance: int
 ) -> list[CheckOutcome]:
-    keys = [model, version, scenario]
-    frame = warehouse.df(
-        "SELECT s.instance_id, s.metric, s.family, s.value, s.perturbation, i.perturbation AS instance_perturbation "
-        "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE s.model = ? AND s.version = ? AND s.scenario = ?",
-        keys,
-    )
+    frame = InstanceScores(warehouse).with_instances(version, scenario, model)
+    aggregates = ScenarioMetrics(warehouse)
     per_original = (
         frame[frame["instance_perturbation"] == ""]
         .loc[lambda f: [on_every_original(m, fam) for m, fam in zip(f["metric"], f["family"])]]
@@ -254,35 +228,22 @@ def check_scores(
         .rename("num_rows")
         .reset_index()
     )
-    applies = _applies(warehouse, version, scenario)
-    not_computed = warehouse.df(
-        "SELECT count(*) AS n FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? "
-        "AND family = 'calibration' AND value IS NULL AND starts_with(note, ?)",
-        [*keys, NOT_COMPUTED],
-    )["n"].iat[0]
+    applies = Applicability(warehouse).families(version, scenario)
+    not_computed = aggregates.undefined_with_note(version, scenario, model, "calibration", NOT_COMPUTED)
     if "calibration" in applies and not_computed:
         # calibration "not computed" (no log-probabilities): no max_prob rows were made up
         metrics_per_instance -= len(per_instance_metrics("calibration"))
-    families = warehouse.df(
-        "SELECT family, count(*) AS num_rows, count(value) AS num_values, "
-        "count(*) FILTER (WHERE value IS NULL AND note = '') AS num_unexplained "
-        "FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? GROUP BY family",
-        keys,
-    )
+    families = aggregates.per_family(version, scenario, model)
     grid = pd.DataFrame({"family": list(FAMILIES)}).merge(families, on="family", how="left").fillna(0)
     grid["applies"] = grid["family"].isin(applies)
     grid["filled_as_declared"] = (grid["num_rows"] > 0) == grid["applies"]
-    aggregates = warehouse.df(
-        "SELECT metric, value FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? "
-        "AND value IS NOT NULL",  # an undefined value has its note (applicable_families_filled checks that)
-        keys,
-    )
+    defined = aggregates.defined(version, scenario, model)  # an undefined one has its note (checked below)
     outcomes = [
         SCORES_IN_RANGE.outcome(
             frame,
             [expect.ExpectColumnValuesToNotBeNull(column="value")],
             *_within_bounds(frame),
-            *_within_bounds(aggregates),
+            *_within_bounds(defined),
         ),
         SCORE_COUNTS_CONSISTENT.outcome(
             frame,

@@ -8,6 +8,7 @@ import pandas as pd
 from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import ScenarioMetrics
 
 LEADERBOARD_COMPLETE = declare(
     "leaderboard",
@@ -40,10 +41,7 @@ def leaderboard_checks(stage, version: str, scenario: str | None = None, model: 
 
 
 def check_leaderboard(warehouse: ResultStore, version: str, scenarios: list[str]) -> list[CheckOutcome]:
-    frame = warehouse.df(
-        "SELECT model, scenario, count(value) AS num_values FROM scenario_metrics WHERE version = ? GROUP BY ALL",
-        [version],
-    )
+    frame = ScenarioMetrics(warehouse).values_per_cell(version)
     models = sorted(frame["model"].unique())
     grid = pd.DataFrame([(m, s) for m in models for s in scenarios], columns=["model", "scenario"])
     grid = grid.merge(frame, on=["model", "scenario"], how="left").fillna({"num_values": 0})

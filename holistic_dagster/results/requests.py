@@ -7,15 +7,12 @@ import duckdb
 import pandas as pd
 
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Completions
 
 
 def latencies(store: ResultStore, version: str, models: list[str]) -> pd.DataFrame:
     """model, scenario, request_id, latency_s of every request of the models that was answered."""
-    return store.df(
-        "SELECT model, scenario, request_id, latency_s FROM completions "
-        "WHERE version = ? AND error = '' AND model IN (SELECT unnest(?::VARCHAR[]))",
-        [version, models],
-    )
+    return Completions(store).latencies(version, models)
 
 
 def stability_agreement(store: ResultStore, version: str, models: list[str]) -> pd.DataFrame:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import NOT_COMPARED, REFERENCE_FAMILIES, lower_is_better
 from holistic_dagster.metrics.scoring import CORRECTNESS
 from holistic_dagster.metrics.statistics import SEED, paired_test
@@ -75,20 +74,3 @@ def compare_models(
             }
         )
     return pd.DataFrame(out)
-
-
-def prompted_method(warehouse: ResultStore, version: str, scenario: str, model: str) -> str:
-    """The adapter method the prompts were built with (the scenario's, or a fallback)."""
-    frame = warehouse.df(
-        "SELECT DISTINCT adapter_method FROM prompts WHERE model = ? AND version = ? AND scenario = ?",
-        [model, version, scenario],
-    )
-    if frame.empty:
-        raise no_prompts(version, scenario, model)
-    return str(frame["adapter_method"].iat[0])
-
-
-def no_prompts(version: str, scenario: str, model: str) -> HolisticError:
-    return HolisticError(
-        f"no prompts for {scenario!r}, model {model!r}, version {version!r}: materialize [{scenario}, prompts] first"
-    )

@@ -23,6 +23,7 @@ from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.judging.battles import Answer, Battle, candidate_battles, draw, schedule
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge, stored_qualifications
+from holistic_dagster.warehouse.access import Completions
 from holistic_dagster.warehouse.rows import references_of
 from holistic_dagster.warehouse.tables import TABLES
 
@@ -41,16 +42,7 @@ def scheduled_battles(stage: StageContext, version: str) -> list[Battle]:
     """The suite's battles: every pair of models whose stored completions answer the same original instance of
     an arena scenario, sampled to the suite's max_battles (seeded)."""
     arena = arena_spec(stage, version)
-    rows = stage.warehouse.df(
-        "SELECT p.scenario, p.instance_id, p.model, p.request_id, c.text, c.num_completion_tokens, i.input, "
-        'i."references"::VARCHAR AS refs '
-        "FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
-        "JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE p.version = ? AND p.scenario IN (SELECT unnest(?::VARCHAR[])) AND p.kind = 'generate' "
-        "AND i.split = 'test' AND i.perturbation = '' AND c.error = '' "
-        "ORDER BY p.scenario, p.instance_id, p.model",
-        [version, list(arena.scenarios)],
-    )
+    rows = Completions(stage.warehouse).generated_on_originals(version, list(arena.scenarios))
     answers: dict[tuple[str, str], list[Answer]] = {}
     questions: dict[tuple[str, str], tuple[str, str]] = {}
     for r in rows.itertuples(index=False):

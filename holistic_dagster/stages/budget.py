@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
@@ -27,6 +26,7 @@ from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Price, Request
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse.access import CompletionCache, Prompts
 from holistic_dagster.warehouse.journal import replay
 
 
@@ -103,29 +103,15 @@ class Spend:
         )
 
 
-# what a completion_cache row `c` cost at the price in its provenance `p`
-_COST = (
-    "(c.num_prompt_tokens * CAST(json_extract(p.decoding, '$.price.input_per_million') AS DOUBLE) + "
-    "c.num_completion_tokens * CAST(json_extract(p.decoding, '$.price.output_per_million') AS DOUBLE)) / 1e6"
-)
-
-
 def _model_key(stage: StageContext, model: str) -> str:
     return answering_identity(stage.client(model).describe())
 
 
-def _answered(stage: StageContext, model_key: str, requests_sql: str, params: list[Any]) -> pd.DataFrame:
-    """The completion cache's answers of `model_key` (these weights) to the requests `requests_sql` selects: each
-    request once, with what its answers cost at the price recorded with them (0 where none was recorded)."""
+def _answered(stage: StageContext, model_key: str, request_ids: list[str]) -> pd.DataFrame:
+    """request_id, usd: the completion cache's answers of `model_key` (these weights) to the requests, each request
+    once, with what its answers cost at the price recorded with them (0 where none was recorded)."""
     replay(stage.warehouse, "completion_cache")  # answers a killed run was billed for but had not committed
-    if not stage.warehouse.path.exists():
-        return pd.DataFrame({"request_id": [], "usd": []})
-    return stage.warehouse.df(
-        f"SELECT c.request_id, sum(CASE WHEN json_extract(p.decoding, '$.price') IS NULL THEN 0 ELSE {_COST} END) "
-        f"AS usd FROM completion_cache c JOIN provenance p USING (provenance_id) "
-        f"WHERE c.model_key = ? AND c.request_id IN ({requests_sql}) GROUP BY c.request_id",
-        [model_key, *params],
-    )
+    return CompletionCache(stage.warehouse).billed(model_key, request_ids)
 
 
 def spent_on(stage: StageContext, model: str, version: str) -> float:
@@ -133,10 +119,8 @@ def spent_on(stage: StageContext, model: str, version: str) -> float:
     completion cache holds answers to (for these weights), each at the price recorded with its answer."""
     if stage.model(model).price is None:
         return 0.0
-    answered = _answered(
-        stage, _model_key(stage, model), "SELECT request_id FROM prompts WHERE model = ? AND version = ?",
-        [model, version],
-    )  # fmt: skip
+    requests = Prompts(stage.warehouse).request_ids_of_version(version, model)
+    answered = _answered(stage, _model_key(stage, model), requests)
     return float(answered["usd"].sum())
 
 
@@ -151,7 +135,7 @@ def metered(
     if budget is None or price is None:
         return None
     ids = list(dict.fromkeys(r.request_id for r in requests))
-    answered = _answered(stage, _model_key(stage, model), "SELECT unnest(?::VARCHAR[])", [ids])
+    answered = _answered(stage, _model_key(stage, model), ids)
     earlier, cached = float(answered["usd"].sum()), set(answered["request_id"])
     todo = list({r.request_id: r for r in requests if r.request_id not in cached}.values())
     prompt, output = sum(r.num_prompt_tokens for r in todo), sum(r.max_tokens for r in todo)
@@ -219,18 +203,7 @@ def estimate_cost(stage: StageContext, version: str, model: str, scenarios: list
         return None
     model_key = _model_key(stage, model)
     replay(stage.warehouse, "completion_cache")
-    frame = stage.warehouse.df(
-        "WITH distinct_requests AS (SELECT scenario, request_id, any_value(num_prompt_tokens) AS prompt_tokens, "
-        "any_value(max_tokens) AS max_tokens FROM prompts WHERE model = ? AND version = ? "
-        "AND scenario IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL) "
-        "SELECT d.scenario, count(*) FILTER (WHERE c.request_id IS NULL) AS num_requests, "
-        "count(c.request_id) AS num_cached, "
-        "coalesce(sum(d.prompt_tokens) FILTER (WHERE c.request_id IS NULL), 0) AS prompt_tokens, "
-        "coalesce(sum(d.max_tokens) FILTER (WHERE c.request_id IS NULL), 0) AS max_output_tokens "
-        "FROM distinct_requests d LEFT JOIN (SELECT DISTINCT request_id FROM completion_cache WHERE model_key = ?) c "
-        "USING (request_id) GROUP BY d.scenario ORDER BY d.scenario",
-        [model, version, scenarios, model_key],
-    )
+    frame = Prompts(stage.warehouse).still_to_send(version, model, scenarios, model_key)
     rows = tuple(
         ScenarioEstimate(
             r.scenario,

@@ -14,20 +14,19 @@ from holistic_dagster.clients.identity import NUMERICS, answering_identity
 from holistic_dagster.clients.protocol import StopSending
 from holistic_dagster.records import Completion, Request, sha256_json
 from holistic_dagster.results.leaderboard import borrowed_pools
-from holistic_dagster.results.scores import prompted_method
 from holistic_dagster.stages.budget import Spend, check_budget, estimate_cost, left_of, spent_on
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.warehouse import BackgroundWriter
+from holistic_dagster.warehouse.access import CompletionCache, Prompts
 from holistic_dagster.warehouse.journal import replay
-from holistic_dagster.warehouse.rows import completion_from_row, completion_row
+from holistic_dagster.warehouse.rows import completion_row
 
 
 def run_completions(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
     """Completions for every distinct request, reusing the completion cache (answer_requests). The partition
     is replaced at the end."""
     spec, pin = stage.catalog.resolved_scenario(version, scenario)
-    requests = load_requests(stage, version, scenario, model)
+    requests = Prompts(stage.warehouse).requests(version, scenario, model)
     # a run the CLI checked as a whole gets here within budget; this also holds one the daemon launched to it
     budget, source = stage.max_cost, "the run's max_cost"
     if budget is None:
@@ -38,9 +37,7 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
         left, where = left_of(budget, spend.earlier, source)
         estimate = estimate_cost(stage, version, model, [scenario])
         check_budget(estimate, left, f"{where}, for {scenario} alone")
-    adapter = adapter_as_asked(
-        spec.adapter, prompted_method(stage.warehouse, version, scenario, model), pin.conventions
-    )
+    adapter = adapter_as_asked(spec.adapter, Prompts(stage.warehouse).method(version, scenario, model), pin.conventions)
     decoding = {
         "method": adapter.method,
         "max_tokens": adapter.max_tokens,
@@ -89,7 +86,8 @@ def answer_requests(
     info = client.describe()
     model_key = answering_identity(info)
     distinct = list({r.request_id: r for r in requests}.values())
-    done = _cached_completions(stage, model_key, [r.request_id for r in distinct])
+    replay(stage.warehouse, "completion_cache")  # answers a killed run got but had not committed
+    done = CompletionCache(stage.warehouse).answers(model_key, [r.request_id for r in distinct])
     todo = [r for r in distinct if r.request_id not in done]
     if (price := stage.model(model).price) is not None:  # what the answers cost (view request_costs)
         decoding = {**decoding, "price": price.model_dump()}
@@ -154,24 +152,3 @@ def cache_rows(completions: list[Completion], model_key: str, provenance_id: str
             {"model_key": model_key, "sample_index": 0, **row, "provenance_id": provenance_id, "created_at": now}
         )
     return rows
-
-
-def _cached_completions(
-    stage: StageContext, model_key: str, request_ids: list[str]
-) -> dict[str, tuple[Completion, str]]:
-    replay(stage.warehouse, "completion_cache")  # answers a killed run got but had not committed
-    if not stage.warehouse.path.exists():
-        return {}
-    frame = stage.warehouse.df(
-        "SELECT * FROM completion_cache WHERE model_key = ? AND sample_index = 0 AND request_id IN "
-        "(SELECT unnest(?::VARCHAR[]))",
-        [model_key, request_ids],
-    )
-    return {r.request_id: (completion_from_row(r), r.provenance_id) for r in frame.itertuples(index=False)}
-
-
-def load_completions(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, tuple[Completion, str]]:
-    frame = stage.warehouse.df(
-        "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
-    )
-    return {r.request_id: (completion_from_row(r), r.provenance_id) for r in frame.itertuples(index=False)}

@@ -10,12 +10,12 @@ import pandas as pd
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import FAMILIES, PERTURBATION_FAMILIES
 from holistic_dagster.perturbations import perturb_instances
-from holistic_dagster.records import Instance, sha256_json
+from holistic_dagster.records import sha256_json
 from holistic_dagster.scenarios import load_instances, sample_instances
 from holistic_dagster.scenarios.loaders import companion_sources
 from holistic_dagster.scenarios.spec import ScenarioSpec
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.warehouse.rows import instance_from_row, instance_row, source_file_row
+from holistic_dagster.warehouse.rows import instance_row, source_file_row
 
 
 def build_dataset(stage: StageContext, version: str, scenario: str) -> dict[str, Any]:
@@ -60,18 +60,3 @@ def _applicability(spec: ScenarioSpec, family: str, perturbations: dict[str, tup
     if family in perturbations:
         return {"applies": True, "detail": ", ".join(perturbations[family])}
     return {"applies": True, "detail": ""}
-
-
-def load_dataset(stage: StageContext, version: str, scenario: str) -> list[Instance]:
-    frame = stage.warehouse.df(
-        "SELECT i.*, f.sha256, f.revision, f.num_bytes FROM instances i JOIN source_files f "
-        "ON f.version = i.version AND f.scenario = i.scenario AND f.uri = i.source_uri "
-        "WHERE i.version = ? AND i.scenario = ? ORDER BY i.split DESC, i.instance_id",
-        [version, scenario],
-    )
-    if frame.empty:
-        raise HolisticError(
-            f"no dataset for scenario {scenario!r}, version {version!r}: "
-            f"materialize [{scenario}, dataset] for that version first"
-        )
-    return [instance_from_row(r) for r in frame.itertuples(index=False)]

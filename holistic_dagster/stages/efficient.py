@@ -40,6 +40,7 @@ from holistic_dagster.results.efficient import AnchorSet, fit_facts, partial_eva
 from holistic_dagster.results.leaderboard import main_metrics
 from holistic_dagster.results.matrix import full_draw_results
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse.access import ScenarioMetrics
 
 ANCHOR_SEED = 0
 
@@ -97,7 +98,7 @@ def anchors_for(
     none = pd.DataFrame(columns=["model", "version", "scenario", "n_evaluated", "n_full", "fit_models", "how"])
     draw = sorted(i.instance_id for i in instances if i.split == "test" and not i.perturbation)
     part = stage.sample or stage.efficient
-    if not part or part >= len(draw) or _measured_in_full(stage, version, scenario, model):
+    if not part or part >= len(draw) or ScenarioMetrics(stage.warehouse).measured_in_full(version, scenario, model):
         return instances, none
     if stage.sample:
         keep, models, how = set(sample_order(draw)[: stage.sample]), [], "sample"
@@ -110,16 +111,6 @@ def anchors_for(
     asked = [i for i in instances if i.split != "test" or (i.original_id or i.instance_id) in keep]
     row = {**keys, "n_evaluated": len(keep), "n_full": len(draw), "fit_models": json.dumps(models), "how": how}
     return asked, pd.DataFrame([row])
-
-
-def _measured_in_full(stage: StageContext, version: str, scenario: str, model: str) -> bool:
-    measured = stage.warehouse.df(
-        "SELECT count(*) AS n FROM scenario_metrics m WHERE model = ? AND version = ? AND scenario = ? "
-        "AND NOT coalesce(estimated, false) AND NOT EXISTS (SELECT 1 FROM partial_evaluations p WHERE "
-        "p.model = m.model AND p.version = m.version AND p.scenario = m.scenario)",
-        [model, version, scenario],
-    )
-    return bool(measured["n"].iat[0])
 
 
 def estimated_metrics(

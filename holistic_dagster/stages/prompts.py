@@ -11,12 +11,10 @@ from holistic_dagster.adaptation.adapter import TokenBudget, adapter_as_asked, b
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.adaptation.spec import AdapterSpec
 from holistic_dagster.errors import CapabilityError, CatalogError
-from holistic_dagster.records import Request
-from holistic_dagster.results.scores import no_prompts
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.stages.efficient import anchors_for
-from holistic_dagster.warehouse.rows import prompt_row, request_from_row
+from holistic_dagster.warehouse.access import Instances
+from holistic_dagster.warehouse.rows import prompt_row
 
 if TYPE_CHECKING:
     from holistic_dagster.clients.protocol import ModelClient
@@ -41,7 +39,8 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
         getattr(client, "count_tokens_many", None),
     )
     # an efficient evaluation asks only the anchors (and their perturbed copies); partial says so
-    instances, partial = anchors_for(stage, version, scenario, model, load_dataset(stage, version, scenario))
+    instances = Instances(stage.warehouse).records(version, scenario)
+    instances, partial = anchors_for(stage, version, scenario, model, instances)
     requests = build_requests(instances, adapter, stage.catalog.templates_dir, budget, pin.seed, pin.conventions)
     keys = {"model": model, "version": version, "scenario": scenario}
     frame = pd.DataFrame([{**keys, **prompt_row(r, adapter.method, adapter.template_file)} for r in requests])
@@ -86,13 +85,3 @@ def adapter_for(client: ModelClient, scenario: str, adapter: AdapterSpec, fallba
         f"OpenAI-compatible server with echo + logprobs, marked `prompt_logprobs: true` in resources/models.yaml), "
         f"or give {scenario!r} a `fallback_method: multiple_choice_joint` (or `method:`) in the suite file."
     )
-
-
-def load_requests(stage: StageContext, version: str, scenario: str, model: str) -> list[Request]:
-    frame = stage.warehouse.df(
-        "SELECT * FROM prompts WHERE model = ? AND version = ? AND scenario = ? ORDER BY instance_id, request_id",
-        [model, version, scenario],
-    )
-    if frame.empty:
-        raise no_prompts(version, scenario, model)
-    return [request_from_row(r) for r in frame.itertuples(index=False)]

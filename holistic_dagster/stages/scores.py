@@ -11,12 +11,8 @@ from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import is_headline
 from holistic_dagster.metrics.scoring import applicable_scorers, predictions_of, score_instances
 from holistic_dagster.results.efficient import partial_evaluation
-from holistic_dagster.results.scores import prompted_method
-from holistic_dagster.stages.completions import load_completions
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.stages.dataset import load_dataset
 from holistic_dagster.stages.efficient import efficient_metadata, estimated_metrics
-from holistic_dagster.stages.prompts import load_requests
 from holistic_dagster.stages.safety import (
     SafetyJudging,
     judge_answers,
@@ -24,18 +20,19 @@ from holistic_dagster.stages.safety import (
     safety_tables,
     with_judging_notes,
 )
+from holistic_dagster.warehouse.access import Completions, Instances, Prompts
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
 
 
 def compute_scores(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
     spec, _ = stage.catalog.resolved_scenario(version, scenario)
-    instances = [i for i in load_dataset(stage, version, scenario) if i.split == "test"]
-    requests = load_requests(stage, version, scenario, model)
+    instances = [i for i in Instances(stage.warehouse).records(version, scenario) if i.split == "test"]
+    requests = Prompts(stage.warehouse).requests(version, scenario, model)
     partial = partial_evaluation(stage.warehouse, version, scenario, model)
     if partial is not None:  # an efficient evaluation: the anchors it asked, and their perturbed copies
         asked = {r.instance_id for r in requests}
         instances = [i for i in instances if i.instance_id in asked]
-    loaded = load_completions(stage, version, scenario, model)
+    loaded = Completions(stage.warehouse).answers(version, scenario, model)
     missing = {r.request_id for r in requests} - set(loaded)
     if missing:
         raise HolisticError(
@@ -48,7 +45,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     instances = [i for i in instances if i.instance_id not in failed]
     if not any(not i.perturbation for i in instances):
         raise HolisticError(f"every request of {scenario!r} for model {model!r} failed: nothing to score")
-    method = prompted_method(stage.warehouse, version, scenario, model)
+    method = Prompts(stage.warehouse).method(version, scenario, model)
     classifier = None
     applicable = applicable_scorers(method, spec.families, spec.extra_metrics)
     if any(s.uses_classifier for s in applicable):

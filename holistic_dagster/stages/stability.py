@@ -11,7 +11,7 @@ import pandas as pd
 
 from holistic_dagster.judging.battles import draw
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.stages.prompts import load_requests
+from holistic_dagster.warehouse.access import Completions, Prompts
 
 SAMPLES = 20  # instances per scenario
 REPEATS = 2
@@ -24,18 +24,14 @@ def measure_stability(
     for every model, so models can be paired) asked `repeats` more times through the model's backend, never the
     cache; each answer is compared with the stored completion. Replaces the model's rows of `stability`."""
     rows = []
-    stored = stage.warehouse.df(
-        "SELECT scenario, request_id, text FROM completions WHERE model = ? AND version = ? AND error = ''",
-        [model, version],
-    )
-    texts = {(r.scenario, r.request_id): r.text for r in stored.itertuples(index=False)}
+    texts = Completions(stage.warehouse).answered_texts(version, model)
     client = stage.client(model)
     for scenario in stage.catalog.suite(version).scenarios:
         if not any(s == scenario for s, _ in texts):  # not evaluated on this scenario
             continue
         requests = [
             r
-            for r in load_requests(stage, version, scenario, model)
+            for r in Prompts(stage.warehouse).requests(version, scenario, model)
             if r.kind == "generate" and (scenario, r.request_id) in texts
         ]
         chosen = sorted({r.instance_id for r in requests}, key=lambda i: draw(seed, scenario, i))[:samples]

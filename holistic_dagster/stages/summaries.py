@@ -25,6 +25,7 @@ from holistic_dagster.results.leaderboard import (
 from holistic_dagster.results.scores import compare_models
 from holistic_dagster.results.statistics import cell_statistics, family_win_rates
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse.access import ScenarioMetrics
 
 if TYPE_CHECKING:  # grading loads with the alerts it grades
     from holistic_dagster.alerts.grading import Finding
@@ -49,9 +50,7 @@ def find_regressions(stage: StageContext, version: str) -> pd.DataFrame:
 
     alpha = regression_alpha(stage.catalog, version)
     main = main_metrics(stage.warehouse, stage.catalog, version)
-    scored = set(
-        stage.warehouse.df("SELECT DISTINCT model FROM scenario_metrics WHERE version = ?", [version])["model"]
-    )
+    scored = ScenarioMetrics(stage.warehouse).models(version)
     frames = [
         compare_models(stage.warehouse, version, spec.previous, name, alpha, main_metric=main)
         for name, spec in stage.deployment.models().items()

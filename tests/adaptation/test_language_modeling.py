@@ -182,9 +182,10 @@ def test_xsum_as_a_corpus_through_the_pipeline(lm_catalog, tmp_path, monkeypatch
     from holistic_dagster.stages import StageContext
     from holistic_dagster.stages.completions import run_completions
     from holistic_dagster.stages.dataset import build_dataset
-    from holistic_dagster.stages.prompts import build_prompts, load_requests
+    from holistic_dagster.stages.prompts import build_prompts
     from holistic_dagster.stages.scores import compute_scores
     from holistic_dagster.warehouse import Warehouse
+    from holistic_dagster.warehouse.access import Prompts
 
     model, version = "demo-gpt2-short", "lm1"
     models = write(
@@ -199,7 +200,7 @@ def test_xsum_as_a_corpus_through_the_pipeline(lm_catalog, tmp_path, monkeypatch
     compute_scores(stage, version, "xsum", model)
 
     client = stage.client(model)
-    requests = load_requests(stage, version, "xsum", model)
+    requests = Prompts(stage.warehouse).requests(version, "xsum", model)
     documents = {i.instance_id: i.input for i in _tests(stage, version)}
     assert len(requests) > 4 * len(documents)  # the articles run past the context: several windows each
     assert max(client.count_tokens(r.prompt) + client.count_tokens(r.continuation) for r in requests) <= 128
@@ -237,6 +238,6 @@ def test_xsum_as_a_corpus_through_the_pipeline(lm_catalog, tmp_path, monkeypatch
 
 
 def _tests(stage, version):
-    from holistic_dagster.stages.dataset import load_dataset
+    from holistic_dagster.warehouse.access import Instances
 
-    return [i for i in load_dataset(stage, version, "xsum") if i.split == "test" and not i.perturbation]
+    return [i for i in Instances(stage.warehouse).records(version, "xsum") if i.split == "test" and not i.perturbation]

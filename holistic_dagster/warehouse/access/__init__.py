@@ -1,0 +1,29 @@
+"""The tables' accessors: one class per table owns its SQL (reads here; each stage's partition is written through
+the store's replace, whose frames the declarations build), so a column's name is written in its declaration, its
+accessor and its migration, and nowhere else that reads the table. core.py: the evaluation's own tables."""
+
+from __future__ import annotations
+
+from holistic_dagster.warehouse.access.core import (
+    Answers,
+    Applicability,
+    CompletionCache,
+    Completions,
+    Instances,
+    InstanceScores,
+    Prompts,
+    ScenarioMetrics,
+    no_prompts,
+)
+
+__all__ = [
+    "Answers",
+    "Applicability",
+    "CompletionCache",
+    "Completions",
+    "InstanceScores",
+    "Instances",
+    "Prompts",
+    "ScenarioMetrics",
+    "no_prompts",
+]
