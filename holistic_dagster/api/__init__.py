@@ -38,15 +38,12 @@ class Results:
         (`leaderboard_stats`) where the summaries were computed."""
         from holistic_dagster.metrics import FAMILIES
         from holistic_dagster.results.leaderboard import leaderboard
+        from holistic_dagster.warehouse.access import LeaderboardStats
 
         if family is not None and family not in FAMILIES:
             raise HolisticError(f"unknown metric family {family!r}: the families are {', '.join(FAMILIES)}")
         frame = leaderboard(self.deployment.warehouse(), self.suite, family)
-        stats = self.query(
-            "SELECT model, scenario, family, metric, perturbation, ci_low, ci_high, ci_note FROM leaderboard_stats "
-            "WHERE version = ?",
-            [self.suite],
-        )
+        stats = LeaderboardStats(self.deployment.warehouse()).intervals(self.suite)
         keys = ["model", "scenario", "family", "metric", "perturbation"]
         frame["family"] = frame["family"].astype(str)
         return frame.merge(stats, on=keys, how="left")

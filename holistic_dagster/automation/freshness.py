@@ -33,7 +33,7 @@ from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import code_fingerprint, sha256_json
 from holistic_dagster.results.leaderboard import report_path
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import Instances, ScenarioMetrics
+from holistic_dagster.warehouse.access import Instances, LeaderboardStats, ScenarioMetrics
 
 DATA = "data:"  # a file's key below whichever data folder holds it
 
@@ -191,8 +191,7 @@ def outputs_present(warehouse: ResultStore, step: Step) -> bool:
     else:
         if not report_path(warehouse, step.partition).exists():
             return False
-        stats = warehouse.df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [step.partition])
-        found = set(stats["scenario"])
+        found = LeaderboardStats(warehouse).scenarios(step.partition)
     return set(step.scenarios) <= found
 
 

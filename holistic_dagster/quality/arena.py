@@ -5,6 +5,7 @@ from __future__ import annotations
 from holistic_dagster.quality.base import CheckOutcome, declare, runs_checks
 from holistic_dagster.quality.gx import expect
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import ArenaRatings, Battles
 
 VERDICTS_PARSE = declare(
     "battles",
@@ -46,16 +47,7 @@ def ratings_checks(stage, version: str, scenario: str | None = None, model: str 
 def check_battles(
     warehouse: ResultStore, version: str, judges: list[str], max_failure_rate: float
 ) -> list[CheckOutcome]:
-    frame = warehouse.df(
-        "SELECT b.judge, b.battle_id, b.winner, b.model_a, b.model_b, ca.request_id AS found_a, "
-        "cb.request_id AS found_b FROM battles b "
-        "LEFT JOIN completions ca ON ca.version = b.version AND ca.scenario = b.scenario AND ca.model = b.model_a "
-        "AND ca.request_id = b.request_a "
-        "LEFT JOIN completions cb ON cb.version = b.version AND cb.scenario = b.scenario AND cb.model = b.model_b "
-        "AND cb.request_id = b.request_b "
-        "WHERE b.version = ? AND b.judge IN (SELECT unnest(?::VARCHAR[]))",
-        [version, judges],
-    )
+    frame = Battles(warehouse).traced(version, judges)
     per_judge = [
         (
             frame[frame["judge"] == judge],
@@ -90,11 +82,7 @@ def check_battles(
 
 
 def check_ratings(warehouse: ResultStore, version: str) -> list[CheckOutcome]:
-    frame = warehouse.df(
-        "SELECT judge, model, rating, ci_low, ci_high, model = baseline AS is_baseline FROM arena_ratings "
-        "WHERE version = ? AND method = 'bradley_terry'",
-        [version],
-    )
+    frame = ArenaRatings(warehouse).bradley_terry(version)
     baseline = frame[frame["is_baseline"]]
     return [
         RATINGS_CONSISTENT.outcome(

@@ -10,6 +10,7 @@ from holistic_dagster.quality.gx import expect
 from holistic_dagster.shadow.masking import MASK
 from holistic_dagster.shadow.pii_check import TRAFFIC_TEXTS, found_per_row
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import ShadowVerdicts, Traffic
 
 PII_REMOVED = declare(
     "shadow_traffic",
@@ -33,11 +34,7 @@ def check_traffic(warehouse: ResultStore, log: str, policy: str = MASK) -> list[
     """Every stored text of the log run through an independent PII detector (shadow.pii_check, not the remover's
     patterns). Fails closed: a detector that cannot run fails the check. Details name the column, line and kind
     of what was found, never the value."""
-    frame = warehouse.df(
-        "SELECT line, record_id, slice, messages::VARCHAR AS messages, prompt, production_text, logged_at "
-        "FROM traffic WHERE log = ? ORDER BY line",
-        [log],
-    )
+    frame = Traffic(warehouse).texts(log)
     try:
         found = frame[["line"]].assign(pii=found_per_row(frame, TRAFFIC_TEXTS, policy))
     except Exception as e:  # fail closed: unchecked text is never passed as clean
@@ -55,7 +52,7 @@ def check_traffic(warehouse: ResultStore, log: str, policy: str = MASK) -> list[
 
 
 def check_shadow_verdicts(warehouse: ResultStore, log: str, max_failure_rate: float) -> list[CheckOutcome]:
-    frame = warehouse.df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
+    frame = ShadowVerdicts(warehouse).of_log(log)
     expectations = [
         expect.ExpectTableRowCountToBeBetween(min_value=1),
         expect.ExpectColumnValuesToBeInSet(

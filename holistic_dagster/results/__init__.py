@@ -1,7 +1,7 @@
 """The read model: what the summaries, the report, the alerts, the gate, the vote page, the HELM exporter, the CLI
-and the Dagster UI read from the result tables, in one place below all of them. (The quality checks read the rows a
-stage wrote to validate them, the HELM importer the instances it matches, freshness its own step_inputs
-and whether each step's rows are still there; `holistic query` runs the user's own SQL.)
+and the Dagster UI read from the result tables, in one place below all of them. (The stages and the quality checks
+read the tables through their accessors, warehouse/access/; freshness its own step_inputs; `holistic query` runs
+the user's own SQL.)
 
 - leaderboard.py: the leaderboard cells, headline columns, main metrics and significance level of a version;
 - headline.py: the headline tables every view renders (terminal, Dagster UI, report);

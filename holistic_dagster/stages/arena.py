@@ -23,7 +23,7 @@ from holistic_dagster.errors import CatalogError, HolisticError
 from holistic_dagster.judging.battles import Answer, Battle, candidate_battles, draw, schedule
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge, stored_qualifications
-from holistic_dagster.warehouse.access import Completions
+from holistic_dagster.warehouse.access import Battles, Completions, Votes
 from holistic_dagster.warehouse.rows import references_of
 from holistic_dagster.warehouse.tables import TABLES
 
@@ -110,17 +110,10 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     order, and the win-rate matrix. Battles without a verdict are not votes."""
     arena = arena_spec(stage, version)
     stage.warehouse.ensure_schema()
-    columns = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
     # the suite's judges only: a judge taken out of arena.judges keeps its rows in `battles`, not its ratings
-    battles = stage.warehouse.df(
-        f"SELECT judge, {columns} FROM battles WHERE version = ? AND winner <> '' "
-        "AND judge IN (SELECT unnest(?::VARCHAR[])) ORDER BY judge, battle_id",
-        [version, list(arena.judges)],
-    )
+    battles = Battles(stage.warehouse).decided(version, list(arena.judges))
     # people's votes are the judge 'human', in the order they were cast (what online Elo follows)
-    votes = stage.warehouse.df(
-        f"SELECT '{HUMAN}' AS judge, {columns} FROM votes WHERE version = ? ORDER BY voted_at, voter", [version]
-    )
+    votes = Votes(stage.warehouse).as_battles(version, HUMAN)
     battles = pd.concat([battles, votes], ignore_index=True) if len(votes) else battles
     ratings, matrices, metadata = [], [], {}
     qualifications = stored_qualifications(stage, arena.template, arena.max_tokens)
@@ -262,13 +255,7 @@ def shown_order(battle: Battle, voter: str) -> tuple[Answer, Answer]:
 def voting_queue(stage: StageContext, version: str, voter: str) -> tuple[list[Battle], int]:
     """The scheduled battles this voter has not voted on (in schedule order), and how many there are in all."""
     battles = scheduled_battles(stage, version)
-    voted = set()
-    if stage.warehouse.path.exists():
-        voted = set(
-            stage.warehouse.df("SELECT battle_id FROM votes WHERE version = ? AND voter = ?", [version, voter])[
-                "battle_id"
-            ]
-        )
+    voted = Votes(stage.warehouse).voted(version, voter)
     return [b for b in battles if b.battle_id not in voted], len(battles)
 
 

@@ -40,7 +40,7 @@ from holistic_dagster.results.efficient import AnchorSet, fit_facts, partial_eva
 from holistic_dagster.results.leaderboard import main_metrics
 from holistic_dagster.results.matrix import full_draw_results
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.warehouse.access import ScenarioMetrics
+from holistic_dagster.warehouse.access import AnchorFits, ScenarioMetrics
 
 ANCHOR_SEED = 0
 
@@ -53,7 +53,7 @@ def fit_anchors(
     metric = main_metrics(stage.warehouse, stage.catalog, version)[scenario]
     matrix, draw = full_draw_results(stage.warehouse, version, scenario, metric)
     population_hash = sha256_json([matrix.models, matrix.items, np.nan_to_num(matrix.correct, nan=-1).tolist()])
-    stored = stage.warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
+    stored = AnchorFits(stage.warehouse).of_scenario(version, scenario)
     keys = {"version": version, "scenario": scenario}
     if len(stored) and stored["population_hash"].iat[0] == population_hash and int(stored["anchors"].iat[0]) == k:
         return {**fit_facts(stored.iloc[0]), "reused": True}

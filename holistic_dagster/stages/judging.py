@@ -27,6 +27,7 @@ from holistic_dagster.scenarios import load_instances
 from holistic_dagster.stages.budget import metered
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
+from holistic_dagster.warehouse.access import JudgeQualifications
 
 
 def run_judge(
@@ -180,11 +181,7 @@ def qualify(
 
 def stored_qualifications(stage: StageContext, template: str, max_tokens: int) -> dict[str, Qualification]:
     """{judge: its stored qualification} for judges measured with this template and max_tokens."""
-    frame = stage.warehouse.df(
-        "SELECT judge, agreement, position_consistency, qualified, reason FROM judge_qualifications "
-        "WHERE template = ? AND max_tokens = ? AND source = ?",
-        [template, max_tokens, qualification.ALL],
-    )
+    frame = JudgeQualifications(stage.warehouse).measured(template, max_tokens, qualification.ALL)
     return {
         r.judge: Qualification(r.judge, r.agreement, r.position_consistency, bool(r.qualified), r.reason)
         for r in frame.itertuples(index=False)

@@ -26,6 +26,7 @@ from holistic_dagster.stages.budget import metered
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge
+from holistic_dagster.warehouse.access import ShadowCompletions, Traffic
 from holistic_dagster.warehouse.tables import TABLES
 
 TRAFFIC = "traffic"  # the scenario name shadow battles carry
@@ -103,7 +104,7 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
 def answer_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, Any]:
     """Each candidate answers every prompt of the log (greedy, max_tokens), as a chat model where its registry
     entry says so; requests it has answered before come from the completion cache."""
-    traffic = _traffic(stage, log)
+    traffic = Traffic(stage.warehouse).records(log)
     rows, metadata = [], {}
     for candidate in spec.candidates:
         client = stage.client(candidate)
@@ -145,13 +146,9 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
     """The judge compares each candidate answer with production's in both orders (the arena's judge and rules:
     a verdict that flips with the order is a tie; no verdict is an error, never a vote); then each candidate's
     win rate against production per slice."""
-    traffic = _traffic(stage, log).set_index("record_id")
+    traffic = Traffic(stage.warehouse).records(log).set_index("record_id")
     # the answers to the log's current records (a changed log whose answers step failed left older ones)
-    answers = stage.warehouse.df(
-        "SELECT a.* FROM shadow_completions a JOIN traffic t USING (log, record_id) "
-        "WHERE a.log = ? AND a.error = '' AND a.prompt IS NOT NULL",
-        [log],
-    )
+    answers = ShadowCompletions(stage.warehouse).answered(log)
     battles = []
     for a in answers.itertuples(index=False):
         record = traffic.loc[a.record_id]
@@ -226,10 +223,3 @@ def win_rates(verdicts: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
         rows,
         columns=["log", "candidate", "judge", "slice", "n", "wins", "ties", "losses", "win_rate", "ci_low", "ci_high"],
     )
-
-
-def _traffic(stage: StageContext, log: str) -> pd.DataFrame:
-    frame = stage.warehouse.df("SELECT * FROM traffic WHERE log = ? ORDER BY line", [log])
-    if frame.empty:
-        raise HolisticError(f"no traffic stored for log {log!r}: materialize shadow/traffic for it first")
-    return frame

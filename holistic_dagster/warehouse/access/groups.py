@@ -1,0 +1,145 @@
+"""The accessors of the arena's, the judges', shadow evaluation's, the leaderboard's and efficient evaluation's
+tables that the stages and checks read (tables/arena.py, judging.py, shadow.py, summaries.py, efficient.py declare
+them): each table's SQL in one class."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from holistic_dagster.errors import HolisticError
+from holistic_dagster.warehouse.access.core import Accessor
+
+_BATTLE = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
+
+
+class Battles(Accessor):
+    """`battles`: each judge's verdict on a pair of models' answers."""
+
+    def decided(self, version: str, judges: list[str]) -> pd.DataFrame:
+        """judge, battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner: the judges'
+        battles with a verdict, by judge and battle (a judge left out keeps its rows, not its ratings)."""
+        return self._df(
+            f"SELECT judge, {_BATTLE} FROM battles WHERE version = ? AND winner <> '' "
+            "AND judge IN (SELECT unnest(?::VARCHAR[])) ORDER BY judge, battle_id",
+            [version, judges],
+        )
+
+    def traced(self, version: str, judges: list[str]) -> pd.DataFrame:
+        """judge, battle_id, winner, model_a, model_b, found_a, found_b: the judges' battles, each with the request
+        ids of the stored completions it names (null where a completion is missing)."""
+        return self._df(
+            "SELECT b.judge, b.battle_id, b.winner, b.model_a, b.model_b, ca.request_id AS found_a, "
+            "cb.request_id AS found_b FROM battles b "
+            "LEFT JOIN completions ca ON ca.version = b.version AND ca.scenario = b.scenario AND ca.model = b.model_a "
+            "AND ca.request_id = b.request_a "
+            "LEFT JOIN completions cb ON cb.version = b.version AND cb.scenario = b.scenario AND cb.model = b.model_b "
+            "AND cb.request_id = b.request_b "
+            "WHERE b.version = ? AND b.judge IN (SELECT unnest(?::VARCHAR[]))",
+            [version, judges],
+        )
+
+
+class Votes(Accessor):
+    """`votes`: people's verdicts on the arena's battles."""
+
+    def as_battles(self, version: str, judge: str) -> pd.DataFrame:
+        """Battles' columns (see Battles.decided) with `judge` as the judge: every vote, in the order cast."""
+        return self._df(
+            f"SELECT ? AS judge, {_BATTLE} FROM votes WHERE version = ? ORDER BY voted_at, voter", [judge, version]
+        )
+
+    def voted(self, version: str, voter: str) -> set[str]:
+        """The battles a voter has voted on (none where the store was never written)."""
+        if not self.store.path.exists():
+            return set()
+        frame = self._df("SELECT battle_id FROM votes WHERE version = ? AND voter = ?", [version, voter])
+        return set(frame["battle_id"])
+
+
+class ArenaRatings(Accessor):
+    """`arena_ratings`: each judge's rating of each model."""
+
+    def bradley_terry(self, version: str) -> pd.DataFrame:
+        """judge, model, rating, ci_low, ci_high, is_baseline: the Bradley-Terry ratings."""
+        return self._df(
+            "SELECT judge, model, rating, ci_low, ci_high, model = baseline AS is_baseline FROM arena_ratings "
+            "WHERE version = ? AND method = 'bradley_terry'",
+            [version],
+        )
+
+
+class JudgeQualifications(Accessor):
+    """`judge_qualifications`: each judge's agreement with people, measured per template and max_tokens."""
+
+    def measured(self, template: str, max_tokens: int, source: str) -> pd.DataFrame:
+        """judge, agreement, position_consistency, qualified, reason."""
+        return self._df(
+            "SELECT judge, agreement, position_consistency, qualified, reason FROM judge_qualifications "
+            "WHERE template = ? AND max_tokens = ? AND source = ?",
+            [template, max_tokens, source],
+        )
+
+
+class Traffic(Accessor):
+    """`traffic`: a production log's records, as stored (personal data removed)."""
+
+    def records(self, log: str) -> pd.DataFrame:
+        """Every column, in the log's order; HolisticError where none is stored."""
+        frame = self._df("SELECT * FROM traffic WHERE log = ? ORDER BY line", [log])
+        if frame.empty:
+            raise HolisticError(f"no traffic stored for log {log!r}: materialize shadow/traffic for it first")
+        return frame
+
+    def texts(self, log: str) -> pd.DataFrame:
+        """line, record_id, slice, messages (JSON text), prompt, production_text, logged_at: in the log's order."""
+        return self._df(
+            "SELECT line, record_id, slice, messages::VARCHAR AS messages, prompt, production_text, logged_at "
+            "FROM traffic WHERE log = ? ORDER BY line",
+            [log],
+        )
+
+
+class ShadowCompletions(Accessor):
+    """`shadow_completions`: the candidates' answers to a log's records."""
+
+    def answered(self, log: str) -> pd.DataFrame:
+        """Every column of the answers to the log's current records that succeeded (a changed log whose answers
+        step failed left answers to older ones)."""
+        return self._df(
+            "SELECT a.* FROM shadow_completions a JOIN traffic t USING (log, record_id) "
+            "WHERE a.log = ? AND a.error = '' AND a.prompt IS NOT NULL",
+            [log],
+        )
+
+
+class ShadowVerdicts(Accessor):
+    """`shadow_verdicts`: the judge's verdict, candidate against production, per record."""
+
+    def of_log(self, log: str) -> pd.DataFrame:
+        """candidate, record_id, winner."""
+        return self._df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
+
+
+class LeaderboardStats(Accessor):
+    """`leaderboard_stats`: the leaderboard's cells with their statistics."""
+
+    def scenarios(self, version: str) -> set[str]:
+        """The scenarios a version's leaderboard has cells of."""
+        frame = self._df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [version])
+        return set(frame["scenario"])
+
+    def intervals(self, version: str) -> pd.DataFrame:
+        """model, scenario, family, metric, perturbation, ci_low, ci_high, ci_note: each cell's interval."""
+        return self._df(
+            "SELECT model, scenario, family, metric, perturbation, ci_low, ci_high, ci_note FROM leaderboard_stats "
+            "WHERE version = ?",
+            [version],
+        )
+
+
+class AnchorFits(Accessor):
+    """`anchor_fits`: the anchors fitted for a scenario and the population they were fitted on."""
+
+    def of_scenario(self, version: str, scenario: str) -> pd.DataFrame:
+        """Every column of the scenario's fit (one row, or none)."""
+        return self._df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
