@@ -3,8 +3,10 @@ built once per test session into a temporary HOLISTIC_HOME."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -20,6 +22,37 @@ SHARED_DATA = (REPO_ROOT.parent / "shared" / "data").resolve()
 # Session fixtures that cost minutes: the whole-suite evaluation through Dagster, the real SmolLM2 (converted
 # from GGUF), and the trained demo model (trained on first use). Every test that needs one is `slow`.
 SLOW_FIXTURES = {"suite_run", "smollm2_client", "tuned_client"}
+
+
+def pytest_configure(config):
+    """Under pytest-xdist two workers share the cores: torch's and the BLAS libraries' threads (here, and in the
+    model processes and subprocesses a worker starts) sleep while they wait instead of spinning, as spinning threads
+    of two workers on one core made each several times slower."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when OpenMP starts, here and in children
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (scripts/test's) by world: a module's tests run on one worker, so its module fixtures are
+    built once, and the modules that use one of SLOW_FIXTURES run on the same worker, so a session fixture that
+    costs minutes is built once, not on every worker."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByWorld(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return world_of(config.rootpath, super()._split_scope(nodeid))
+
+    return ByWorld(config, log)
+
+
+@functools.cache
+def world_of(root: Path, module: str) -> str:
+    """The SLOW_FIXTURES fixture a test module names (the first in name order), or the module itself."""
+    text = (root / module).read_text(encoding="utf-8")
+    return next((f for f in sorted(SLOW_FIXTURES) if re.search(rf"\b{f}\b", text)), module)
 
 
 def pytest_collection_modifyitems(config, items):

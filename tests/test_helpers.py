@@ -50,3 +50,12 @@ def test_free_port_is_free_on_loopback():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # nothing holds it
+
+
+def test_the_workers_get_a_module_or_the_world_of_the_session_fixture_it_uses(tmp_path):
+    from tests.conftest import world_of
+
+    (tmp_path / "test_uses.py").write_text("def test_a(suite_run, smollm2_client):\n    pass\n")
+    (tmp_path / "test_plain.py").write_text("def test_b(suite_run_like):\n    pass\n")
+    assert world_of(tmp_path, "test_uses.py") == "smollm2_client"  # the first in name order: one worker for both
+    assert world_of(tmp_path, "test_plain.py") == "test_plain.py"

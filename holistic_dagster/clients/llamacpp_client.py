@@ -68,7 +68,9 @@ class LlamaCppServer:
 
 
 def _threads(spec: ModelSpec) -> int:
-    return spec.threads or os.cpu_count() or 1
+    # the cores this process may run on (a container's cpuset, taskset), not the machine's: llama.cpp's threads spin
+    # while they wait, so one thread more than the cores it has slows every request
+    return spec.threads or len(os.sched_getaffinity(0)) or 1
 
 
 def gguf_facts(gguf: Path) -> tuple[int | None, bool]:
