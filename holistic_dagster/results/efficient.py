@@ -11,6 +11,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Instances, InstanceScores, ScenarioMetrics
 
 if TYPE_CHECKING:
     from holistic_dagster.config.catalog import Catalog
@@ -95,20 +96,12 @@ def all_estimates(warehouse: ResultStore, catalog: Catalog) -> pd.DataFrame:
 
 def measured_accuracy(warehouse: ResultStore) -> pd.DataFrame:
     """Every measured (not estimated) accuracy cell: model, version, scenario, metric, value."""
-    return warehouse.df(
-        "SELECT model, version, scenario, metric, value FROM scenario_metrics WHERE family = 'accuracy' "
-        "AND perturbation = '' AND NOT coalesce(estimated, false)"
-    )
+    return ScenarioMetrics(warehouse).measured_accuracy()
 
 
 def draw_ids(warehouse: ResultStore, version: str, scenario: str) -> list[str]:
     """The original test instances of a scenario's draw in the version, sorted."""
-    ids: list[str] = warehouse.df(
-        "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test' AND perturbation = '' "
-        "ORDER BY instance_id",
-        [version, scenario],
-    )["instance_id"].tolist()
-    return ids
+    return Instances(warehouse).draw(version, scenario)
 
 
 def instance_values(
@@ -116,10 +109,4 @@ def instance_values(
 ) -> dict[str, float]:
     """{instance_id: value} of a model's metric on the scenario's original instances, whether it answered all of
     them or part (a partial evaluation's rows too: what the sequential gate reads batch by batch)."""
-    frame = warehouse.df(
-        "SELECT s.instance_id, s.value FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE s.model = ? AND s.version = ? AND s.scenario = ? AND s.family = ? AND s.metric = ? "
-        "AND s.perturbation = '' AND i.perturbation = '' AND i.split = 'test'",
-        [model, version, scenario, family, metric],
-    )
-    return dict(zip(frame["instance_id"], frame["value"].astype(float)))
+    return InstanceScores(warehouse).on_originals(version, scenario, model, family, metric)

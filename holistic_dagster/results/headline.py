@@ -16,6 +16,7 @@ from holistic_dagster.metrics import FAMILIES, metric
 from holistic_dagster.results.leaderboard import headline_columns, main_metrics
 from holistic_dagster.results.statistics import summary_cells, summary_win_rates
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Applicability
 
 
 @dataclass
@@ -36,7 +37,7 @@ def headline(store: ResultStore, version: str, main_metric: dict[str, str], orde
     `order`: the scenarios' column order (a HELM leaderboard's)."""
     cells = summary_cells(store, version)
     rates = summary_win_rates(store, version, cells, main_metric)
-    applicability = store.df("SELECT * FROM applicability WHERE version = ?", [version])
+    applicability = Applicability(store).of_version(version)
     tables = headline_tables(cells, rates, applicability, main_metric, order) if len(cells) else []
     return Headline(version, cells, rates, applicability, main_metric, tables)
 

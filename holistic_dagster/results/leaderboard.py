@@ -13,6 +13,7 @@ import pandas as pd
 from holistic_dagster.config.catalog import Catalog, SuiteSpec
 from holistic_dagster.metrics import FAMILIES, is_headline
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Instances
 
 
 def leaderboard(warehouse: ResultStore, version: str, family: str | None = None) -> pd.DataFrame:
@@ -86,11 +87,7 @@ def comparisons(warehouse: ResultStore, version: str) -> pd.DataFrame:
 
 def evaluated_counts(warehouse: ResultStore, version: str) -> pd.Series:
     """{scenario: its evaluated original test instances} for the version."""
-    return warehouse.df(
-        "SELECT scenario, count(*) AS n FROM instances WHERE version = ? AND split = 'test' AND perturbation = '' "
-        "GROUP BY scenario",
-        [version],
-    ).set_index("scenario")["n"]
+    return Instances(warehouse).draw_sizes(version)
 
 
 BORROWED = (
@@ -105,12 +102,7 @@ def borrowed_pools(warehouse: ResultStore, version: str) -> dict[str, str]:
     split the upstream layout itself makes, as TruthfulQA's first fifth or NaturalQuestions' even lines, which HELM
     makes too): a deviation from a leaderboard that draws them from train, shown with the results (terminal
     leaderboard, report) rather than only in the suite file."""
-    frame = warehouse.df(
-        "SELECT DISTINCT t.scenario, t.source_uri FROM instances t WHERE t.version = ? AND t.split = 'train' "
-        "AND json_extract(t.metadata, '$.held_out') = 'true' AND EXISTS (SELECT 1 FROM prompts p "
-        "WHERE p.version = t.version AND p.scenario = t.scenario AND p.num_train_instances > 0) ORDER BY 1, 2",
-        [version],
-    )
+    frame = Instances(warehouse).borrowed_pools(version)
     # each file's name once: RAFT's subsets each lend from a train.csv of their own
     files = frame.groupby("scenario")["source_uri"].apply(
         lambda uris: ", ".join(dict.fromkeys(Path(u).name for u in uris))

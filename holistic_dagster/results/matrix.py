@@ -11,6 +11,7 @@ from holistic_dagster.efficient.validation import Matrix
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.results.scores import original_scores
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Instances
 
 
 def scenario_matrix(warehouse: ResultStore, version: str, scenario: str, metric: str) -> Matrix:
@@ -35,11 +36,7 @@ def full_draw_results(
     """The models with a value of `metric` (accuracy family) on every original test instance of the scenario's
     draw, as a matrix over the draw (models evaluated efficiently are not among them), and the draw's instance ids.
     With `models`: those models, in that order (a fit made on them, made again)."""
-    draw = warehouse.df(
-        "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test' AND perturbation = '' "
-        "ORDER BY instance_id",
-        [version, scenario],
-    )["instance_id"].tolist()
+    draw = Instances(warehouse).draw(version, scenario)
     scores = original_scores(warehouse, version)
     part = scores[(scores["scenario"] == scenario) & (scores["family"] == "accuracy") & (scores["metric"] == metric)]
     wide = part.pivot_table(index="model", columns="instance_id", values="value", aggfunc="first")

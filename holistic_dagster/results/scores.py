@@ -9,21 +9,14 @@ from holistic_dagster.metrics import NOT_COMPARED, REFERENCE_FAMILIES, lower_is_
 from holistic_dagster.metrics.scoring import CORRECTNESS
 from holistic_dagster.metrics.statistics import SEED, paired_test
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import InstanceScores
 
 
 def original_scores(warehouse: ResultStore, version: str, models: list[str] | None = None) -> pd.DataFrame:
     """The per-instance scores of a version's original (unperturbed) instances: model, scenario,
     instance_id, family, metric, perturbation ('' or 'worst'), value. A model's scenario evaluated efficiently (only
     its anchors answered: partial_evaluations) is left out: paired tests, statistics and the gate read full draws."""
-    sql = (
-        "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
-        "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-        "WHERE s.version = ? AND i.perturbation = '' AND i.split = 'test' AND NOT EXISTS (SELECT 1 FROM "
-        "partial_evaluations p WHERE p.model = s.model AND p.version = s.version AND p.scenario = s.scenario)"
-    )
-    if models is not None:
-        sql += " AND s.model IN (SELECT unnest(?::VARCHAR[]))"
-    return warehouse.df(sql, [version] + ([models] if models is not None else []))
+    return InstanceScores(warehouse).on_full_draws(version, models)
 
 
 def calibration_pairs(rows: pd.DataFrame, model: str, scenario: str) -> pd.DataFrame:

@@ -25,12 +25,13 @@ from holistic_dagster.results.efficient import estimates
 from holistic_dagster.results.leaderboard import headline_columns
 from holistic_dagster.results.scores import calibration_pairs, original_scores
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import ScenarioMetrics
 
 
 def cell_statistics(warehouse: ResultStore, version: str, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """Every scenario_metrics row of the version with n, ci_low, ci_high, the bootstrap's seed and size, and
     a note where no CI applies."""
-    cells = warehouse.df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
+    cells = ScenarioMetrics(warehouse).of_version(version)
     rows = original_scores(warehouse, version)
     groups = {k: g for k, g in rows.groupby(["model", "scenario", "family", "metric", "perturbation"])}
     calibration_boot: dict[
@@ -153,7 +154,7 @@ def summary_cells(warehouse: ResultStore, version: str) -> pd.DataFrame:
     if cells.empty:
         return cells
     keys = ["model", "scenario", "family", "metric", "perturbation"]
-    notes = warehouse.df(f"SELECT {', '.join(keys)}, note FROM scenario_metrics WHERE version = ?", [version])
+    notes = ScenarioMetrics(warehouse).notes(version)
     return cells.merge(notes, on=keys, how="left").fillna({"note": ""})  # why an undefined value is undefined
 
 

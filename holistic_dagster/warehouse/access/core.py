@@ -80,6 +80,34 @@ class Instances(Accessor):
         """Every column of the source files a scenario's instances were read from, as stored."""
         return self._df("SELECT * FROM source_files WHERE version = ? AND scenario = ?", [version, scenario])
 
+    def draw(self, version: str, scenario: str) -> list[str]:
+        """The ids of the scenario's evaluated originals (its draw), sorted."""
+        frame = self._df(
+            "SELECT instance_id FROM instances WHERE version = ? AND scenario = ? AND split = 'test' "
+            "AND perturbation = '' ORDER BY instance_id",
+            [version, scenario],
+        )
+        return [str(i) for i in frame["instance_id"]]
+
+    def draw_sizes(self, version: str) -> pd.Series:
+        """{scenario: how many evaluated originals it has} for the version."""
+        frame = self._df(
+            "SELECT scenario, count(*) AS n FROM instances WHERE version = ? AND split = 'test' AND perturbation = '' "
+            "GROUP BY scenario",
+            [version],
+        )
+        return frame.set_index("scenario")["n"]
+
+    def borrowed_pools(self, version: str) -> pd.DataFrame:
+        """scenario, source_uri: the files whose held-out records were the few-shot pool of a scenario whose prompts
+        took in-context examples, by scenario and file."""
+        return self._df(
+            "SELECT DISTINCT t.scenario, t.source_uri FROM instances t WHERE t.version = ? AND t.split = 'train' "
+            "AND json_extract(t.metadata, '$.held_out') = 'true' AND EXISTS (SELECT 1 FROM prompts p "
+            "WHERE p.version = t.version AND p.scenario = t.scenario AND p.num_train_instances > 0) ORDER BY 1, 2",
+            [version],
+        )
+
     def scenarios(self, version: str) -> set[str]:
         """The scenarios a version has instances of."""
         return set(self._df("SELECT DISTINCT scenario FROM instances WHERE version = ?", [version])["scenario"])
@@ -92,6 +120,10 @@ class Instances(Accessor):
 
 class Applicability(Accessor):
     """`applicability`: which metric families apply to a scenario."""
+
+    def of_version(self, version: str) -> pd.DataFrame:
+        """Every column of the version's rows."""
+        return self._df("SELECT * FROM applicability WHERE version = ?", [version])
 
     def families(self, version: str, scenario: str) -> set[str]:
         frame = self._df(
@@ -252,6 +284,31 @@ class InstanceScores(Accessor):
         """The models a version has scores of."""
         return set(self._df("SELECT DISTINCT model FROM instance_scores WHERE version = ?", [version])["model"])
 
+    def on_full_draws(self, version: str, models: list[str] | None = None) -> pd.DataFrame:
+        """model, scenario, instance_id, family, metric, perturbation ('' or 'worst'), value: the scores of the
+        version's evaluated originals (of the models named, or all), but a model's scenario evaluated in part
+        (partial_evaluations: only its anchors, or a sample, answered)."""
+        sql = (
+            "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
+            "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
+            "WHERE s.version = ? AND i.perturbation = '' AND i.split = 'test' AND NOT EXISTS (SELECT 1 FROM "
+            "partial_evaluations p WHERE p.model = s.model AND p.version = s.version AND p.scenario = s.scenario)"
+        )
+        if models is None:
+            return self._df(sql, [version])
+        return self._df(sql + " AND s.model IN (SELECT unnest(?::VARCHAR[]))", [version, models])
+
+    def on_originals(self, version: str, scenario: str, model: str, family: str, metric: str) -> dict[str, float]:
+        """{instance_id: value} of a model's metric (unperturbed) on the scenario's evaluated originals, all it
+        answered or part of them (a partial evaluation's rows too)."""
+        frame = self._df(
+            "SELECT s.instance_id, s.value FROM instance_scores s JOIN instances i USING (version, scenario, "
+            "instance_id) WHERE s.model = ? AND s.version = ? AND s.scenario = ? AND s.family = ? AND s.metric = ? "
+            "AND s.perturbation = '' AND i.perturbation = '' AND i.split = 'test'",
+            [model, version, scenario, family, metric],
+        )
+        return dict(zip(frame["instance_id"], frame["value"].astype(float)))
+
     def with_instances(self, version: str, scenario: str, model: str) -> pd.DataFrame:
         """instance_id, metric, family, value, perturbation, instance_perturbation (the scored instance's own)."""
         return self._df(
@@ -265,6 +322,26 @@ class InstanceScores(Accessor):
 
 class ScenarioMetrics(Accessor):
     """`scenario_metrics`: each scenario's aggregate per metric (measured, or estimated from anchors)."""
+
+    def of_version(self, version: str) -> pd.DataFrame:
+        """Every column of the version's aggregates."""
+        return self._df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
+
+    def notes(self, version: str) -> pd.DataFrame:
+        """model, scenario, family, metric, perturbation, note: why each of the version's aggregates has no value
+        (empty where it has one)."""
+        return self._df(
+            "SELECT model, scenario, family, metric, perturbation, note FROM scenario_metrics WHERE version = ?",
+            [version],
+        )
+
+    def measured_accuracy(self) -> pd.DataFrame:
+        """model, version, scenario, metric, value: every measured (not estimated) unperturbed accuracy aggregate."""
+        return self._df(
+            "SELECT model, version, scenario, metric, value FROM scenario_metrics WHERE family = 'accuracy' "
+            "AND perturbation = '' AND NOT coalesce(estimated, false)",
+            [],
+        )
 
     def models(self, version: str) -> set[str]:
         """The models a version has aggregates of."""
