@@ -97,10 +97,6 @@ OWNED = {"step_inputs": "automation/freshness.py"}
 # the core tables (warehouse/tables/core.py)
 CORE_TABLES = ("instances", "source_files", "applicability", "prompts", "completions", "completion_cache",
                "instance_scores", "scenario_metrics")  # fmt: skip
-# read-model modules that still write SQL on a core table: joins across many tables (the lineage walk, the HELM
-# exporter's partition, the report's and the gate's predictions). The list only shrinks: a module moved to the
-# accessors is taken off it
-CORE_SQL_NOT_YET_THROUGH_ACCESSORS = {"results/partition.py", "results/predictions.py", "results/trace.py"}
 
 
 def modules_with_sql_on(tables: tuple[str, ...], outside: tuple[str, ...] = ("warehouse",)) -> set[str]:
@@ -124,13 +120,8 @@ def test_stages_checks_and_the_cli_read_tables_through_their_accessors():
         assert found <= {OWNED.get(table)}, f"SQL on {table} outside its accessor: {sorted(found)}"
 
 
-def test_the_read_model_reads_the_core_tables_through_their_accessors_or_is_listed():
-    """The list of read-model modules not yet moved to the accessors only shrinks."""
-    found = modules_with_sql_on(CORE_TABLES)
-    assert found <= CORE_SQL_NOT_YET_THROUGH_ACCESSORS, f"SQL on a core table outside its accessor: {found}"
-    assert CORE_SQL_NOT_YET_THROUGH_ACCESSORS <= found, (
-        f"no longer writes SQL on a core table, take it off the list: {CORE_SQL_NOT_YET_THROUGH_ACCESSORS - found}"
-    )
+def test_the_read_model_reads_the_core_tables_through_their_accessors():
+    assert modules_with_sql_on(CORE_TABLES) == set()
 
 
 def test_sql_on_a_table_outside_its_accessor_is_found(tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.records import code_fingerprint, sha256_json
 from holistic_dagster.results.leaderboard import report_path
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import Instances, LeaderboardStats, ScenarioMetrics
+from holistic_dagster.warehouse.access import Instances, LeaderboardStats, ScenarioMetrics, SourceFiles
 
 DATA = "data:"  # a file's key below whichever data folder holds it
 
@@ -109,7 +109,7 @@ def _suite_inputs(catalog: Catalog, version: str) -> dict[str, Any]:
 
 
 def datasets_step(deployment: Deployment, warehouse: ResultStore, catalog: Catalog, version: str) -> Step:
-    files = Instances(warehouse).source_uris(version) if warehouse.path.exists() else []
+    files = SourceFiles(warehouse).source_uris(version) if warehouse.path.exists() else []
     scenarios, skipped = deployment.runnable(version)
     # not the data folders' paths: the files read, by their place in them, size and time (files_state)
     inputs = {

@@ -28,7 +28,7 @@ from holistic_dagster.errors import DataFormatError, HolisticError
 from holistic_dagster.helm.names import our_metric, scenario_for_group
 from holistic_dagster.helm.runs import HelmRun, RequestState, find_run_folders, read_run
 from holistic_dagster.records import Completion, Instance, Reference, Request, request_id, sha256_json
-from holistic_dagster.warehouse.access import Instances
+from holistic_dagster.warehouse.access import Instances, SourceFiles
 from holistic_dagster.warehouse.rows import (
     completion_row,
     instance_row,
@@ -153,7 +153,7 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
                     f"one imported into {version!r} before under the same id: import it into another version"
                 )
             rows[iid] = row
-        sources = Instances(warehouse).source_rows(version, scenario)
+        sources = SourceFiles(warehouse).source_rows(version, scenario)
         files = {r["uri"]: r for r in sources.to_dict("records")}
         for part in (p for p in parts if p.scenario == scenario):
             for run in part.runs:

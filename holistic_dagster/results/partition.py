@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Completions, Instances, InstanceScores, Prompts, ScenarioMetrics
 
 
 @dataclass
@@ -24,31 +25,19 @@ class PartitionRecord:
 
 
 def partition_record(store: ResultStore, version: str, scenario: str, model: str) -> PartitionRecord:
-    keys = [version, scenario, model]
-    where = "version = ? AND scenario = ? AND model = ?"
-    per_instance = "SELECT instance_id, metric, family, value FROM instance_scores WHERE " + where
+    scores, keys = InstanceScores(store), [version, scenario, model]
     return PartitionRecord(
-        instances=store.df(
-            'SELECT instance_id, split, subset, input, "references", metadata FROM instances WHERE version = ? AND '
-            "scenario = ? AND perturbation = '' AND instance_id IN "
-            f"(SELECT instance_id FROM instance_scores WHERE {where})",
-            [version, scenario, *keys],
-        ),
-        prompts=store.df(f"SELECT * FROM prompts WHERE {where} ORDER BY instance_id, choice_index NULLS FIRST", keys),
-        completions=store.df(f"SELECT * FROM completions WHERE {where}", keys).set_index("request_id"),
-        scores=store.df(per_instance + " AND perturbation = ''", keys),
-        worst=store.df(per_instance + " AND perturbation = 'worst'", keys),
-        scenario_metrics=store.df(
-            "SELECT metric, family, value FROM scenario_metrics WHERE "
-            f"{where} AND perturbation = '' AND value IS NOT NULL",
+        instances=Instances(store).scored_originals(version, scenario, model),
+        prompts=Prompts(store).of_partition(version, scenario, model),
+        completions=Completions(store).where(version=version, scenario=scenario, model=model).set_index("request_id"),
+        scores=scores.values(version, scenario, model, ""),
+        worst=scores.values(version, scenario, model, "worst"),
+        scenario_metrics=ScenarioMetrics(store).unperturbed(version, scenario, model),
+        imported=store.df(
+            "SELECT subset, run_spec, description FROM imported_runs WHERE version = ? AND scenario = ? AND model = ?",
             keys,
         ),
-        imported=store.df(f"SELECT subset, run_spec, description FROM imported_runs WHERE {where}", keys),
-        provenance=store.df(
-            "SELECT p.* FROM provenance p WHERE provenance_id IN (SELECT provenance_id FROM scenario_metrics "
-            f"WHERE {where})",
-            keys,
-        ),
+        provenance=ScenarioMetrics(store).provenance(version, scenario, model),
     )
 
 
@@ -56,9 +45,4 @@ def scored_partitions(store: ResultStore, version: str) -> pd.DataFrame:
     """(model, scenario) of every partition of the version that has scores on its whole draw, in that order (an
     efficient evaluation's partition is left out: what it has beyond its anchors is an estimate, which a HELM run's
     stats could not mark as one)."""
-    return store.df(
-        "SELECT DISTINCT model, scenario FROM instance_scores s WHERE version = ? AND NOT EXISTS (SELECT 1 FROM "
-        "partial_evaluations p WHERE p.model = s.model AND p.version = s.version AND p.scenario = s.scenario) "
-        "ORDER BY model, scenario",
-        [version],
-    )
+    return InstanceScores(store).full_partitions(version)

@@ -11,6 +11,7 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import Completions, Instances, InstanceScores, Prompts, SourceFiles
 from holistic_dagster.warehouse.rows import json_list, metadata_of, references_of, tokens_of
 
 
@@ -18,15 +19,9 @@ def trace_score(
     warehouse: ResultStore, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str = ""
 ) -> dict[str, Any]:
     score = _score(warehouse, model, version, scenario, instance_id, metric, family)
-    run_keys = [model, version, scenario]
-    completion = warehouse.df(
-        "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ? AND request_id = ?",
-        run_keys + [score["request_id"]],
-    ).iloc[0]
-    prompt = warehouse.df(
-        "SELECT * FROM prompts WHERE model = ? AND version = ? AND scenario = ? AND request_id = ? LIMIT 1",
-        run_keys + [score["request_id"]],
-    ).iloc[0]
+    asked = {"model": model, "version": version, "scenario": scenario, "request_id": score["request_id"]}
+    completion = Completions(warehouse).where(**asked).iloc[0]
+    prompt = Prompts(warehouse).where(**asked).iloc[0]
     instance = _instance(warehouse, version, scenario, instance_id)
     evaluated = (
         instance
@@ -36,10 +31,7 @@ def trace_score(
     original = None
     if instance["original_instance_id"]:
         original = _instance(warehouse, version, scenario, instance["original_instance_id"])
-    source = warehouse.df(
-        "SELECT * FROM source_files WHERE version = ? AND scenario = ? AND uri = ?",
-        [version, scenario, instance["source_uri"]],
-    ).iloc[0]
+    source = SourceFiles(warehouse).where(version=version, scenario=scenario, uri=instance["source_uri"]).iloc[0]
     provenance = warehouse.df("SELECT * FROM provenance WHERE provenance_id = ?", [score["provenance_id"]]).iloc[0]
     return {
         "score": {k: _plain(score[k]) for k in ("family", "metric", "perturbation", "value", "prediction", "scorer")},
@@ -76,18 +68,11 @@ def _score(
     warehouse: ResultStore, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str
 ) -> pd.Series:
     """The one instance_scores row traced; an error saying what the instance has, or which families to choose from."""
-    keys = [model, version, scenario, instance_id, metric]
-    where = "model = ? AND version = ? AND scenario = ? AND instance_id = ? AND metric = ?"
-    scores = warehouse.df(
-        f"SELECT * FROM instance_scores WHERE {where}" + (" AND family = ?" if family else "") + " ORDER BY family",
-        keys + ([family] if family else []),
-    )
+    accessor = InstanceScores(warehouse)
+    keys = {"model": model, "version": version, "scenario": scenario, "instance_id": instance_id, "metric": metric}
+    scores = accessor.where(order_by=("family",), **keys, **({"family": family} if family else {}))
     if scores.empty:
-        known = warehouse.df(
-            "SELECT DISTINCT family || '/' || metric AS m FROM instance_scores WHERE model = ? AND version = ? "
-            "AND scenario = ? AND instance_id = ? ORDER BY 1",
-            keys[:4],
-        )["m"].tolist()
+        known = accessor.metrics_of_instance(version, scenario, model, instance_id)
         hint = f"; this instance has: {', '.join(known)}" if known else " (no scores for that instance: check the id)"
         raise HolisticError(f"no score {metric!r} for {model} / {version} / {scenario} / {instance_id}{hint}")
     if len(scores) > 1:
@@ -115,10 +100,7 @@ def _imported_run(
 
 
 def _instance(warehouse: ResultStore, version: str, scenario: str, instance_id: str) -> dict[str, Any]:
-    frame = warehouse.df(
-        "SELECT * FROM instances WHERE version = ? AND scenario = ? AND instance_id = ?",
-        [version, scenario, instance_id],
-    )
+    frame = Instances(warehouse).where(version=version, scenario=scenario, instance_id=instance_id)
     row = frame.iloc[0]
     return {
         "instance_id": row["instance_id"],

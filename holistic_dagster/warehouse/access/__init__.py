@@ -1,19 +1,20 @@
 """The tables' accessors: one class per table owns its SQL (reads here; each stage's partition is written through
 the store's replace, whose frames the declarations build), so a column's name is written in its declaration, its
-accessor and its migration, and nowhere else that reads the table. core.py: the evaluation's own tables; groups.py:
-the arena's, the judges', shadow evaluation's and efficient evaluation's."""
+accessor and its migration, and nowhere else that reads the table. base.py: what an accessor is; core.py: the
+evaluation's own tables; scores.py: the scores'; groups.py: the arena's, the judges', shadow evaluation's, the
+leaderboard's and efficient evaluation's."""
 
 from __future__ import annotations
 
+from holistic_dagster.warehouse.access.base import Accessor
 from holistic_dagster.warehouse.access.core import (
     Answers,
     Applicability,
     CompletionCache,
     Completions,
     Instances,
-    InstanceScores,
     Prompts,
-    ScenarioMetrics,
+    SourceFiles,
     no_prompts,
 )
 from holistic_dagster.warehouse.access.groups import (
@@ -27,8 +28,11 @@ from holistic_dagster.warehouse.access.groups import (
     Traffic,
     Votes,
 )
+from holistic_dagster.warehouse.access.scores import InstanceScores, ScenarioMetrics
 
 __all__ = [
+    "Accessor",
+    "SourceFiles",
     "AnchorFits",
     "ArenaRatings",
     "Battles",

@@ -7,30 +7,28 @@ computes over many rows (a check, a statistic)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Instance, Request
+from holistic_dagster.warehouse.access.base import ORIGINAL_ID, Accessor, among
 from holistic_dagster.warehouse.rows import completion_from_row, instance_from_row, request_from_row
-from holistic_dagster.warehouse.store import ResultStore
+from holistic_dagster.warehouse.tables.core import (
+    APPLICABILITY,
+    COMPLETION_CACHE,
+    COMPLETIONS,
+    INSTANCES,
+    PROMPTS,
+    SOURCE_FILES,
+)
 
 Answers = dict[str, tuple[Completion, str]]  # request_id -> (its completion, the provenance_id it was made under)
 
 
-class Accessor:
-    """One table's reads, on a store."""
-
-    def __init__(self, store: ResultStore) -> None:
-        self.store = store
-
-    def _df(self, sql: str, params: list[Any]) -> pd.DataFrame:
-        return self.store.df(sql, params)
-
-
 class Instances(Accessor):
-    """`instances`, each with its source file's checksum (`source_files`)."""
+    """`instances`: a version's sample of each scenario (records: each with its source file's checksum)."""
+
+    table = INSTANCES
 
     def records(self, version: str, scenario: str) -> list[Instance]:
         """A scenario's sample (few-shot pool first, then the evaluated instances), as the dataset stage stored it;
@@ -76,10 +74,6 @@ class Instances(Accessor):
             [version, scenario],
         )
 
-    def source_rows(self, version: str, scenario: str) -> pd.DataFrame:
-        """Every column of the source files a scenario's instances were read from, as stored."""
-        return self._df("SELECT * FROM source_files WHERE version = ? AND scenario = ?", [version, scenario])
-
     def draw(self, version: str, scenario: str) -> list[str]:
         """The ids of the scenario's evaluated originals (its draw), sorted."""
         frame = self._df(
@@ -108,9 +102,38 @@ class Instances(Accessor):
             [version],
         )
 
+    def scored_originals(self, version: str, scenario: str, model: str) -> pd.DataFrame:
+        """instance_id, split, subset, input, references, metadata: the unperturbed instances the model was scored
+        on."""
+        return self._df(
+            'SELECT instance_id, split, subset, input, "references", metadata FROM instances WHERE version = ? AND '
+            "scenario = ? AND perturbation = '' AND instance_id IN (SELECT instance_id FROM instance_scores "
+            "WHERE version = ? AND scenario = ? AND model = ?)",
+            [version, scenario, version, scenario, model],
+        )
+
+    def with_copies(self, version: str, originals: list[str]) -> pd.DataFrame:
+        """scenario, instance_id, perturbation, original_instance_id, input, references: the originals named
+        ("scenario<US>instance id" keys) and their perturbed copies."""
+        return self._df(
+            'SELECT scenario, instance_id, perturbation, original_instance_id, input, "references" FROM instances '
+            f"WHERE version = ? AND {among('scenario', ORIGINAL_ID)}",
+            [version, originals],
+        )
+
     def scenarios(self, version: str) -> set[str]:
         """The scenarios a version has instances of."""
         return set(self._df("SELECT DISTINCT scenario FROM instances WHERE version = ?", [version])["scenario"])
+
+
+class SourceFiles(Accessor):
+    """`source_files`: the upstream files (or generators) a version's instances were read from, with checksums."""
+
+    table = SOURCE_FILES
+
+    def source_rows(self, version: str, scenario: str) -> pd.DataFrame:
+        """Every column of the source files a scenario's instances were read from, as stored."""
+        return self._df("SELECT * FROM source_files WHERE version = ? AND scenario = ?", [version, scenario])
 
     def source_uris(self, version: str) -> list[str]:
         """The upstream files (not generators) a version's instances were read from."""
@@ -120,6 +143,8 @@ class Instances(Accessor):
 
 class Applicability(Accessor):
     """`applicability`: which metric families apply to a scenario."""
+
+    table = APPLICABILITY
 
     def of_version(self, version: str) -> pd.DataFrame:
         """Every column of the version's rows."""
@@ -134,6 +159,8 @@ class Applicability(Accessor):
 
 class Prompts(Accessor):
     """`prompts`: the rendered requests of a model on a scenario."""
+
+    table = PROMPTS
 
     def requests(self, version: str, scenario: str, model: str) -> list[Request]:
         """In instance and request order; HolisticError when the prompts stage stored none."""
@@ -171,6 +198,14 @@ class Prompts(Accessor):
         )
         return [str(r) for r in frame["request_id"]]
 
+    def of_partition(self, version: str, scenario: str, model: str) -> pd.DataFrame:
+        """Every column of a model's prompts on a scenario, by instance, the unscored choice (no index) first."""
+        return self._df(
+            "SELECT * FROM prompts WHERE version = ? AND scenario = ? AND model = ? "
+            "ORDER BY instance_id, choice_index NULLS FIRST",
+            [version, scenario, model],
+        )
+
     def request_ids_of_version(self, version: str, model: str) -> list[str]:
         """Every request of the model on the version, each once."""
         frame = self._df("SELECT DISTINCT request_id FROM prompts WHERE model = ? AND version = ?", [model, version])
@@ -203,6 +238,8 @@ def no_prompts(version: str, scenario: str, model: str) -> HolisticError:
 
 class Completions(Accessor):
     """`completions`: a model's answers to its requests."""
+
+    table = COMPLETIONS
 
     def answers(self, version: str, scenario: str, model: str) -> Answers:
         frame = self._df(
@@ -241,6 +278,19 @@ class Completions(Accessor):
             [version, scenarios],
         )
 
+    def with_prompts(self, version: str, instances: list[str]) -> pd.DataFrame:
+        """scenario, model, instance_id, request_id, prompt, continuation, choice_index, text, logprob, tokens,
+        logprobs, top_logprobs, finish_reason, error, latency_s: every model's requests of the instances named
+        ("scenario<US>instance id" keys), each with its completion, by model, instance and choice."""
+        return self._df(
+            "SELECT p.scenario, p.model, p.instance_id, p.request_id, p.prompt, p.continuation, p.choice_index, "
+            "c.text, c.logprob, c.tokens, c.logprobs, c.top_logprobs, c.finish_reason, c.error, c.latency_s "
+            "FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
+            f"WHERE p.version = ? AND {among('p.scenario', 'p.instance_id')} "
+            "ORDER BY p.model, p.instance_id, p.choice_index NULLS FIRST, p.request_id",
+            [version, instances],
+        )
+
     def latencies(self, version: str, models: list[str]) -> pd.DataFrame:
         """model, scenario, request_id, latency_s of every request of the models that was answered."""
         return self._df(
@@ -252,6 +302,8 @@ class Completions(Accessor):
 
 class CompletionCache(Accessor):
     """`completion_cache`: answers kept by the weights that gave them (model_key), across versions and runs."""
+
+    table = COMPLETION_CACHE
 
     def answers(self, model_key: str, request_ids: list[str]) -> Answers:
         """The first sample of each of the requests the cache holds (none where the store was never written)."""
@@ -275,128 +327,6 @@ class CompletionCache(Accessor):
             "WHERE c.model_key = ? AND c.request_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY c.request_id",
             [model_key, request_ids],
         )
-
-
-class InstanceScores(Accessor):
-    """`instance_scores`: each evaluated instance's score per metric."""
-
-    def models(self, version: str) -> set[str]:
-        """The models a version has scores of."""
-        return set(self._df("SELECT DISTINCT model FROM instance_scores WHERE version = ?", [version])["model"])
-
-    def on_full_draws(self, version: str, models: list[str] | None = None) -> pd.DataFrame:
-        """model, scenario, instance_id, family, metric, perturbation ('' or 'worst'), value: the scores of the
-        version's evaluated originals (of the models named, or all), but a model's scenario evaluated in part
-        (partial_evaluations: only its anchors, or a sample, answered)."""
-        sql = (
-            "SELECT s.model, s.scenario, s.instance_id, s.family, s.metric, s.perturbation, s.value "
-            "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-            "WHERE s.version = ? AND i.perturbation = '' AND i.split = 'test' AND NOT EXISTS (SELECT 1 FROM "
-            "partial_evaluations p WHERE p.model = s.model AND p.version = s.version AND p.scenario = s.scenario)"
-        )
-        if models is None:
-            return self._df(sql, [version])
-        return self._df(sql + " AND s.model IN (SELECT unnest(?::VARCHAR[]))", [version, models])
-
-    def on_originals(self, version: str, scenario: str, model: str, family: str, metric: str) -> dict[str, float]:
-        """{instance_id: value} of a model's metric (unperturbed) on the scenario's evaluated originals, all it
-        answered or part of them (a partial evaluation's rows too)."""
-        frame = self._df(
-            "SELECT s.instance_id, s.value FROM instance_scores s JOIN instances i USING (version, scenario, "
-            "instance_id) WHERE s.model = ? AND s.version = ? AND s.scenario = ? AND s.family = ? AND s.metric = ? "
-            "AND s.perturbation = '' AND i.perturbation = '' AND i.split = 'test'",
-            [model, version, scenario, family, metric],
-        )
-        return dict(zip(frame["instance_id"], frame["value"].astype(float)))
-
-    def with_instances(self, version: str, scenario: str, model: str) -> pd.DataFrame:
-        """instance_id, metric, family, value, perturbation, instance_perturbation (the scored instance's own)."""
-        return self._df(
-            "SELECT s.instance_id, s.metric, s.family, s.value, s.perturbation, "
-            "i.perturbation AS instance_perturbation "
-            "FROM instance_scores s JOIN instances i USING (version, scenario, instance_id) "
-            "WHERE s.model = ? AND s.version = ? AND s.scenario = ?",
-            [model, version, scenario],
-        )
-
-
-class ScenarioMetrics(Accessor):
-    """`scenario_metrics`: each scenario's aggregate per metric (measured, or estimated from anchors)."""
-
-    def of_version(self, version: str) -> pd.DataFrame:
-        """Every column of the version's aggregates."""
-        return self._df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
-
-    def notes(self, version: str) -> pd.DataFrame:
-        """model, scenario, family, metric, perturbation, note: why each of the version's aggregates has no value
-        (empty where it has one)."""
-        return self._df(
-            "SELECT model, scenario, family, metric, perturbation, note FROM scenario_metrics WHERE version = ?",
-            [version],
-        )
-
-    def measured_accuracy(self) -> pd.DataFrame:
-        """model, version, scenario, metric, value: every measured (not estimated) unperturbed accuracy aggregate."""
-        return self._df(
-            "SELECT model, version, scenario, metric, value FROM scenario_metrics WHERE family = 'accuracy' "
-            "AND perturbation = '' AND NOT coalesce(estimated, false)",
-            [],
-        )
-
-    def models(self, version: str) -> set[str]:
-        """The models a version has aggregates of."""
-        return set(self._df("SELECT DISTINCT model FROM scenario_metrics WHERE version = ?", [version])["model"])
-
-    def scenarios(self, version: str, model: str) -> set[str]:
-        """The scenarios a model has aggregates of in a version."""
-        frame = self._df(
-            "SELECT DISTINCT scenario FROM scenario_metrics WHERE model = ? AND version = ?", [model, version]
-        )
-        return set(frame["scenario"])
-
-    def defined(self, version: str, scenario: str, model: str) -> pd.DataFrame:
-        """metric, value: the aggregates that have a value (an undefined one has its note instead)."""
-        return self._df(
-            "SELECT metric, value FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? "
-            "AND value IS NOT NULL",
-            [model, version, scenario],
-        )
-
-    def per_family(self, version: str, scenario: str, model: str) -> pd.DataFrame:
-        """family, num_rows, num_values, num_unexplained (no value and no note): one row per family it has."""
-        return self._df(
-            "SELECT family, count(*) AS num_rows, count(value) AS num_values, "
-            "count(*) FILTER (WHERE value IS NULL AND note = '') AS num_unexplained "
-            "FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? GROUP BY family",
-            [model, version, scenario],
-        )
-
-    def undefined_with_note(self, version: str, scenario: str, model: str, family: str, note: str) -> int:
-        """How many of a family's aggregates have no value and a note that starts with `note`."""
-        frame = self._df(
-            "SELECT count(*) AS n FROM scenario_metrics WHERE model = ? AND version = ? AND scenario = ? "
-            "AND family = ? AND value IS NULL AND starts_with(note, ?)",
-            [model, version, scenario, family, note],
-        )
-        return int(frame["n"].iat[0])
-
-    def values_per_cell(self, version: str) -> pd.DataFrame:
-        """model, scenario, num_values: how many aggregates with a value each model has on each scenario."""
-        return self._df(
-            "SELECT model, scenario, count(value) AS num_values FROM scenario_metrics WHERE version = ? GROUP BY ALL",
-            [version],
-        )
-
-    def measured_in_full(self, version: str, scenario: str, model: str) -> bool:
-        """Whether the model's aggregates on the scenario were measured on its whole draw (not estimated, and not
-        from a partial evaluation)."""
-        frame = self._df(
-            "SELECT count(*) AS n FROM scenario_metrics m WHERE model = ? AND version = ? AND scenario = ? "
-            "AND NOT coalesce(estimated, false) AND NOT EXISTS (SELECT 1 FROM partial_evaluations p WHERE "
-            "p.model = m.model AND p.version = m.version AND p.scenario = m.scenario)",
-            [model, version, scenario],
-        )
-        return bool(frame["n"].iat[0])
 
 
 # what a completion_cache row `c` cost at the price in its provenance `p`

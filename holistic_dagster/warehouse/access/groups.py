@@ -7,13 +7,20 @@ from __future__ import annotations
 import pandas as pd
 
 from holistic_dagster.errors import HolisticError
-from holistic_dagster.warehouse.access.core import Accessor
+from holistic_dagster.warehouse.access.base import Accessor
+from holistic_dagster.warehouse.tables.arena import ARENA_RATINGS, BATTLES, VOTES
+from holistic_dagster.warehouse.tables.efficient import ANCHOR_FITS
+from holistic_dagster.warehouse.tables.judging import JUDGE_QUALIFICATIONS
+from holistic_dagster.warehouse.tables.shadow import SHADOW_COMPLETIONS, SHADOW_VERDICTS, TRAFFIC
+from holistic_dagster.warehouse.tables.summaries import LEADERBOARD_STATS
 
 _BATTLE = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
 
 
 class Battles(Accessor):
     """`battles`: each judge's verdict on a pair of models' answers."""
+
+    table = BATTLES
 
     def decided(self, version: str, judges: list[str]) -> pd.DataFrame:
         """judge, battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner: the judges'
@@ -42,6 +49,8 @@ class Battles(Accessor):
 class Votes(Accessor):
     """`votes`: people's verdicts on the arena's battles."""
 
+    table = VOTES
+
     def as_battles(self, version: str, judge: str) -> pd.DataFrame:
         """Battles' columns (see Battles.decided) with `judge` as the judge: every vote, in the order cast."""
         return self._df(
@@ -59,6 +68,8 @@ class Votes(Accessor):
 class ArenaRatings(Accessor):
     """`arena_ratings`: each judge's rating of each model."""
 
+    table = ARENA_RATINGS
+
     def bradley_terry(self, version: str) -> pd.DataFrame:
         """judge, model, rating, ci_low, ci_high, is_baseline: the Bradley-Terry ratings."""
         return self._df(
@@ -71,6 +82,8 @@ class ArenaRatings(Accessor):
 class JudgeQualifications(Accessor):
     """`judge_qualifications`: each judge's agreement with people, measured per template and max_tokens."""
 
+    table = JUDGE_QUALIFICATIONS
+
     def measured(self, template: str, max_tokens: int, source: str) -> pd.DataFrame:
         """judge, agreement, position_consistency, qualified, reason."""
         return self._df(
@@ -82,6 +95,8 @@ class JudgeQualifications(Accessor):
 
 class Traffic(Accessor):
     """`traffic`: a production log's records, as stored (personal data removed)."""
+
+    table = TRAFFIC
 
     def records(self, log: str) -> pd.DataFrame:
         """Every column, in the log's order; HolisticError where none is stored."""
@@ -102,6 +117,8 @@ class Traffic(Accessor):
 class ShadowCompletions(Accessor):
     """`shadow_completions`: the candidates' answers to a log's records."""
 
+    table = SHADOW_COMPLETIONS
+
     def answered(self, log: str) -> pd.DataFrame:
         """Every column of the answers to the log's current records that succeeded (a changed log whose answers
         step failed left answers to older ones)."""
@@ -115,6 +132,8 @@ class ShadowCompletions(Accessor):
 class ShadowVerdicts(Accessor):
     """`shadow_verdicts`: the judge's verdict, candidate against production, per record."""
 
+    table = SHADOW_VERDICTS
+
     def of_log(self, log: str) -> pd.DataFrame:
         """candidate, record_id, winner."""
         return self._df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
@@ -122,6 +141,8 @@ class ShadowVerdicts(Accessor):
 
 class LeaderboardStats(Accessor):
     """`leaderboard_stats`: the leaderboard's cells with their statistics."""
+
+    table = LEADERBOARD_STATS
 
     def scenarios(self, version: str) -> set[str]:
         """The scenarios a version's leaderboard has cells of."""
@@ -139,6 +160,8 @@ class LeaderboardStats(Accessor):
 
 class AnchorFits(Accessor):
     """`anchor_fits`: the anchors fitted for a scenario and the population they were fitted on."""
+
+    table = ANCHOR_FITS
 
     def of_scenario(self, version: str, scenario: str) -> pd.DataFrame:
         """Every column of the scenario's fit (one row, or none)."""
