@@ -259,5 +259,7 @@ def write_references(docs: Path = REPO_ROOT / "docs") -> list[Path]:
 
 
 if __name__ == "__main__":  # .venv/bin/python -m holistic_dagster.cli.reference: bring the committed pages up to date
-    for page in write_references():
+    from holistic_dagster.warehouse.tables.codegen import write_records
+
+    for page in [*write_references(), *write_records()]:  # and the tables' typed records (warehouse/records/)
         print(f"rewrote {page}")

@@ -100,19 +100,18 @@ def _imported_run(
 
 
 def _instance(warehouse: ResultStore, version: str, scenario: str, instance_id: str) -> dict[str, Any]:
-    frame = Instances(warehouse).where(version=version, scenario=scenario, instance_id=instance_id)
-    row = frame.iloc[0]
+    row = Instances(warehouse).typed_rows(version=version, scenario=scenario, instance_id=instance_id)[0]
     return {
-        "instance_id": row["instance_id"],
-        "split": row["split"],
-        "subset": row["subset"],
-        "input": row["input"],
-        "references": references_of(row["references"]),
-        "perturbation": row["perturbation"] or "",
-        "original_instance_id": row["original_instance_id"] or "",
-        "metadata": metadata_of(row["metadata"]),
-        "source_uri": row["source_uri"],
-        "record": row["record"],
+        "instance_id": row.instance_id,
+        "split": row.split,
+        "subset": row.subset,
+        "input": row.input,
+        "references": references_of(row.references),
+        "perturbation": row.perturbation or "",
+        "original_instance_id": row.original_instance_id or "",
+        "metadata": metadata_of(row.metadata),
+        "source_uri": row.source_uri,
+        "record": row.record,
     }
 
 

@@ -1,6 +1,7 @@
 """Record <-> row mapping: how each record type of holistic_dagster.records is stored in the tables of the
 schema (warehouse/tables/), and read back: the core tables' (instances, prompts, completions, instance and scenario
-scores, provenance). The arena's, shadow evaluation's and safety's stages still build their rows by hand."""
+scores, provenance). Every table's row as it is stored is a typed record too (warehouse/records/, generated from the
+declarations); the other stages build their frames with Table.frame."""
 
 from __future__ import annotations
 

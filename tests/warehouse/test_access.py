@@ -57,3 +57,14 @@ def test_asked_for_what_was_never_stored_it_names_the_step(store, tmp_path):
     with pytest.raises(HolisticError, match=r"materialize \[s, prompts\] first"):
         Prompts(store).requests("v1", "s", "other")
     assert CompletionCache(Warehouse(tmp_path / "never.duckdb")).answers("key", ["r1"]) == {}
+
+
+def test_rows_come_back_as_the_tables_typed_records(store):
+    from holistic_dagster.warehouse.records import PromptsRow
+
+    rows = Prompts(store).typed_rows(order_by=("request_id",), version="v1", instance_id="i1")
+    assert [type(r) for r in rows] == [PromptsRow, PromptsRow]
+    first = rows[0]
+    assert (first.request_id, first.choice_index, first.is_null_context) == ("r1", None, False)
+    assert first.num_prompt_tokens == 3
+    assert type(rows[1].choice_index) is int and type(first.temperature) is float and first.stop == '["\\n"]'

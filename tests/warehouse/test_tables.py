@@ -113,3 +113,35 @@ def test_the_migrations_agree_with_the_declarations(monkeypatch):
         "version 7: win_rates.family was renamed to domain but is still declared",
         "version 7: win_rates.model was renamed to num_columns but is still declared",
     ]
+
+
+def test_the_committed_row_records_are_what_the_declarations_generate():
+    """warehouse/records/ is generated (python -m holistic_dagster.cli.reference rewrites it): stale after a
+    declaration's change until regenerated."""
+    from holistic_dagster.warehouse.tables.codegen import generated
+
+    stale = [str(path) for path, text in generated().items() if not path.exists() or path.read_text() != text]
+    assert not stale, f"regenerate with .venv/bin/python -m holistic_dagster.cli.reference: {stale}"
+
+
+def test_every_table_has_a_record_typed_as_its_columns():
+    import dataclasses
+    import typing
+
+    from holistic_dagster.warehouse import records
+    from holistic_dagster.warehouse.tables.codegen import PYTHON_TYPES
+
+    assert set(records.ROW_TYPES) == set(TABLES)
+    for name, table in TABLES.items():
+        hints = typing.get_type_hints(records.ROW_TYPES[name])
+        assert [f.name for f in dataclasses.fields(records.ROW_TYPES[name])] == list(table.column_names)
+        for c in table.columns:
+            kind = {"str": str, "int": int, "float": float, "bool": bool}.get(PYTHON_TYPES[c.type], hints[c.name])
+            assert hints[c.name] == (kind | None if c.null or c.added else kind), (name, c.name)
+
+
+def test_a_frame_that_lacks_a_column_is_not_taken_for_records():
+    import pandas as pd
+
+    with pytest.raises(ValueError, match="table votes: the rows lack"):
+        TABLES["votes"].records(pd.DataFrame({"version": ["v"]}))

@@ -1,9 +1,10 @@
 """What every table's accessor is: a class bound to a store and to its table's declaration (tables/), which owns that
-table's SQL; `where` reads whole rows by equal columns, whose names the declaration is asked for first."""
+table's SQL; `where` reads whole rows by equal columns, whose names the declaration is asked for first, and
+`typed_rows` the same rows as the table's typed records."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import pandas as pd
 
@@ -19,7 +20,10 @@ def among(scenario: str, instance_id: str) -> str:
     return f"{scenario} || chr(31) || {instance_id} IN (SELECT unnest(?::VARCHAR[]))"
 
 
-class Accessor:
+R = TypeVar("R")  # the table's row record (warehouse/records/)
+
+
+class Accessor(Generic[R]):
     """One table's reads, on a store."""
 
     table: ClassVar[Table]
@@ -41,3 +45,8 @@ class Accessor:
         if order_by:
             sql += " ORDER BY " + ", ".join(f'"{c}"' for c in order_by)
         return self._df(sql, list(equal.values()))
+
+    def typed_rows(self, order_by: tuple[str, ...] = (), **equal: Any) -> list[R]:
+        """where()'s rows as the table's typed records (warehouse/records/)."""
+        rows: list[R] = self.table.records(self.where(order_by, **equal))
+        return rows

@@ -12,6 +12,14 @@ import pandas as pd
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.records import Completion, Instance, Request
 from holistic_dagster.warehouse.access.base import ORIGINAL_ID, Accessor, among
+from holistic_dagster.warehouse.records.core import (
+    ApplicabilityRow,
+    CompletionCacheRow,
+    CompletionsRow,
+    InstancesRow,
+    PromptsRow,
+    SourceFilesRow,
+)
 from holistic_dagster.warehouse.rows import completion_from_row, instance_from_row, request_from_row
 from holistic_dagster.warehouse.tables.core import (
     APPLICABILITY,
@@ -25,7 +33,7 @@ from holistic_dagster.warehouse.tables.core import (
 Answers = dict[str, tuple[Completion, str]]  # request_id -> (its completion, the provenance_id it was made under)
 
 
-class Instances(Accessor):
+class Instances(Accessor[InstancesRow]):
     """`instances`: a version's sample of each scenario (records: each with its source file's checksum)."""
 
     table = INSTANCES
@@ -126,7 +134,7 @@ class Instances(Accessor):
         return set(self._df("SELECT DISTINCT scenario FROM instances WHERE version = ?", [version])["scenario"])
 
 
-class SourceFiles(Accessor):
+class SourceFiles(Accessor[SourceFilesRow]):
     """`source_files`: the upstream files (or generators) a version's instances were read from, with checksums."""
 
     table = SOURCE_FILES
@@ -141,7 +149,7 @@ class SourceFiles(Accessor):
         return [str(u) for u in frame["uri"]]
 
 
-class Applicability(Accessor):
+class Applicability(Accessor[ApplicabilityRow]):
     """`applicability`: which metric families apply to a scenario."""
 
     table = APPLICABILITY
@@ -157,7 +165,7 @@ class Applicability(Accessor):
         return set(frame["family"])
 
 
-class Prompts(Accessor):
+class Prompts(Accessor[PromptsRow]):
     """`prompts`: the rendered requests of a model on a scenario."""
 
     table = PROMPTS
@@ -236,7 +244,7 @@ def no_prompts(version: str, scenario: str, model: str) -> HolisticError:
     )
 
 
-class Completions(Accessor):
+class Completions(Accessor[CompletionsRow]):
     """`completions`: a model's answers to its requests."""
 
     table = COMPLETIONS
@@ -300,7 +308,7 @@ class Completions(Accessor):
         )
 
 
-class CompletionCache(Accessor):
+class CompletionCache(Accessor[CompletionCacheRow]):
     """`completion_cache`: answers kept by the weights that gave them (model_key), across versions and runs."""
 
     table = COMPLETION_CACHE

@@ -8,6 +8,11 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse.access.base import Accessor
+from holistic_dagster.warehouse.records.arena import ArenaRatingsRow, BattlesRow, VotesRow
+from holistic_dagster.warehouse.records.efficient import AnchorFitsRow
+from holistic_dagster.warehouse.records.judging import JudgeQualificationsRow
+from holistic_dagster.warehouse.records.shadow import ShadowCompletionsRow, ShadowVerdictsRow, TrafficRow
+from holistic_dagster.warehouse.records.summaries import LeaderboardStatsRow
 from holistic_dagster.warehouse.tables.arena import ARENA_RATINGS, BATTLES, VOTES
 from holistic_dagster.warehouse.tables.efficient import ANCHOR_FITS
 from holistic_dagster.warehouse.tables.judging import JUDGE_QUALIFICATIONS
@@ -17,7 +22,7 @@ from holistic_dagster.warehouse.tables.summaries import LEADERBOARD_STATS
 _BATTLE = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
 
 
-class Battles(Accessor):
+class Battles(Accessor[BattlesRow]):
     """`battles`: each judge's verdict on a pair of models' answers."""
 
     table = BATTLES
@@ -46,7 +51,7 @@ class Battles(Accessor):
         )
 
 
-class Votes(Accessor):
+class Votes(Accessor[VotesRow]):
     """`votes`: people's verdicts on the arena's battles."""
 
     table = VOTES
@@ -65,7 +70,7 @@ class Votes(Accessor):
         return set(frame["battle_id"])
 
 
-class ArenaRatings(Accessor):
+class ArenaRatings(Accessor[ArenaRatingsRow]):
     """`arena_ratings`: each judge's rating of each model."""
 
     table = ARENA_RATINGS
@@ -79,7 +84,7 @@ class ArenaRatings(Accessor):
         )
 
 
-class JudgeQualifications(Accessor):
+class JudgeQualifications(Accessor[JudgeQualificationsRow]):
     """`judge_qualifications`: each judge's agreement with people, measured per template and max_tokens."""
 
     table = JUDGE_QUALIFICATIONS
@@ -93,7 +98,7 @@ class JudgeQualifications(Accessor):
         )
 
 
-class Traffic(Accessor):
+class Traffic(Accessor[TrafficRow]):
     """`traffic`: a production log's records, as stored (personal data removed)."""
 
     table = TRAFFIC
@@ -114,7 +119,7 @@ class Traffic(Accessor):
         )
 
 
-class ShadowCompletions(Accessor):
+class ShadowCompletions(Accessor[ShadowCompletionsRow]):
     """`shadow_completions`: the candidates' answers to a log's records."""
 
     table = SHADOW_COMPLETIONS
@@ -129,7 +134,7 @@ class ShadowCompletions(Accessor):
         )
 
 
-class ShadowVerdicts(Accessor):
+class ShadowVerdicts(Accessor[ShadowVerdictsRow]):
     """`shadow_verdicts`: the judge's verdict, candidate against production, per record."""
 
     table = SHADOW_VERDICTS
@@ -139,7 +144,7 @@ class ShadowVerdicts(Accessor):
         return self._df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
 
 
-class LeaderboardStats(Accessor):
+class LeaderboardStats(Accessor[LeaderboardStatsRow]):
     """`leaderboard_stats`: the leaderboard's cells with their statistics."""
 
     table = LEADERBOARD_STATS
@@ -158,7 +163,7 @@ class LeaderboardStats(Accessor):
         )
 
 
-class AnchorFits(Accessor):
+class AnchorFits(Accessor[AnchorFitsRow]):
     """`anchor_fits`: the anchors fitted for a scenario and the population they were fitted on."""
 
     table = ANCHOR_FITS

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from holistic_dagster.warehouse.access.base import Accessor, among
+from holistic_dagster.warehouse.records.core import InstanceScoresRow, ScenarioMetricsRow
 from holistic_dagster.warehouse.tables.core import INSTANCE_SCORES, SCENARIO_METRICS
 
 
-class InstanceScores(Accessor):
+class InstanceScores(Accessor[InstanceScoresRow]):
     """`instance_scores`: each evaluated instance's score per metric."""
 
     table = INSTANCE_SCORES
@@ -113,7 +114,7 @@ class InstanceScores(Accessor):
         )
 
 
-class ScenarioMetrics(Accessor):
+class ScenarioMetrics(Accessor[ScenarioMetricsRow]):
     """`scenario_metrics`: each scenario's aggregate per metric (measured, or estimated from anchors)."""
 
     table = SCENARIO_METRICS

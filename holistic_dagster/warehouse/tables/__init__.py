@@ -10,10 +10,14 @@ from holistic_dagster.warehouse.tables import arena, core, efficient, judging, o
 from holistic_dagster.warehouse.tables.base import Column, Table
 from holistic_dagster.warehouse.tables.glossary import GLOSSARY
 
-__all__ = ["GLOSSARY", "TABLES", "Column", "Table", "schema_sql"]
+__all__ = ["GLOSSARY", "GROUPS", "TABLES", "Column", "Table", "schema_sql"]
 
-_GROUPS = (core, efficient, summaries, operations, arena, shadow, judging)
-TABLES: dict[str, Table] = {t.name: t for g in _GROUPS for t in vars(g).values() if isinstance(t, Table)}
+# group name (its module's) -> its tables, in the order they are declared
+GROUPS: dict[str, tuple[Table, ...]] = {
+    g.__name__.rsplit(".", 1)[-1]: tuple(t for t in vars(g).values() if isinstance(t, Table))
+    for g in (core, efficient, summaries, operations, arena, shadow, judging)
+}
+TABLES: dict[str, Table] = {t.name: t for tables in GROUPS.values() for t in tables}
 
 _HEADER = """\
 -- holistic-dagster results warehouse (DuckDB), made from the declarations in holistic_dagster/warehouse/tables/.

@@ -90,12 +90,23 @@ class Table:
         ]
         return "\n".join(lines)
 
-    def frame(self, rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-        """The rows as a frame in the table's column order. A row may leave out a column that has a default or
-        allows NULL; a row naming a column the table does not have is refused at once, naming it."""
+    def records(self, frame: pd.DataFrame) -> list[Any]:
+        """The frame's rows (this table's columns, as read) as the table's typed records (warehouse/records/,
+        generated from this declaration): NULLs as None, timestamps as datetimes, numbers as Python's."""
+        from holistic_dagster.warehouse.records import ROW_TYPES
+
+        kind, names = ROW_TYPES[self.name], list(self.column_names)
+        if missing := [n for n in names if n not in frame.columns]:
+            raise ValueError(f"table {self.name}: the rows lack {', '.join(missing)}")
+        return [kind(**{n: _plain(v) for n, v in zip(names, row)}) for row in frame[names].itertuples(index=False)]
+
+    def frame(self, rows: Iterable[Mapping[str, Any] | Any]) -> pd.DataFrame:
+        """The rows (mappings, or the table's records) as a frame in the table's column order. A row may leave out a
+        column that has a default or allows NULL; a row naming a column the table does not have is refused at once,
+        naming it."""
         import pandas as pd
 
-        rows = list(rows)
+        rows = [row if isinstance(row, Mapping) else vars(row) for row in rows]
         names = set(self.column_names)
         for i, row in enumerate(rows):
             if unknown := sorted(set(row) - names):
@@ -112,3 +123,14 @@ def _comment(column: Column, glossary: Mapping[str, str]) -> str:
     if meaning is None:
         raise ValueError(f"column {column.name}: no meaning declared, and the glossary has none for its name")
     return "" if column.meaning is None else f"  -- {meaning}"
+
+
+def _plain(value: Any) -> Any:
+    """A value read into a frame, as a record holds it: None for NULL (NaN, NaT), Python's own scalars."""
+    import pandas as pd
+
+    if value is None or (not isinstance(value, (str, bytes)) and pd.isna(value)):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.to_pydatetime()
+    return value.item() if hasattr(value, "item") else value
