@@ -10,22 +10,18 @@ import duckdb
 import pandas as pd
 
 from holistic_dagster.warehouse import ResultStore
+from holistic_dagster.warehouse.access import ArenaJudges, ArenaRatings, ArenaWinRates, Battles, Votes
 
 
 def bradley_terry_table(store: ResultStore, version: str) -> pd.DataFrame:
     """Per judge, its models by Bradley-Terry rating (best first), rounded for display."""
-    return store.df(
-        "SELECT judge, model, round(rating, 1) AS rating, round(ci_low, 1) AS ci_low, round(ci_high, 1) AS ci_high,"
-        " num_battles, round(mean_answer_tokens, 1) AS mean_answer_tokens FROM arena_ratings "
-        "WHERE version = ? AND method = 'bradley_terry' ORDER BY judge, rating DESC",
-        [version],
-    )
+    return ArenaRatings(store).for_display(version)
 
 
 def votes_seen(store: ResultStore) -> dict[str, str] | None:
     """{version: "<number of votes>@<the latest vote's time>"}; None for a warehouse from before the votes table."""
     try:
-        seen = store.df("SELECT version, count(*) AS n, max(voted_at)::VARCHAR AS last FROM votes GROUP BY 1")
+        seen = Votes(store).seen()
     except duckdb.CatalogException:
         return None
     return {r.version: f"{r.n}@{r.last}" for r in seen.itertuples()}
@@ -49,23 +45,16 @@ JUDGE_COLUMNS = ["judge", "qualified", "agreement", "position_consistency", "rea
 def arena_record(store: ResultStore, version: str) -> ArenaRecord | None:
     """The version's arena; None when it has neither ratings nor judges, or the warehouse predates the arena."""
     try:
-        ratings = store.df("SELECT * FROM arena_ratings WHERE version = ?", [version])
+        ratings = ArenaRatings(store).where(version=version)
         try:
-            judges = store.df("SELECT * FROM arena_judges WHERE version = ?", [version])
+            judges = ArenaJudges(store).where(version=version)
         except duckdb.CatalogException:  # from before judges were qualified: they were not measured
             judges = pd.DataFrame(columns=JUDGE_COLUMNS)
         if ratings.empty and judges.empty:
             return None
-        battle_counts = store.df(
-            "SELECT judge, count(*) AS n, count(*) FILTER (WHERE winner = '') AS no_verdict, "
-            "count(*) FILTER (WHERE winner <> '' AND NOT consistent) AS inconsistent "
-            "FROM battles WHERE version = ? GROUP BY judge",
-            [version],
-        )
-        votes = store.df(
-            "SELECT count(*) AS n, count(DISTINCT voter) AS voters FROM votes WHERE version = ?", [version]
-        )
-        wins = store.df("SELECT * FROM arena_win_rates WHERE version = ?", [version])
+        battle_counts = Battles(store).counts(version)
+        votes = Votes(store).count(version)
+        wins = ArenaWinRates(store).where(version=version)
     except duckdb.CatalogException:  # a warehouse from before the arena
         return None
     return ArenaRecord(ratings, judges, battle_counts, votes, wins)
@@ -73,7 +62,4 @@ def arena_record(store: ResultStore, version: str) -> ArenaRecord | None:
 
 def vote_of(store: ResultStore, version: str, voter: str, battle_id: str) -> pd.DataFrame:
     """A voter's vote on a battle (model_a, model_b, shown_first, winner): no row before it is cast."""
-    return store.df(
-        "SELECT model_a, model_b, shown_first, winner FROM votes WHERE version = ? AND voter = ? AND battle_id = ?",
-        [version, voter, battle_id],
-    )
+    return Votes(store).of(version, voter, battle_id)

@@ -11,7 +11,15 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import Instances, InstanceScores, ScenarioMetrics
+from holistic_dagster.warehouse.access import (
+    AnchorFits,
+    AnchorInstances,
+    Estimates,
+    Instances,
+    InstanceScores,
+    PartialEvaluations,
+    ScenarioMetrics,
+)
 
 if TYPE_CHECKING:
     from holistic_dagster.config.catalog import Catalog
@@ -42,20 +50,17 @@ def fit_facts(row: pd.Series) -> dict[str, Any]:
 
 def anchor_fit_facts(warehouse: ResultStore, version: str, scenario: str) -> dict[str, Any]:
     """The stored fit of a scenario's anchors: method, anchors, n_full, models, validation, metric, level."""
-    stored = warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
+    stored = AnchorFits(warehouse).of_scenario(version, scenario)
     if stored.empty:
         raise HolisticError(f"no anchors for {scenario!r} in suite version {version!r}: materialize them first")
     return fit_facts(stored.iloc[0])
 
 
 def stored_anchors(warehouse: ResultStore, version: str, scenario: str) -> AnchorSet | None:
-    fit = warehouse.df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
+    fit = AnchorFits(warehouse).of_scenario(version, scenario)
     if fit.empty:
         return None
-    rows = warehouse.df(
-        "SELECT instance_id, weight FROM anchor_instances WHERE version = ? AND scenario = ? ORDER BY position",
-        [version, scenario],
-    )
+    rows = AnchorInstances(warehouse).where(order_by=("position",), version=version, scenario=scenario)
     f = fit.iloc[0]
     return AnchorSet(
         version, scenario, f["metric"], tuple(rows["instance_id"]), tuple(rows["weight"]), int(f["n_full"]),
@@ -65,20 +70,18 @@ def stored_anchors(warehouse: ResultStore, version: str, scenario: str) -> Ancho
 
 def partial_evaluation(warehouse: ResultStore, version: str, scenario: str, model: str) -> dict[str, Any] | None:
     """The partial_evaluations row of a model's scenario (None: evaluated on the whole draw)."""
-    frame = warehouse.df(
-        "SELECT * FROM partial_evaluations WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
-    )
+    frame = PartialEvaluations(warehouse).where(model=model, version=version, scenario=scenario)
     return None if frame.empty else frame.iloc[0].to_dict()
 
 
 def partial_evaluations(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """Every model x scenario of the version evaluated efficiently: model, scenario, n_evaluated, n_full."""
-    return warehouse.df("SELECT * FROM partial_evaluations WHERE version = ?", [version])
+    return PartialEvaluations(warehouse).where(version=version)
 
 
 def estimates(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """The version's estimated cells with their intervals (model, scenario, family, metric, value, ci_low, ...)."""
-    return warehouse.df("SELECT * FROM estimates WHERE version = ?", [version])
+    return Estimates(warehouse).where(version=version)
 
 
 def all_estimates(warehouse: ResultStore, catalog: Catalog) -> pd.DataFrame:
@@ -86,9 +89,7 @@ def all_estimates(warehouse: ResultStore, catalog: Catalog) -> pd.DataFrame:
     efficient evaluation estimates the other metrics too, which place no model)."""
     from holistic_dagster.results.leaderboard import main_metrics
 
-    frame = warehouse.df(
-        "SELECT model, version, scenario, metric, value, ci_low, ci_high FROM estimates WHERE family = 'accuracy'"
-    )
+    frame = Estimates(warehouse).accuracy()
     mains = {v: main_metrics(warehouse, catalog, v) for v in set(frame["version"])}
     main = [mains[v].get(s) == m for v, s, m in zip(frame["version"], frame["scenario"], frame["metric"])]
     return frame[pd.Series(main, index=frame.index, dtype=bool)]

@@ -13,7 +13,7 @@ import pandas as pd
 from holistic_dagster.config.catalog import Catalog, SuiteSpec
 from holistic_dagster.metrics import FAMILIES, is_headline
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import Instances
+from holistic_dagster.warehouse.access import Comparisons, ImportedRuns, Instances, LeaderboardStats
 
 
 def leaderboard(warehouse: ResultStore, version: str, family: str | None = None) -> pd.DataFrame:
@@ -31,7 +31,7 @@ def main_metrics(warehouse: ResultStore, catalog: Catalog, version: str) -> dict
     if version in catalog.suite_versions():
         return catalog.main_metrics(version)
     imported: dict[str, str] = dict(
-        warehouse.df(IMPORTED_SCENARIOS, [version])[["scenario", "main_metric"]].itertuples(index=False)
+        ImportedRuns(warehouse).scenarios(version)[["scenario", "main_metric"]].itertuples(index=False)
     )
     return imported
 
@@ -41,12 +41,6 @@ def regression_alpha(catalog: Catalog, version: str) -> float:
     if version in catalog.suite_versions():
         return float(catalog.suite(version).regression_alpha)
     return float(SuiteSpec.model_fields["regression_alpha"].default)
-
-
-IMPORTED_SCENARIOS = (
-    "SELECT scenario, any_value(main_metric) AS main_metric, any_value(adapter_method) AS method, "
-    "any_value(description) AS description FROM imported_runs WHERE version = ? GROUP BY scenario ORDER BY scenario"
-)
 
 
 def headline_columns(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.DataFrame:
@@ -69,20 +63,19 @@ def report_path(warehouse: ResultStore, version: str) -> Path:
 def imported_models(warehouse: ResultStore, version: str) -> set[str]:
     """The models of the version whose results were imported from HELM runs (holistic_dagster.helm)."""
     try:
-        frame = warehouse.df("SELECT DISTINCT model FROM imported_runs WHERE version = ?", [version])
+        return ImportedRuns(warehouse).models(version)
     except duckdb.CatalogException:  # a warehouse from before imports
         return set()
-    return set(frame["model"])
 
 
 def has_statistics(warehouse: ResultStore, version: str) -> bool:
     """The version's summaries were computed (leaderboard_stats holds its cells)."""
-    return bool(warehouse.df("SELECT count(*) AS n FROM leaderboard_stats WHERE version = ?", [version])["n"].iat[0])
+    return LeaderboardStats(warehouse).computed(version)
 
 
 def comparisons(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """The version's paired comparisons of each model with its baseline (the regressions' table)."""
-    return warehouse.df("SELECT * FROM comparisons WHERE version = ?", [version])
+    return Comparisons(warehouse).where(version=version)
 
 
 def evaluated_counts(warehouse: ResultStore, version: str) -> pd.Series:

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import Completions, Instances, InstanceScores, Prompts, ScenarioMetrics
+from holistic_dagster.warehouse.access import (
+    Completions,
+    ImportedRuns,
+    Instances,
+    InstanceScores,
+    Prompts,
+    ScenarioMetrics,
+)
 
 
 @dataclass
@@ -25,7 +32,7 @@ class PartitionRecord:
 
 
 def partition_record(store: ResultStore, version: str, scenario: str, model: str) -> PartitionRecord:
-    scores, keys = InstanceScores(store), [version, scenario, model]
+    scores = InstanceScores(store)
     return PartitionRecord(
         instances=Instances(store).scored_originals(version, scenario, model),
         prompts=Prompts(store).of_partition(version, scenario, model),
@@ -33,10 +40,9 @@ def partition_record(store: ResultStore, version: str, scenario: str, model: str
         scores=scores.values(version, scenario, model, ""),
         worst=scores.values(version, scenario, model, "worst"),
         scenario_metrics=ScenarioMetrics(store).unperturbed(version, scenario, model),
-        imported=store.df(
-            "SELECT subset, run_spec, description FROM imported_runs WHERE version = ? AND scenario = ? AND model = ?",
-            keys,
-        ),
+        imported=ImportedRuns(store).where(version=version, scenario=scenario, model=model)[
+            ["subset", "run_spec", "description"]
+        ],
         provenance=ScenarioMetrics(store).provenance(version, scenario, model),
     )
 

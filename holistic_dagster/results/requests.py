@@ -7,7 +7,7 @@ import duckdb
 import pandas as pd
 
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import Completions
+from holistic_dagster.warehouse.access import Completions, Stability
 
 
 def latencies(store: ResultStore, version: str, models: list[str]) -> pd.DataFrame:
@@ -18,10 +18,6 @@ def latencies(store: ResultStore, version: str, models: list[str]) -> pd.DataFra
 def stability_agreement(store: ResultStore, version: str, models: list[str]) -> pd.DataFrame:
     """Per model, scenario and instance: the share of its re-asked answers equal to the stored one."""
     try:
-        return store.df(
-            "SELECT model, scenario, instance_id, avg(agrees::DOUBLE) AS value FROM stability "
-            "WHERE version = ? AND error = '' AND model IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL",
-            [version, models],
-        )
+        return Stability(store).agreement(version, models)
     except duckdb.CatalogException:  # a warehouse from before the stability table
         return pd.DataFrame(columns=["model", "scenario", "instance_id", "value"])

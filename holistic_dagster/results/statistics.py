@@ -25,7 +25,7 @@ from holistic_dagster.results.efficient import estimates
 from holistic_dagster.results.leaderboard import headline_columns
 from holistic_dagster.results.scores import calibration_pairs, original_scores
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import ScenarioMetrics
+from holistic_dagster.warehouse.access import LeaderboardStats, ScenarioMetrics, WinRates
 
 
 def cell_statistics(warehouse: ResultStore, version: str, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
@@ -148,7 +148,7 @@ def family_win_rates(cells: pd.DataFrame, main_metric: dict[str, str]) -> pd.Dat
 def summary_cells(warehouse: ResultStore, version: str) -> pd.DataFrame:
     """The version's leaderboard cells with their statistics and, where a value is undefined, why (the stored
     leaderboard_stats; computed, not stored, for a version whose summaries were not computed)."""
-    cells = warehouse.df("SELECT * FROM leaderboard_stats WHERE version = ?", [version])
+    cells = LeaderboardStats(warehouse).where(version=version)
     if cells.empty:
         cells = cell_statistics(warehouse, version)
     if cells.empty:
@@ -162,5 +162,5 @@ def summary_win_rates(
     warehouse: ResultStore, version: str, cells: pd.DataFrame, main_metric: dict[str, str]
 ) -> pd.DataFrame:
     """The version's mean win rates per family (stored, or computed from `cells` when the summaries were not)."""
-    rates = warehouse.df("SELECT * FROM win_rates WHERE version = ?", [version])
+    rates = WinRates(warehouse).where(version=version)
     return rates if len(rates) else family_win_rates(cells, main_metric)

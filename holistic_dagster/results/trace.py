@@ -11,7 +11,15 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.access import Completions, Instances, InstanceScores, Prompts, SourceFiles
+from holistic_dagster.warehouse.access import (
+    Completions,
+    ImportedRuns,
+    Instances,
+    InstanceScores,
+    Prompts,
+    Provenance,
+    SourceFiles,
+)
 from holistic_dagster.warehouse.rows import json_list, metadata_of, references_of, tokens_of
 
 
@@ -32,7 +40,7 @@ def trace_score(
     if instance["original_instance_id"]:
         original = _instance(warehouse, version, scenario, instance["original_instance_id"])
     source = SourceFiles(warehouse).where(version=version, scenario=scenario, uri=instance["source_uri"]).iloc[0]
-    provenance = warehouse.df("SELECT * FROM provenance WHERE provenance_id = ?", [score["provenance_id"]]).iloc[0]
+    provenance = Provenance(warehouse).where(provenance_id=score["provenance_id"]).iloc[0]
     return {
         "score": {k: _plain(score[k]) for k in ("family", "metric", "perturbation", "value", "prediction", "scorer")},
         "completion": {
@@ -87,11 +95,7 @@ def _imported_run(
 ) -> dict[str, Any] | None:
     """A partition imported from HELM: the run folder it came from (the one for the instance's subset)."""
     try:
-        imported = warehouse.df(
-            "SELECT run_name, folder, files FROM imported_runs WHERE version = ? AND scenario = ? AND model = ? "
-            "ORDER BY subset <> ?, run_name LIMIT 1",
-            [version, scenario, model, subset],
-        )
+        imported = ImportedRuns(warehouse).run_for(version, scenario, model, subset)
     except duckdb.CatalogException:  # a file no release with imports has written to yet
         return None
     if imported.empty:

@@ -17,7 +17,6 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.results.leaderboard import (
-    IMPORTED_SCENARIOS,
     main_metrics,
     regression_alpha,
     report_path,
@@ -25,7 +24,7 @@ from holistic_dagster.results.leaderboard import (
 from holistic_dagster.results.scores import compare_models
 from holistic_dagster.results.statistics import cell_statistics, family_win_rates
 from holistic_dagster.stages.context import StageContext
-from holistic_dagster.warehouse.access import ScenarioMetrics
+from holistic_dagster.warehouse.access import ImportedRuns, ScenarioMetrics
 
 if TYPE_CHECKING:  # grading loads with the alerts it grades
     from holistic_dagster.alerts.grading import Finding
@@ -89,7 +88,7 @@ def write_report(stage: StageContext, version: str, predictions_per_scenario: in
         about = {name: {"description": s.description, "method": s.adapter.method} for name, s in specs.items()}
         main = {name: spec.main_metric for name, spec in specs.items()}
     else:  # imported from HELM: the runs' own descriptions
-        rows = stage.warehouse.df(IMPORTED_SCENARIOS, [version])
+        rows = ImportedRuns(stage.warehouse).scenarios(version)
         about = {r.scenario: {"description": r.description, "method": r.method} for r in rows.itertuples()}
         main = dict(zip(rows["scenario"], rows["main_metric"]))
     return build_report(

@@ -8,16 +8,18 @@ import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse.access.base import Accessor
-from holistic_dagster.warehouse.records.arena import ArenaRatingsRow, BattlesRow, VotesRow
-from holistic_dagster.warehouse.records.efficient import AnchorFitsRow
-from holistic_dagster.warehouse.records.judging import JudgeQualificationsRow
+from holistic_dagster.warehouse.records.arena import (
+    ArenaJudgesRow,
+    ArenaRatingsRow,
+    ArenaWinRatesRow,
+    BattlesRow,
+    VotesRow,
+)
+from holistic_dagster.warehouse.records.judging import JudgeQualificationsRow, SafetyAgreementRow
 from holistic_dagster.warehouse.records.shadow import ShadowCompletionsRow, ShadowVerdictsRow, TrafficRow
-from holistic_dagster.warehouse.records.summaries import LeaderboardStatsRow
-from holistic_dagster.warehouse.tables.arena import ARENA_RATINGS, BATTLES, VOTES
-from holistic_dagster.warehouse.tables.efficient import ANCHOR_FITS
-from holistic_dagster.warehouse.tables.judging import JUDGE_QUALIFICATIONS
+from holistic_dagster.warehouse.tables.arena import ARENA_JUDGES, ARENA_RATINGS, ARENA_WIN_RATES, BATTLES, VOTES
+from holistic_dagster.warehouse.tables.judging import JUDGE_QUALIFICATIONS, SAFETY_AGREEMENT
 from holistic_dagster.warehouse.tables.shadow import SHADOW_COMPLETIONS, SHADOW_VERDICTS, TRAFFIC
-from holistic_dagster.warehouse.tables.summaries import LEADERBOARD_STATS
 
 _BATTLE = "battle_id, scenario, instance_id, model_a, model_b, tokens_a, tokens_b, winner"
 
@@ -34,6 +36,16 @@ class Battles(Accessor[BattlesRow]):
             f"SELECT judge, {_BATTLE} FROM battles WHERE version = ? AND winner <> '' "
             "AND judge IN (SELECT unnest(?::VARCHAR[])) ORDER BY judge, battle_id",
             [version, judges],
+        )
+
+    def counts(self, version: str) -> pd.DataFrame:
+        """judge, n, no_verdict, inconsistent: per judge, its battles, those without a verdict, and those whose
+        verdict changed with the answers' order."""
+        return self._df(
+            "SELECT judge, count(*) AS n, count(*) FILTER (WHERE winner = '') AS no_verdict, "
+            "count(*) FILTER (WHERE winner <> '' AND NOT consistent) AS inconsistent "
+            "FROM battles WHERE version = ? GROUP BY judge",
+            [version],
         )
 
     def traced(self, version: str, judges: list[str]) -> pd.DataFrame:
@@ -62,6 +74,21 @@ class Votes(Accessor[VotesRow]):
             f"SELECT ? AS judge, {_BATTLE} FROM votes WHERE version = ? ORDER BY voted_at, voter", [judge, version]
         )
 
+    def seen(self) -> pd.DataFrame:
+        """version, n, last: per version, its votes and the latest one's time (text)."""
+        return self._df("SELECT version, count(*) AS n, max(voted_at)::VARCHAR AS last FROM votes GROUP BY 1", [])
+
+    def count(self, version: str) -> pd.DataFrame:
+        """n, voters: the version's votes and how many people cast them."""
+        return self._df("SELECT count(*) AS n, count(DISTINCT voter) AS voters FROM votes WHERE version = ?", [version])
+
+    def of(self, version: str, voter: str, battle_id: str) -> pd.DataFrame:
+        """model_a, model_b, shown_first, winner: a voter's vote on a battle (no row before it is cast)."""
+        return self._df(
+            "SELECT model_a, model_b, shown_first, winner FROM votes WHERE version = ? AND voter = ? AND battle_id = ?",
+            [version, voter, battle_id],
+        )
+
     def voted(self, version: str, voter: str) -> set[str]:
         """The battles a voter has voted on (none where the store was never written)."""
         if not self.store.path.exists():
@@ -75,11 +102,50 @@ class ArenaRatings(Accessor[ArenaRatingsRow]):
 
     table = ARENA_RATINGS
 
+    def for_display(self, version: str) -> pd.DataFrame:
+        """judge, model, rating, ci_low, ci_high, num_battles, mean_answer_tokens (one decimal): each judge's
+        Bradley-Terry ratings, best first."""
+        return self._df(
+            "SELECT judge, model, round(rating, 1) AS rating, round(ci_low, 1) AS ci_low, round(ci_high, 1) AS "
+            "ci_high, num_battles, round(mean_answer_tokens, 1) AS mean_answer_tokens FROM arena_ratings "
+            "WHERE version = ? AND method = 'bradley_terry' ORDER BY judge, rating DESC",
+            [version],
+        )
+
     def bradley_terry(self, version: str) -> pd.DataFrame:
         """judge, model, rating, ci_low, ci_high, is_baseline: the Bradley-Terry ratings."""
         return self._df(
             "SELECT judge, model, rating, ci_low, ci_high, model = baseline AS is_baseline FROM arena_ratings "
             "WHERE version = ? AND method = 'bradley_terry'",
+            [version],
+        )
+
+
+class ArenaJudges(Accessor[ArenaJudgesRow]):
+    """`arena_judges`: whether each judge of a version's arena qualified, and how it was measured."""
+
+    table = ARENA_JUDGES
+
+
+class ArenaWinRates(Accessor[ArenaWinRatesRow]):
+    """`arena_win_rates`: each judge's pairwise win rates of the models."""
+
+    table = ARENA_WIN_RATES
+
+
+class SafetyAgreement(Accessor[SafetyAgreementRow]):
+    """`safety_agreement`: each safety judge's agreement with people's labels, per measurement."""
+
+    table = SAFETY_AGREEMENT
+
+    def latest(self, version: str) -> pd.DataFrame:
+        """judge, judge_identity, measured_on, answers_of, human_label, n, agreeing, agreement, agreement_low,
+        agreement_high, kappa, scores: each judge's latest measurement per kind of answers, model and label."""
+        return self._df(
+            "SELECT judge, judge_identity, measured_on, answers_of, human_label, n, agreeing, agreement, "
+            "agreement_low, agreement_high, kappa, scores FROM safety_agreement WHERE version = ? QUALIFY "
+            "row_number() OVER (PARTITION BY judge, measured_on, answers_of, human_label ORDER BY measured_at DESC) "
+            "= 1 ORDER BY judge, measured_on, human_label",
             [version],
         )
 
@@ -142,32 +208,3 @@ class ShadowVerdicts(Accessor[ShadowVerdictsRow]):
     def of_log(self, log: str) -> pd.DataFrame:
         """candidate, record_id, winner."""
         return self._df("SELECT candidate, record_id, winner FROM shadow_verdicts WHERE log = ?", [log])
-
-
-class LeaderboardStats(Accessor[LeaderboardStatsRow]):
-    """`leaderboard_stats`: the leaderboard's cells with their statistics."""
-
-    table = LEADERBOARD_STATS
-
-    def scenarios(self, version: str) -> set[str]:
-        """The scenarios a version's leaderboard has cells of."""
-        frame = self._df("SELECT DISTINCT scenario FROM leaderboard_stats WHERE version = ?", [version])
-        return set(frame["scenario"])
-
-    def intervals(self, version: str) -> pd.DataFrame:
-        """model, scenario, family, metric, perturbation, ci_low, ci_high, ci_note: each cell's interval."""
-        return self._df(
-            "SELECT model, scenario, family, metric, perturbation, ci_low, ci_high, ci_note FROM leaderboard_stats "
-            "WHERE version = ?",
-            [version],
-        )
-
-
-class AnchorFits(Accessor[AnchorFitsRow]):
-    """`anchor_fits`: the anchors fitted for a scenario and the population they were fitted on."""
-
-    table = ANCHOR_FITS
-
-    def of_scenario(self, version: str, scenario: str) -> pd.DataFrame:
-        """Every column of the scenario's fit (one row, or none)."""
-        return self._df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
