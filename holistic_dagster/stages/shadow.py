@@ -104,7 +104,7 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
 def answer_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, Any]:
     """Each candidate answers every prompt of the log (greedy, max_tokens), as a chat model where its registry
     entry says so; requests it has answered before come from the completion cache."""
-    traffic = Traffic(stage.warehouse).records(log)
+    traffic = Traffic(stage.warehouse).rows(log)
     rows, metadata = [], {}
     for candidate in spec.candidates:
         client = stage.client(candidate)
@@ -146,7 +146,7 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
     """The judge compares each candidate answer with production's in both orders (the arena's judge and rules:
     a verdict that flips with the order is a tie; no verdict is an error, never a vote); then each candidate's
     win rate against production per slice."""
-    traffic = Traffic(stage.warehouse).records(log).set_index("record_id")
+    traffic = Traffic(stage.warehouse).rows(log).set_index("record_id")
     # the answers to the log's current records (a changed log whose answers step failed left older ones)
     answers = ShadowCompletions(stage.warehouse).answered(log)
     battles = []

@@ -145,3 +145,13 @@ def test_a_frame_that_lacks_a_column_is_not_taken_for_records():
 
     with pytest.raises(ValueError, match="table votes: the rows lack"):
         TABLES["votes"].records(pd.DataFrame({"version": ["v"]}))
+
+
+def test_a_record_leaves_a_column_with_a_default_to_its_default():
+    from holistic_dagster.warehouse.records import ROW_TYPES
+
+    values = {c.name: "x" for c in TABLES["instances"].columns}
+    values.update(num_correct_references=1, is_multiple_choice=False, perturbation=None, metadata=None)
+    frame = TABLES["instances"].frame([ROW_TYPES["instances"](**values)])
+    assert "perturbation" not in frame.columns and "metadata" not in frame.columns  # the DDL's '' and '{}' apply
+    assert frame["num_correct_references"].tolist() == [1]

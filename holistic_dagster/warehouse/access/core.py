@@ -65,7 +65,7 @@ class Instances(Accessor[InstancesRow]):
     def evaluated(self, version: str, scenario: str) -> pd.DataFrame:
         """instance_id, original (its own id for an original): the evaluated instances (split 'test')."""
         return self._df(
-            "SELECT instance_id, coalesce(nullif(original_instance_id, ''), instance_id) AS original FROM instances "
+            f"SELECT instance_id, {ORIGINAL_ID} AS original FROM instances "
             "WHERE version = ? AND scenario = ? AND split = 'test'",
             [version, scenario],
         )

@@ -169,7 +169,7 @@ class Traffic(Accessor[TrafficRow]):
 
     table = TRAFFIC
 
-    def records(self, log: str) -> pd.DataFrame:
+    def rows(self, log: str) -> pd.DataFrame:
         """Every column, in the log's order; HolisticError where none is stored."""
         frame = self._df("SELECT * FROM traffic WHERE log = ? ORDER BY line", [log])
         if frame.empty:

@@ -98,7 +98,11 @@ class Table:
         kind, names = ROW_TYPES[self.name], list(self.column_names)
         if missing := [n for n in names if n not in frame.columns]:
             raise ValueError(f"table {self.name}: the rows lack {', '.join(missing)}")
-        return [kind(**{n: _plain(v) for n, v in zip(names, row)}) for row in frame[names].itertuples(index=False)]
+        nullable = [c.null or c.added for c in self.columns]
+        return [
+            kind(**{n: _record_value(v, null) for n, v, null in zip(names, row, nullable)})
+            for row in frame[names].itertuples(index=False)
+        ]
 
     def frame(self, rows: Iterable[Mapping[str, Any] | Any]) -> pd.DataFrame:
         """The rows (mappings, or the table's records) as a frame in the table's column order. A row may leave out a
@@ -106,7 +110,10 @@ class Table:
         naming it."""
         import pandas as pd
 
-        rows = [row if isinstance(row, Mapping) else vars(row) for row in rows]
+        defaults = {c.name for c in self.columns if c.default is not None}
+        # a record's None in a column with a default leaves the column to its default, as a mapping leaving it out
+        rows = [row if isinstance(row, Mapping) else
+                {k: v for k, v in vars(row).items() if v is not None or k not in defaults} for row in rows]  # fmt: skip
         names = set(self.column_names)
         for i, row in enumerate(rows):
             if unknown := sorted(set(row) - names):
@@ -125,11 +132,12 @@ def _comment(column: Column, glossary: Mapping[str, str]) -> str:
     return "" if column.meaning is None else f"  -- {meaning}"
 
 
-def _plain(value: Any) -> Any:
-    """A value read into a frame, as a record holds it: None for NULL (NaN, NaT), Python's own scalars."""
+def _record_value(value: Any, nullable: bool) -> Any:
+    """A value read into a frame, as a record holds it: None for NULL (a nullable column's NaN or NaT; a NOT NULL
+    column's NaN is a value), Python's own scalars."""
     import pandas as pd
 
-    if value is None or (not isinstance(value, (str, bytes)) and pd.isna(value)):
+    if value is None or (nullable and not isinstance(value, (str, bytes)) and pd.isna(value)):
         return None
     if isinstance(value, pd.Timestamp):
         return value.to_pydatetime()
