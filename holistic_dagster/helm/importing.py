@@ -140,7 +140,7 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
         for part in (p for p in parts if p.scenario == scenario):
             for iid, inst in part.instances.items():
                 _same(new.setdefault(iid, inst), inst)
-        old = Instances(warehouse).rows(version, scenario)
+        old = Instances(warehouse).where(version=version, scenario=scenario)
         rows = {r["instance_id"]: r for r in old.to_dict("records")}
         for iid, inst in new.items():
             row = {"version": version, "scenario": scenario, **instance_row(inst)}
@@ -153,7 +153,7 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
                     f"one imported into {version!r} before under the same id: import it into another version"
                 )
             rows[iid] = row
-        sources = SourceFiles(warehouse).source_rows(version, scenario)
+        sources = SourceFiles(warehouse).where(version=version, scenario=scenario)
         files = {r["uri"]: r for r in sources.to_dict("records")}
         for part in (p for p in parts if p.scenario == scenario):
             for run in part.runs:

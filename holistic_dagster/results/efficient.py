@@ -50,14 +50,14 @@ def fit_facts(row: pd.Series) -> dict[str, Any]:
 
 def anchor_fit_facts(warehouse: ResultStore, version: str, scenario: str) -> dict[str, Any]:
     """The stored fit of a scenario's anchors: method, anchors, n_full, models, validation, metric, level."""
-    stored = AnchorFits(warehouse).of_scenario(version, scenario)
+    stored = AnchorFits(warehouse).where(version=version, scenario=scenario)
     if stored.empty:
         raise HolisticError(f"no anchors for {scenario!r} in suite version {version!r}: materialize them first")
     return fit_facts(stored.iloc[0])
 
 
 def stored_anchors(warehouse: ResultStore, version: str, scenario: str) -> AnchorSet | None:
-    fit = AnchorFits(warehouse).of_scenario(version, scenario)
+    fit = AnchorFits(warehouse).where(version=version, scenario=scenario)
     if fit.empty:
         return None
     rows = AnchorInstances(warehouse).where(order_by=("position",), version=version, scenario=scenario)

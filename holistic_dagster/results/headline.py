@@ -37,7 +37,7 @@ def headline(store: ResultStore, version: str, main_metric: dict[str, str], orde
     `order`: the scenarios' column order (a HELM leaderboard's)."""
     cells = summary_cells(store, version)
     rates = summary_win_rates(store, version, cells, main_metric)
-    applicability = Applicability(store).of_version(version)
+    applicability = Applicability(store).where(version=version)
     tables = headline_tables(cells, rates, applicability, main_metric, order) if len(cells) else []
     return Headline(version, cells, rates, applicability, main_metric, tables)
 

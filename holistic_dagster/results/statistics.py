@@ -31,7 +31,7 @@ from holistic_dagster.warehouse.access import LeaderboardStats, ScenarioMetrics,
 def cell_statistics(warehouse: ResultStore, version: str, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """Every scenario_metrics row of the version with n, ci_low, ci_high, the bootstrap's seed and size, and
     a note where no CI applies."""
-    cells = ScenarioMetrics(warehouse).of_version(version)
+    cells = ScenarioMetrics(warehouse).where(version=version)
     rows = original_scores(warehouse, version)
     groups = {k: g for k, g in rows.groupby(["model", "scenario", "family", "metric", "perturbation"])}
     calibration_boot: dict[

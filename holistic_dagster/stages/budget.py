@@ -119,9 +119,6 @@ def spent_on(stage: StageContext, model: str, version: str) -> float:
     completion cache holds answers to (for these weights), each at the price recorded with its answer."""
     if stage.model(model).price is None:
         return 0.0
-    replay(stage.warehouse, "completion_cache")  # answers a killed run was billed for but had not committed
-    if not stage.warehouse.path.exists():
-        return 0.0
     requests = Prompts(stage.warehouse).request_ids_of_version(version, model)
     answered = _answered(stage, _model_key(stage, model), requests)
     return float(answered["usd"].sum())

@@ -53,7 +53,7 @@ def fit_anchors(
     metric = main_metrics(stage.warehouse, stage.catalog, version)[scenario]
     matrix, draw = full_draw_results(stage.warehouse, version, scenario, metric)
     population_hash = sha256_json([matrix.models, matrix.items, np.nan_to_num(matrix.correct, nan=-1).tolist()])
-    stored = AnchorFits(stage.warehouse).of_scenario(version, scenario)
+    stored = AnchorFits(stage.warehouse).where(version=version, scenario=scenario)
     keys = {"version": version, "scenario": scenario}
     if len(stored) and stored["population_hash"].iat[0] == population_hash and int(stored["anchors"].iat[0]) == k:
         return {**fit_facts(stored.iloc[0]), "reused": True}

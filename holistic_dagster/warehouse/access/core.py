@@ -70,10 +70,6 @@ class Instances(Accessor[InstancesRow]):
             [version, scenario],
         )
 
-    def rows(self, version: str, scenario: str) -> pd.DataFrame:
-        """Every column of a scenario's instances, as stored."""
-        return self._df("SELECT * FROM instances WHERE version = ? AND scenario = ?", [version, scenario])
-
     def originals(self, version: str, scenario: str) -> pd.DataFrame:
         """instance_id, input, references (JSON text): the evaluated instances that are not perturbed copies."""
         return self._df(
@@ -139,10 +135,6 @@ class SourceFiles(Accessor[SourceFilesRow]):
 
     table = SOURCE_FILES
 
-    def source_rows(self, version: str, scenario: str) -> pd.DataFrame:
-        """Every column of the source files a scenario's instances were read from, as stored."""
-        return self._df("SELECT * FROM source_files WHERE version = ? AND scenario = ?", [version, scenario])
-
     def source_uris(self, version: str) -> list[str]:
         """The upstream files (not generators) a version's instances were read from."""
         frame = self._df("SELECT uri FROM source_files WHERE version = ? AND uri NOT LIKE 'generator:%'", [version])
@@ -153,10 +145,6 @@ class Applicability(Accessor[ApplicabilityRow]):
     """`applicability`: which metric families apply to a scenario."""
 
     table = APPLICABILITY
-
-    def of_version(self, version: str) -> pd.DataFrame:
-        """Every column of the version's rows."""
-        return self._df("SELECT * FROM applicability WHERE version = ?", [version])
 
     def families(self, version: str, scenario: str) -> set[str]:
         frame = self._df(
@@ -215,7 +203,9 @@ class Prompts(Accessor[PromptsRow]):
         )
 
     def request_ids_of_version(self, version: str, model: str) -> list[str]:
-        """Every request of the model on the version, each once."""
+        """Every request of the model on the version, each once (none where the store was never written)."""
+        if not self.store.path.exists():
+            return []
         frame = self._df("SELECT DISTINCT request_id FROM prompts WHERE model = ? AND version = ?", [model, version])
         return [str(r) for r in frame["request_id"]]
 
@@ -250,9 +240,7 @@ class Completions(Accessor[CompletionsRow]):
     table = COMPLETIONS
 
     def answers(self, version: str, scenario: str, model: str) -> Answers:
-        frame = self._df(
-            "SELECT * FROM completions WHERE model = ? AND version = ? AND scenario = ?", [model, version, scenario]
-        )
+        frame = self.where(model=model, version=version, scenario=scenario)
         return {r.request_id: (completion_from_row(r), r.provenance_id) for r in frame.itertuples(index=False)}
 
     def answered_texts(self, version: str, model: str) -> dict[tuple[str, str], str]:

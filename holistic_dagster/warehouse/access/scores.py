@@ -119,10 +119,6 @@ class ScenarioMetrics(Accessor[ScenarioMetricsRow]):
 
     table = SCENARIO_METRICS
 
-    def of_version(self, version: str) -> pd.DataFrame:
-        """Every column of the version's aggregates."""
-        return self._df("SELECT * FROM scenario_metrics WHERE version = ?", [version])
-
     def notes(self, version: str) -> pd.DataFrame:
         """model, scenario, family, metric, perturbation, note: why each of the version's aggregates has no value
         (empty where it has one)."""

@@ -50,10 +50,6 @@ class AnchorFits(Accessor[AnchorFitsRow]):
 
     table = ANCHOR_FITS
 
-    def of_scenario(self, version: str, scenario: str) -> pd.DataFrame:
-        """Every column of the scenario's fit (one row, or none)."""
-        return self._df("SELECT * FROM anchor_fits WHERE version = ? AND scenario = ?", [version, scenario])
-
 
 class AnchorInstances(Accessor[AnchorInstancesRow]):
     """`anchor_instances`: a scenario's anchors, each with its weight."""

@@ -6,6 +6,14 @@ from holistic_dagster.warehouse.tables.base import Column, Table, glossed
 
 SAFETY_JUDGE = "the safety judge: XSTest's refusal string match or a judge model's name (`rater` before version 7)"
 SAFETY_JUDGE_IDENTITY = "the safety judge's weights or version (for a judge model: the completion cache's model key)"
+# what a judgement asked in both orders ends with (a judge qualified on known answers, a shadow verdict)
+JUDGED_IN_BOTH_ORDERS = (
+    Column("consistent", "BOOLEAN"),
+    *glossed(
+        "VARCHAR", "error", "judge_request_first", "judge_request_second", "reason_first", "reason_second",
+        "provenance_id",
+    ),
+)  # fmt: skip
 
 JUDGE_QUALIFICATIONS = Table(
     "judge_qualifications",
@@ -43,16 +51,7 @@ QUALIFICATION_VERDICTS = Table(
         Column("better_first", "BOOLEAN"),
         Column("verdict_first", "VARCHAR", "better | worse | tie | '' per order"),
         Column("verdict_second", "VARCHAR", "better | worse | tie | '' per order"),
-        Column("consistent", "BOOLEAN"),
-        *glossed(
-            "VARCHAR",
-            "error",
-            "judge_request_first",
-            "judge_request_second",
-            "reason_first",
-            "reason_second",
-            "provenance_id",
-        ),
+        *JUDGED_IN_BOTH_ORDERS,
     ),
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from holistic_dagster.warehouse.tables.base import Column, Table, glossed
+from holistic_dagster.warehouse.tables.judging import JUDGED_IN_BOTH_ORDERS
 
 TRAFFIC = Table(
     "traffic",
@@ -54,16 +55,7 @@ SHADOW_VERDICTS = Table(
         *glossed("VARCHAR", "log", "record_id", "candidate", "judge", "slice"),
         Column("candidate_first", "BOOLEAN"),
         *glossed("VARCHAR", "verdict_first", "verdict_second", "winner"),
-        Column("consistent", "BOOLEAN"),
-        *glossed(
-            "VARCHAR",
-            "error",
-            "judge_request_first",
-            "judge_request_second",
-            "reason_first",
-            "reason_second",
-            "provenance_id",
-        ),
+        *JUDGED_IN_BOTH_ORDERS,
     ),
 )
 
