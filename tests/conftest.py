@@ -33,6 +33,7 @@ def pytest_configure(config):
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
+@pytest.hookimpl(optionalhook=True)  # a run with -p no:xdist has no such hook
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile` (scripts/test's) by world: a module's tests run on one worker, so its module fixtures are
     built once, and the modules that use one of SLOW_FIXTURES run on the same worker, so a session fixture that

@@ -16,25 +16,38 @@ class BatchLimits:
     """How much one forward pass may hold: `rows` sequences, and `tokens` padded tokens held (rows x the widest row's
     tokens, those of the key/value cache it continues included: what the pass keeps in memory). Long prompts (a
     review, an article) then run in smaller batches, so a batch of short prompts is not padded to one long one, and
-    memory stays bounded."""
+    memory stays bounded. `attention` (None: no bound) bounds the attention scores a padded pass computes per head
+    and layer (rows x its queries x its keys): on a CPU a padded batch of long prompts costs more than its rows one
+    at a time (the attention mask takes the kernels off their fast path, and the scores grow with the square of
+    the width), where a batch of short ones costs less."""
 
     rows: int
     tokens: int
+    attention: int | None = None
 
     def halved(self) -> BatchLimits | None:
-        """Half of both (what a device that ran out of memory tries next); None at one row, which runs whatever
+        """Half of each (what a device that ran out of memory tries next); None at one row, which runs whatever
         the token budget says (a row that does not fit alone cannot be helped by smaller batches)."""
         if self.rows <= 1:
             return None
-        return BatchLimits(max(1, self.rows // 2), max(1, self.tokens // 2))
+        attention = None if self.attention is None else max(1, self.attention // 2)
+        return BatchLimits(max(1, self.rows // 2), max(1, self.tokens // 2), attention)
 
 
-def padded_batches(order: Sequence[int], width: Callable[[int], int], limits: BatchLimits) -> Iterator[list[int]]:
+def padded_batches(
+    order: Sequence[int], width: Callable[[int], int], limits: BatchLimits, queries: Callable[[int], int] | None = None
+) -> Iterator[list[int]]:
     """Consecutive chunks of `order` (longest first) of at most `limits.rows` rows whose padded size (rows x the
-    chunk's first, widest, row) stays within `limits.tokens`; a row wider than that runs alone."""
+    chunk's first, widest, row) stays within `limits.tokens`, and, where the limits bound attention and `queries`
+    says how many of a row's tokens the pass computes (the rest continue a cache), whose rows x queries x width
+    stays within `limits.attention`; a row wider than that runs alone."""
     start = 0
     while start < len(order):
-        rows = max(1, min(limits.rows, limits.tokens // max(width(order[start]), 1)))
+        widest = max(width(order[start]), 1)
+        rows = min(limits.rows, limits.tokens // widest)
+        if limits.attention is not None and queries is not None:
+            rows = min(rows, limits.attention // (widest * max(queries(order[start]), 1)))
+        rows = max(1, rows)
         yield list(order[start : start + rows])
         start += rows
 

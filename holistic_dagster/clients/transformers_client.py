@@ -177,6 +177,7 @@ class TransformersClient(ContinuationScoring):
                     order,
                     lambda r: r.num_prompt_tokens + max_tokens,
                     lambda chunk, _limits: self._generate_group(chunk, max_tokens, temperature, stop),
+                    lambda r: r.num_prompt_tokens,
                 )
             for finished in batches:
                 results.update(finished)
@@ -284,6 +285,7 @@ class TransformersClient(ContinuationScoring):
                 lambda chunk, _limits, c=cache, p=prefix_len, s=prefix_s: self._greedy_batch(
                     chunk, group, encoded, max_tokens, stop, c, p, s
                 ),
+                lambda i, p=prefix_len: len(encoded[i]) - p,  # the prefix is in the cache: not computed again
             )
 
     def min_shared_prefix_members(self, steps: int = 1) -> int:
@@ -302,14 +304,18 @@ class TransformersClient(ContinuationScoring):
             return 2
         return max(2, min(rows, MAX_CLUSTER_BATCH) // 2)
 
-    def _in_batches(self, order: list, width: Callable[[Any], int], run: Callable[[list, BatchLimits], Any]):
-        """run(chunk, limits) on consecutive chunks of `order` (longest first) within the batch limits; a chunk
-        that runs out of device memory runs again as a smaller one, and the smaller limits stay."""
+    def _in_batches(
+        self, order: list, width: Callable[[Any], int], run: Callable[[list, BatchLimits], Any],
+        queries: Callable[[Any], int] | None = None,
+    ):  # fmt: skip
+        """run(chunk, limits) on consecutive chunks of `order` (longest first) within the batch limits (padded_batches;
+        queries: the tokens of a row its first pass computes); a chunk that runs out of device memory runs again as a
+        smaller one, and the smaller limits stay."""
         pending = list(order)
         while pending:
 
             def attempt(limits: BatchLimits) -> tuple[list, Any]:
-                chunk = next(padded_batches(pending, width, limits))
+                chunk = next(padded_batches(pending, width, limits, queries))
                 return chunk, run(chunk, limits)
 
             chunk, result = self.limits.run(attempt)

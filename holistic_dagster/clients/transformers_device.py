@@ -23,8 +23,12 @@ MIN_TRANSFORMERS = Version("5.24.0")
 # CPU defaults (bench/results/gpu-cpu-tiny-h200-workload.md): for scoring, more rows per pass gain little on 2 cores,
 # but greedy generation takes one pass per token for a whole batch, so 64 rows generate 256 answers in a quarter of
 # the passes 16 rows take (16 rows: 2.1-2.3x the floor's time at 64; 64 rows: the floor's); the token budget bounds
-# what a pass holds (a 5-shot block of 500 tokens continued by 16 rows fits; 16 articles of 2,000 tokens do not)
-CPU_LIMITS = BatchLimits(rows=64, tokens=16384)
+# what a pass holds (a 5-shot block of 500 tokens continued by 16 rows fits; 16 articles of 2,000 tokens do not);
+# and the attention bound keeps long prompts out of padded batches: on 2 cores the demo's RAFT
+# prompts (7 of 409-2,112 tokens, one batch within the token budget) took 50 s together and 18 s one at a time, and
+# the demo's generation requests took 87 s instead of 122 s with the same texts (bench/results/cpu-attention.md);
+# the 0-shot prompts of bench/gpu.py's generation still run 64 to a pass
+CPU_LIMITS = BatchLimits(rows=64, tokens=16384, attention=2**22)
 # a GPU's `auto` starts here; the token budget is lowered to what its free memory holds
 GPU_MAX_ROWS = 256
 GPU_MAX_TOKENS = 65536
@@ -148,7 +152,9 @@ def initial_limits(rows: int | str, tokens: int | str, device: torch.device, per
         fits = int(free * GPU_MEMORY_SHARE) // max(per_token, 1)
         auto = BatchLimits(GPU_MAX_ROWS, max(1024, min(GPU_MAX_TOKENS, fits)))
     return BatchLimits(
-        rows=auto.rows if rows == "auto" else int(rows), tokens=auto.tokens if tokens == "auto" else int(tokens)
+        rows=auto.rows if rows == "auto" else int(rows),
+        tokens=auto.tokens if tokens == "auto" else int(tokens),
+        attention=auto.attention,
     )
 
 

@@ -163,7 +163,7 @@ def test_running_out_of_device_memory_halves_the_batch_and_remembers(untrained_c
     client._base = small_device
     with caplog.at_level(logging.WARNING):
         got = client.score(requests)
-    assert client.limits.current == BatchLimits(rows=4, tokens=1024)
+    assert client.limits.current == BatchLimits(rows=4, tokens=1024, attention=2**20)  # CPU's 2**22, halved twice
     assert "ran out of device memory at 16 rows" in caplog.text and "8 rows" in caplog.text
     assert [c.logprob for c in got] == pytest.approx([c.logprob for c in expected], abs=1e-4)
     generated = client.generate([Request(f"g{i}", "i", "generate", f"Answer {i}:", max_tokens=3) for i in range(9)])
@@ -187,7 +187,7 @@ def test_a_row_too_long_for_the_device_fails_with_the_devices_error_and_the_limi
     long = Request("long", "i", "score", "word " * 300, continuation=" end")
     with pytest.raises(torch.OutOfMemoryError):
         client.score([long] + _requests()[:6])
-    assert tried[-1] == 1 and client.limits.current == BatchLimits(rows=8, tokens=4096)
+    assert tried[-1] == 1 and client.limits.current == BatchLimits(rows=8, tokens=4096, attention=2**22)
     assert all(c.error == "" for c in client.score(_requests()[:6]))
 
 

@@ -222,6 +222,26 @@ def test_long_prompts_run_in_smaller_batches():
     assert [i for b in batches for i in b] == order
 
 
+def test_long_prompts_within_the_attention_bound_run_alone_and_short_ones_fill_the_rows():
+    """With an attention bound (rows x queries x width, 2**22 on a CPU): the demo's RAFT prompts of 2,112, 1,753
+    and 1,741 tokens (30 answer tokens each) run one at a time, the next four together, and 0-shot prompts of 150
+    tokens 64 to a pass; where only the last tokens are computed (a shared prefix in the cache), wide rows batch."""
+    from holistic_dagster.clients.batching import BatchLimits, padded_batches
+
+    limits = BatchLimits(rows=64, tokens=16384, attention=2**22)
+    prompts = [2112, 1753, 1741, 903, 815, 814, 409] + [150] * 70
+    order = list(range(len(prompts)))
+    batches = list(padded_batches(order, lambda i: prompts[i] + 30, limits, lambda i: prompts[i]))
+    # 2**22 // (2142 x 2112) = 0: alone; 2**22 // (933 x 903) = 4, where 16384 // 933 = 17: the attention bound
+    # decides (903, 815, 814, 409); 2**22 // (180 x 150) = 155: the rows (64) do
+    assert [len(b) for b in batches] == [1, 1, 1, 4, 64, 6]
+    assert [i for b in batches for i in b] == order
+    cached = list(padded_batches(order[:3], lambda i: prompts[i] + 30, limits, lambda i: 20))
+    assert cached == [[0, 1, 2]]  # 3 x 20 x 2142 scores: one pass
+    assert list(padded_batches(order[:3], lambda i: prompts[i] + 30, limits)) == [[0, 1, 2]]  # no queries: no bound
+    assert BatchLimits(8, 4096, 2**22).halved() == BatchLimits(4, 2048, 2**21)
+
+
 def test_a_client_without_its_weights_yet_counts_describes_and_then_loads_them(untrained_client):
     """The model's process answers the prompts stage (token counts, the context window, the description) before
     the weights load; what it then generates is what the eagerly loaded client generates."""
