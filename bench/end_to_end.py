@@ -31,10 +31,9 @@ import sys
 import time
 from pathlib import Path
 
+from peers import BENCH, PEER_MODEL, PEERBENCH, REPO, require
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-PEERBENCH = REPO.parent / "shared" / "peerbench"
-BENCH = Path(os.environ.get("BENCH", "/tmp/bench"))
 # peerbench's floor.py reads the body of a GPT-2 model as `model.transformer`; a Llama-shaped one (SmolLM2) calls it
 # `model.model`: the same computation under the name floor.py uses
 FLOOR = """import runpy, sys, transformers
@@ -211,10 +210,9 @@ def main() -> None:
     args = parser.parse_args()
     shots_list = args.shots or ([5, 0] if args.model == "peer" else [0])
     json_path = args.json or HERE / "results" / f"end_to_end{'' if args.model == 'peer' else '_smollm2'}.json"
-    if not args.skip_peers and not (BENCH / "venv-helm").is_dir():
-        raise SystemExit(f"no peers under {BENCH}: run `bash {PEERBENCH / 'setup_peers.sh'}` first")
-    if not (BENCH / "model").is_dir():
-        raise SystemExit(f"no peer model at {BENCH / 'model'}: run `bash {PEERBENCH / 'setup_peers.sh'}` first")
+    if not args.skip_peers:
+        require(BENCH / "venv-helm", "HELM")
+    require(PEER_MODEL, "peer model")
     bench = smollm2_bench() if args.model == "smollm2" else BENCH
     rows = []
     for run in range(args.passes):

@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from end_to_end import BENCH, our_world  # noqa: E402
+from peers import PEER_MODEL, require  # noqa: E402
 
 # (label, file suffix, function): a sample counts for the first one on its stack
 CATEGORIES = [
@@ -154,8 +155,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=HERE / "results" / "fixed_cost.json")
     parser.add_argument("--md", type=Path, default=HERE / "results" / "fixed_cost.md")
     args = parser.parse_args()
-    if not (BENCH / "model").is_dir():
-        raise SystemExit(f"no peer model at {BENCH / 'model'}: run `bash ../shared/peerbench/setup_peers.sh` first")
+    require(PEER_MODEL, "peer model")
     checkouts = {}
     if args.before:
         worktree = BENCH / "fixed_cost_before"

@@ -21,22 +21,19 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from helm_parity import (
-    BENCH,
     CASES,
     PLACERS,
-    REPO,
-    SHARED,
     _empty_punkt,
     _peer_env,
     _with_arg,
     evaluate_ours,
 )
+from peers import BENCH, HELM_RUN, REPO, SHARED, require
 
 FIXTURES = REPO / "tests" / "helm" / "fixtures" / "helm_runs"
 FIXTURE_SUITE = "exchange"
@@ -304,8 +301,7 @@ def main() -> None:
     parser.add_argument("--fixtures", action="store_true", help=f"write {FIXTURES.relative_to(REPO)}")
     parser.add_argument("--work", help="keep the runs in this (new) folder instead of a temporary one")
     args = parser.parse_args()
-    if not (BENCH / "venv-helm" / "bin" / "helm-run").exists():
-        sys.exit(f"no HELM under {BENCH}: run ../shared/peerbench/setup_peers.sh first")
+    require(HELM_RUN, "HELM")
     os.environ.setdefault("HOLISTIC_DATA_DIR", str(SHARED / "data"))
     os.environ["HOLISTIC_OFFLINE"] = "1"
     _empty_punkt()

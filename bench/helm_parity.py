@@ -37,11 +37,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
+from peers import BENCH, REPO, SHARED
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-SHARED = REPO.parent / "shared"
-BENCH = Path(os.environ.get("BENCH", "/tmp/bench"))
 FIXTURES = REPO / "tests" / "adaptation" / "fixtures" / "helm_parity.json"
 MMLU_SUBJECTS = ("abstract_algebra", "anatomy", "college_physics", "global_facts", "high_school_geography")
 HELM_MODEL = "huggingface/model"  # the peer model, registered by --enable-local-huggingface-models

@@ -29,12 +29,9 @@ import time
 from pathlib import Path
 
 from helm_parity import (
-    BENCH,
     CASES,
     HERE,
     NOT_COMPARED,
-    REPO,
-    SHARED,
     WIDE,
     Case,
     _verdict,
@@ -42,6 +39,7 @@ from helm_parity import (
     helm_requests,
 )
 from helm_run_specs import ENTRIES
+from peers import HELM_RUN, REPO, SHARED, require
 
 SUITES = ("helm-lite-v1", "helm-classic-v1")
 # how HELM's data folder is filled for a scenario: the hand-picked cases' placers (GSM8K's train split, its pool)
@@ -130,8 +128,7 @@ def main() -> None:
     parser.add_argument("--suite", action="append", choices=SUITES, help="only these suites")
     parser.add_argument("--work", help="keep HELM's runs in this (new) folder instead of a temporary one")
     args = parser.parse_args()
-    if not (BENCH / "venv-helm" / "bin" / "helm-run").exists():
-        sys.exit(f"no HELM under {BENCH}: run ../shared/peerbench/setup_peers.sh first")
+    require(HELM_RUN, "HELM")
     os.environ.setdefault("HOLISTIC_DATA_DIR", str(SHARED / "data"))
     os.environ["HOLISTIC_OFFLINE"] = "1"
     rows, left = [], {}

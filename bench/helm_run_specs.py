@@ -24,8 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-BENCH = Path(os.environ.get("BENCH", "/tmp/bench"))
+from peers import BENCH, REPO, require
+
 FIXTURE = REPO / "tests" / "helm" / "fixtures" / "helm_run_specs.json"
 MODEL = "openai/gpt2"
 LITE_SIZE = 1000  # HELM Lite's runs: helm-run --max-eval-instances 1000 (its conf names no size)
@@ -163,8 +163,7 @@ with open(sys.argv[2], "w") as f:  # (HELM logs to stdout)
 
 def main() -> None:
     python = BENCH / "venv-helm" / "bin" / "python"
-    if not python.exists():
-        sys.exit(f"{python} not found: run ../shared/peerbench/setup_peers.sh first")
+    require(python, "HELM's Python")
     entries = {"|".join(key): entry for key, entry in {**ENTRIES, **OVERRIDES}.items()}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     with tempfile.TemporaryDirectory() as scratch:  # HELM writes benchmark_output/ where it runs

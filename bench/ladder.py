@@ -36,6 +36,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from end_to_end import timed  # noqa: E402
+from peers import BENCH  # noqa: E402
 
 VERSION = "ladder"
 # the rungs of the expected order, best first; models on one rung are not expected to differ
@@ -320,7 +321,7 @@ def main() -> None:
     parser.add_argument("--skip-evaluation", action="store_true", help="keep the last run's scores")
     parser.add_argument("--skip-judges", action="store_true")
     parser.add_argument("--judge-max-tokens", type=int, default=256, help="the arena's default")
-    parser.add_argument("--root", type=Path, default=Path(os.environ.get("BENCH", "/tmp/bench")) / "ladder")
+    parser.add_argument("--root", type=Path, default=BENCH / "ladder")
     args = parser.parse_args()
     from holistic_dagster import settings
     from holistic_dagster.clients.registry import installed_models
