@@ -72,7 +72,8 @@ def helm_models() -> list[Path]:
     from holistic_dagster.clients.gguf_models import ensure_converted
     from holistic_dagster.config.deployment import Deployment
 
-    return [ensure_converted(Deployment().models()[OUR_MODEL].path, settings.home_dir() / "models"), BENCH / "model"]
+    converted = ensure_converted(Deployment().models()[OUR_MODEL].path, settings.model_cache_dir() / "models")
+    return [converted, BENCH / "model"]
 
 
 def helm_run(entries: dict[str, str], models: list[Path], n: int, work: Path, suite: str) -> Path:

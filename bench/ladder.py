@@ -171,7 +171,7 @@ def bare_seconds(model: str, bodies: list[dict]) -> float:
     from holistic_dagster.config.deployment import Deployment
 
     spec = Deployment().model(model)
-    server = LlamaCppServer(gguf_file(spec, settings.home_dir()), n_ctx=spec.n_ctx, slots=spec.slots,
+    server = LlamaCppServer(gguf_file(spec, settings.model_cache_dir()), n_ctx=spec.n_ctx, slots=spec.slots,
                             threads=spec.threads or os.cpu_count() or 1)  # fmt: skip
     try:
         with httpx.Client(base_url=server.base_url, timeout=600) as http:

@@ -23,7 +23,13 @@ ENVIRONMENT = (
     EnvironmentVariable(
         "HOLISTIC_HOME",
         "data/",
-        "converted GGUF models, demo models, downloads, reports, and the default warehouse and Dagster home",
+        "downloads, reports, the default warehouse and Dagster home, and the default model cache",
+    ),
+    EnvironmentVariable(
+        "HOLISTIC_MODEL_CACHE",
+        "<home>",
+        "model weights made or fetched here: GGUF files converted (models/), demo models built (demo_models/), the "
+        "ladder's files (ladder/); homes, checkouts and processes may share one (each is made once, under a lock)",
     ),
     EnvironmentVariable(
         "HOLISTIC_WAREHOUSE",
@@ -124,6 +130,13 @@ def resources_dir() -> Path:
 def home_dir() -> Path:
     """Working data: the warehouse, built demo models, downloads (HOLISTIC_HOME)."""
     return _path("HOLISTIC_HOME", REPO_ROOT / "data")
+
+
+def model_cache_dir() -> Path:
+    """Model weights made or fetched here (HOLISTIC_MODEL_CACHE, default the home): models/ (GGUF files converted),
+    demo_models/ (built), ladder/ (installed). Each entry is made once, under a file lock, so several homes or
+    processes can share the folder."""
+    return _path("HOLISTIC_MODEL_CACHE", home_dir())
 
 
 def dagster_home() -> Path:

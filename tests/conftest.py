@@ -76,10 +76,18 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_home(tmp_path_factory, shared_data):
-    """Every test session gets its own HOLISTIC_HOME (warehouse, demo models) and reads data offline."""
+    """Every test session gets its own HOLISTIC_HOME (warehouse, downloads) and reads data offline. The model cache
+    (demo models built, SmolLM2's GGUF converted: a minute of CPU each time) is one per run, shared by its xdist
+    workers and the documented commands' scratch copy (entries are made once, under a file lock)."""
     home = tmp_path_factory.mktemp("holistic_home")
+    run_root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_root = run_root.parent  # a worker's basetemp is popen-gwN inside the run's
+    cache = run_root / "model_cache"
+    cache.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOLISTIC_HOME", str(home))
+        mp.setenv("HOLISTIC_MODEL_CACHE", str(cache))
         mp.setenv("HOLISTIC_DATA_DIR", str(shared_data))
         mp.setenv("HOLISTIC_OFFLINE", "1")
         mp.delenv("HOLISTIC_WAREHOUSE", raising=False)

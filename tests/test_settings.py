@@ -45,3 +45,24 @@ def test_a_settings_file_we_cannot_read_names_itself(new_shell):
     path.write_text('data_dirs = "one/folder"\n')
     with pytest.raises(CatalogError, match=r"settings.toml: data_dirs must be a list of folder paths"):
         settings.data_dirs()
+
+
+def test_the_model_cache_is_the_home_unless_set_and_a_demo_model_is_built_there(new_shell, monkeypatch):
+    """HOLISTIC_MODEL_CACHE moves the weights made here (demo models, converted GGUF files, the ladder) out of the
+    home; unset, they stay in it, where earlier releases put them."""
+    from holistic_dagster.clients.checkpoints import checkpoint_files, ladder_file, local_checkpoint
+    from holistic_dagster.config.deployment import Deployment
+    from holistic_dagster.config.models import ModelSpec
+
+    monkeypatch.delenv("HOLISTIC_MODEL_CACHE", raising=False)
+    assert settings.model_cache_dir() == settings.home_dir() == Deployment().model_cache
+    cache = new_shell / "shared cache"
+    monkeypatch.setenv("HOLISTIC_MODEL_CACHE", str(cache))
+    assert settings.model_cache_dir() == Deployment().model_cache == cache
+    spec = ModelSpec(name="floor", backend="transformers", path="demo:gpt2-untrained")
+    built = local_checkpoint(spec, settings.model_cache_dir())
+    assert built.startswith(str(cache / "demo_models")) and not (settings.home_dir() / "demo_models").exists()
+    assert checkpoint_files(spec, settings.model_cache_dir()) and all(
+        f.startswith(built) for f in checkpoint_files(spec, settings.model_cache_dir())
+    )
+    assert ladder_file("gemma-3-270m", settings.model_cache_dir()) == cache / "ladder" / "gemma-3-270m.gguf"

@@ -136,7 +136,7 @@ def evaluate_step(
     if efficient:  # the anchors asked (refitted when new full results land) and how many
         anchors = _rows(warehouse, "anchor_instances", "version = ?", [version]) if exists else None
         inputs["efficient"] = {"anchors": efficient, "anchor_rows": anchors}
-    files = files_state(model_files(spec, deployment.home))
+    files = files_state(model_files(spec, deployment.model_cache))
     return Step("evaluate", f"{spec.name}|{version}", sha256_json(inputs)[:24], files, deployment.runnable(version)[0])
 
 

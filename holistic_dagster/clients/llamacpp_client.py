@@ -104,7 +104,7 @@ class LlamaCppClient(ForcedContinuationScoring, HttpClientBase):
             self.gguf, self.sha256 = None, ""
             base_url, n_ctx = spec.base_url.rstrip("/"), None
         else:
-            self.gguf = gguf_file(spec, settings.home_dir())
+            self.gguf = gguf_file(spec, settings.model_cache_dir())
             self.sha256 = sha256_file(self.gguf)
             trained, has_template = gguf_facts(self.gguf)
             if spec.chat and not has_template:

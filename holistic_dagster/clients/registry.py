@@ -72,15 +72,15 @@ def served_revision(spec: ModelSpec, timeout_s: float = 5.0) -> str:
     return backend(spec).client_class().served_revision(spec, timeout_s)
 
 
-def model_files(spec: ModelSpec, home: Path) -> list[str]:
+def model_files(spec: ModelSpec, cache: Path) -> list[str]:
     """The local files a model's weights come from (none for a server's, or a weightless model)."""
-    return checkpoint_files(spec, home) if backend(spec).local_weights and not spec.base_url else []
+    return checkpoint_files(spec, cache) if backend(spec).local_weights and not spec.base_url else []
 
 
-def installed_models(models: Mapping[str, ModelSpec], home: Path) -> tuple[dict[str, ModelSpec], list[str]]:
+def installed_models(models: Mapping[str, ModelSpec], cache: Path) -> tuple[dict[str, ModelSpec], list[str]]:
     """(the models that can run here, a note for each left out): a registered ladder model is evaluated once
     its weights are installed, not before."""
-    missing = {name: why for name, spec in models.items() if (why := missing_weights(spec, home))}
+    missing = {name: why for name, spec in models.items() if (why := missing_weights(spec, cache))}
     return {n: s for n, s in models.items() if n not in missing}, [f"{n}: {why}" for n, why in missing.items()]
 
 

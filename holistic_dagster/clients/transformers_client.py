@@ -59,7 +59,7 @@ class TransformersClient(ContinuationScoring):
         background while the evaluation builds its prompts: importing the model's classes costs seconds)."""
         device_of.check_transformers_version()
         self.spec = spec
-        path = local_checkpoint(spec, settings.home_dir())
+        path = local_checkpoint(spec, settings.model_cache_dir())
         self.path = path
         local = Path(path).is_dir()
         self.device = device_of.resolve_device(spec.device)

@@ -31,7 +31,8 @@ from holistic_dagster.warehouse import ResultStore, open_warehouse
 class Deployment:
     catalog_dir: Path = field(default_factory=settings.catalog_dir)
     resources_dir: Path = field(default_factory=settings.resources_dir)
-    home: Path = field(default_factory=settings.home_dir)  # working data: built models, downloads, reports' default
+    home: Path = field(default_factory=settings.home_dir)  # working data: downloads, reports' default
+    model_cache: Path = field(default_factory=settings.model_cache_dir)  # converted, built and installed weights
     warehouse_path: Path = field(default_factory=settings.warehouse_path)
     data_dirs: tuple[Path, ...] = field(default_factory=lambda: tuple(settings.data_dirs()))
     dagster_home: Path = field(default_factory=settings.dagster_home)  # Dagster's runs, events and check results

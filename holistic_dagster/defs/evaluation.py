@@ -241,7 +241,7 @@ def make_registry_sensor(datasets_job, evaluate_job, interval_seconds: int):
         the tick after its weights are installed (then it is a new model)."""
         deployment = holistic.deployment()
         catalog = deployment.catalog()
-        models, not_installed = installed_models(holistic.models(), settings.home_dir())
+        models, not_installed = installed_models(holistic.models(), settings.model_cache_dir())
         for note in not_installed:
             context.log.info(note)
         versions = catalog.suite_versions()

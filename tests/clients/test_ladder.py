@@ -93,7 +93,7 @@ def test_chat_is_refused_for_a_gguf_without_a_chat_template_before_any_server_st
     from holistic_dagster.clients.llamacpp_client import LlamaCppClient, gguf_facts
     from holistic_dagster.config.models import LlamaCppSettings, with_backend_settings
 
-    monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path))
+    monkeypatch.setenv("HOLISTIC_MODEL_CACHE", str(tmp_path))
     path = ladder_file("no-template", tmp_path)
     path.parent.mkdir(parents=True)
     writer = gguf.GGUFWriter(str(path), "llama")

@@ -26,6 +26,7 @@ def test_the_sensor_sees_the_configured_registry_not_the_repos(tmp_path, monkeyp
     (tmp_path / "resources").mkdir()
     models = tmp_path / "resources" / "models.yaml"
     monkeypatch.setenv("HOLISTIC_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOLISTIC_MODEL_CACHE", str(tmp_path / "home"))  # where the ladder file is installed below
     models.write_text(
         "models:\n"
         '  only-here: {backend: transformers, path: "demo:llama-tuned"}\n'

@@ -105,8 +105,12 @@ def workspace(root: Path, shared_data: Path) -> tuple[Path, dict[str, str]]:
         elif entry.name not in NOT_LINKED:
             (main / entry.name).symlink_to(entry)
     # no HOLISTIC_DATA_DIR, as in a user's new shell: the data folders are found as theirs are (../shared/data
-    # beside the checkout, or what the demo remembered); the scratch copy's own home, catalog and deployment files
+    # beside the checkout, or what the demo remembered); the scratch copy's own home, catalog and deployment files.
+    # The session's model cache is kept (HOLISTIC_MODEL_CACHE): the weights converted and built there are the same
+    # files the copy would make again (tests/clients/test_gguf_models.py and the fixtures make them)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLISTIC_", "DAGSTER_", "PYTEST_"))}
+    if "HOLISTIC_MODEL_CACHE" in os.environ:
+        env["HOLISTIC_MODEL_CACHE"] = os.environ["HOLISTIC_MODEL_CACHE"]
     env.update(
         HOLISTIC_HOME=str(main / "data"),
         HOLISTIC_CATALOG=str(main / "assets"),
