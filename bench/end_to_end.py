@@ -73,7 +73,8 @@ def smollm2_bench() -> Path:
     from holistic_dagster.clients.gguf_models import ensure_converted
     from holistic_dagster.config.deployment import Deployment
 
-    checkpoint = ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.home_dir() / "models")
+    smollm2 = Deployment().model("smollm2-135m-instruct").path
+    checkpoint = ensure_converted(smollm2, settings.model_cache_dir() / "models")
     root = BENCH / "smollm2"
     root.mkdir(exist_ok=True)
     links = {"model": checkpoint, **{name: BENCH / name for name in ("venv-lmeval", "venv-helm", "lmeval_task",

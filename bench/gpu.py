@@ -82,7 +82,8 @@ def prepare(folder: Path, mmlu: Path) -> None:
     from holistic_dagster.clients.gguf_models import ensure_converted
     from holistic_dagster.config.deployment import Deployment
 
-    checkpoint = ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.home_dir() / "models")
+    smollm2 = Deployment().model("smollm2-135m-instruct").path
+    checkpoint = ensure_converted(smollm2, settings.model_cache_dir() / "models")
     from transformers import AutoTokenizer
 
     AutoTokenizer.from_pretrained(checkpoint).save_pretrained(folder / "tok")
@@ -101,7 +102,7 @@ def model_dir(args, work: Path) -> Path:
         from holistic_dagster.clients.gguf_models import ensure_converted
         from holistic_dagster.config.deployment import Deployment
 
-        return ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.home_dir() / "models")
+        return ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.model_cache_dir() / "models")
     if args.model not in ("qwen1.5b", "tiny"):
         return Path(args.model)
     import torch
@@ -135,7 +136,7 @@ def tokenizer_dir(args) -> Path:
     from holistic_dagster.clients.gguf_models import ensure_converted
     from holistic_dagster.config.deployment import Deployment
 
-    return ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.home_dir() / "models")
+    return ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.model_cache_dir() / "models")
 
 
 # --- one side, in a process of its own ---------------------------------------------------------------------------

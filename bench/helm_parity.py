@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
-from peers import BENCH, REPO, SHARED
+from peers import BENCH, HELM_RUN, REPO, SHARED, require
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = REPO / "tests" / "adaptation" / "fixtures" / "helm_parity.json"
@@ -808,7 +808,7 @@ def end_to_end(n: int, work: Path, model: str, only: list[str] | None = None) ->
     from holistic_dagster.clients.gguf_models import ensure_converted
     from holistic_dagster.config.deployment import Deployment
 
-    checkpoint = ensure_converted(Deployment().models()[model].path, settings.home_dir() / "models")
+    checkpoint = ensure_converted(Deployment().models()[model].path, settings.model_cache_dir() / "models")
     # one helm-run for every case: the model's own context window on both sides
     cases = [
         replace(c, subsets=E2E_SUBSETS.get(c.scenario, c.subsets), window=None)
@@ -990,8 +990,7 @@ def main() -> None:
         help="also evaluate SmolLM2 on N instances per subset through helm-run and holistic evaluate",
     )  # fmt: skip
     args = parser.parse_args()
-    if not (BENCH / "venv-helm" / "bin" / "helm-run").exists():
-        sys.exit(f"no HELM under {BENCH}: run ../shared/peerbench/setup_peers.sh first")
+    require(HELM_RUN, "HELM")
     results = HERE / "results"
     kept = _kept(args.case, args.n, args.fixtures) if args.case else None
     os.environ.setdefault("HOLISTIC_DATA_DIR", str(SHARED / "data"))

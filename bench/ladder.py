@@ -327,7 +327,7 @@ def main() -> None:
     from holistic_dagster.clients.registry import installed_models
     from holistic_dagster.config.deployment import Deployment
 
-    _, missing = installed_models({m: Deployment().model(m) for m in args.models}, settings.home_dir())
+    _, missing = installed_models({m: Deployment().model(m) for m in args.models}, settings.model_cache_dir())
     if missing:
         raise SystemExit("; ".join(missing))
     root = args.root if args.scale == 1.0 else args.root.with_name(args.root.name + f"_scale{args.scale}")

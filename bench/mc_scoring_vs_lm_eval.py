@@ -50,7 +50,8 @@ def build_model(directory: Path) -> Path:
     from holistic_dagster import settings
     from holistic_dagster.clients.demo_models import ensure_demo_model
 
-    tokenizer = AutoTokenizer.from_pretrained(ensure_demo_model("gpt2-untrained", settings.home_dir() / "demo_models"))
+    demo = ensure_demo_model("gpt2-untrained", settings.model_cache_dir() / "demo_models")
+    tokenizer = AutoTokenizer.from_pretrained(demo)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -92,7 +93,8 @@ def main() -> None:
         from holistic_dagster import settings
         from holistic_dagster.clients.gguf_models import ensure_converted
 
-        model_dir = ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.home_dir() / "models")
+        smollm2 = Deployment().model("smollm2-135m-instruct").path
+        model_dir = ensure_converted(smollm2, settings.model_cache_dir() / "models")
         label = "SmolLM2-135M-Instruct (Q4_1 GGUF dequantized), float32, CPU"
     else:
         model_dir = build_model(work / "model")

@@ -29,7 +29,8 @@ ENVIRONMENT = (
         "HOLISTIC_MODEL_CACHE",
         "<home>",
         "model weights made or fetched here: GGUF files converted (models/), demo models built (demo_models/), the "
-        "ladder's files (ladder/); homes, checkouts and processes may share one (each is made once, under a lock)",
+        "ladder's files (ladder/); homes, checkouts of one release and processes may share one (a conversion or "
+        "build is made once, under a lock). Cached answers are keyed by the weights' folder: a new cache answers anew",
     ),
     EnvironmentVariable(
         "HOLISTIC_WAREHOUSE",
@@ -134,8 +135,8 @@ def home_dir() -> Path:
 
 def model_cache_dir() -> Path:
     """Model weights made or fetched here (HOLISTIC_MODEL_CACHE, default the home): models/ (GGUF files converted),
-    demo_models/ (built), ladder/ (installed). Each entry is made once, under a file lock, so several homes or
-    processes can share the folder."""
+    demo_models/ (built), ladder/ (installed). A conversion or build is made once, under a file lock, so several homes
+    or processes of one release can share the folder (a release that converts differently redoes the conversion)."""
     return _path("HOLISTIC_MODEL_CACHE", home_dir())
 
 

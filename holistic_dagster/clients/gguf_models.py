@@ -124,8 +124,11 @@ def _convert(file: Path, out: Path) -> int:
 
 
 def _is_current(target: Path) -> bool:
-    marker = target / MARKER
-    return marker.exists() and json.loads(marker.read_text(encoding="utf-8")).get("conversion") == CONVERSION
+    try:  # read without the lock: another process may be replacing the folder (a shared model cache)
+        marker = json.loads((target / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool(marker.get("conversion") == CONVERSION)
 
 
 def gguf_revision(checkpoint: Path) -> str | None:

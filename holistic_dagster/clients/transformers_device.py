@@ -25,8 +25,9 @@ MIN_TRANSFORMERS = Version("5.24.0")
 # the passes 16 rows take (16 rows: 2.1-2.3x the floor's time at 64; 64 rows: the floor's); the token budget bounds
 # what a pass holds (a 5-shot block of 500 tokens continued by 16 rows fits; 16 articles of 2,000 tokens do not);
 # and the attention bound keeps long prompts out of padded batches: on 2 cores the demo's RAFT
-# prompts (7 of 409-2,112 tokens, one batch within the token budget) took 50 s together and 18 s one at a time, and
-# the demo's generation requests took 87 s instead of 122 s with the same texts (bench/results/cpu-attention.md);
+# prompts (7 of 409-2,112 tokens, one batch within the token budget) took 50 s together and 18 s one at a time; all of
+# RAFT's 27 took 27 s instead of 55, and the demo's 95 generation requests 88 s instead of 119, with the same texts
+# (bench/results/cpu-attention.md);
 # the 0-shot prompts of bench/gpu.py's generation still run 64 to a pass
 CPU_LIMITS = BatchLimits(rows=64, tokens=16384, attention=2**22)
 # a GPU's `auto` starts here; the token budget is lowered to what its free memory holds

@@ -35,7 +35,7 @@ def test_asset_graph_partitions_and_checks_are_visible(dagster_dev):
         partitionKeysByDimension { name partitionKeys }
         assetChecksOrError { ... on AssetChecks { checks { name blocking } } } } } }"""
     # the registry's models that can run here: the ladder's are left out until installed (none in a test's home)
-    runnable, _ = installed_models(Deployment().models(), settings.home_dir())
+    runnable, _ = installed_models(Deployment().models(), settings.model_cache_dir())
     assert "smollm2-135m-instruct-llamacpp" in runnable and "qwen2.5-coder-1.5b-instruct" not in runnable
     versions = set(Catalog().suite_versions())  # the core releases and the suites of HELM's leaderboards
     assert {"v5", "capabilities-v1", "safety-v1", "helm-lite-v1", "helm-classic-v1"} <= versions

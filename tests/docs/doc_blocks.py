@@ -107,7 +107,7 @@ def workspace(root: Path, shared_data: Path) -> tuple[Path, dict[str, str]]:
     # no HOLISTIC_DATA_DIR, as in a user's new shell: the data folders are found as theirs are (../shared/data
     # beside the checkout, or what the demo remembered); the scratch copy's own home, catalog and deployment files.
     # The session's model cache is kept (HOLISTIC_MODEL_CACHE): the weights converted and built there are the same
-    # files the copy would make again (tests/clients/test_gguf_models.py and the fixtures make them)
+    # files the copy would make again (the first user of each makes it, as the demo would)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLISTIC_", "DAGSTER_", "PYTEST_"))}
     if "HOLISTIC_MODEL_CACHE" in os.environ:
         env["HOLISTIC_MODEL_CACHE"] = os.environ["HOLISTIC_MODEL_CACHE"]
