@@ -109,8 +109,9 @@ class TransformersClient(ContinuationScoring):
 
     def _on_smaller_batches(self, before: BatchLimits, after: BatchLimits) -> None:
         log.warning(
-            "model %s ran out of device memory at %d rows / %d tokens per batch: %d rows / %d tokens from now on",
-            self.spec.name, before.rows, before.tokens, after.rows, after.tokens,
+            "model %s ran out of device memory at %d rows / %d tokens per batch: %d rows / %d tokens from now on "
+            "(attention bound %s)",
+            self.spec.name, before.rows, before.tokens, after.rows, after.tokens, after.attention,
         )  # fmt: skip
 
     @property

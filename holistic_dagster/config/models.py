@@ -28,7 +28,9 @@ class TransformersSettings(Strict):
     batch_tokens: PositiveInt | Literal["auto"] = Field(
         "auto",
         description="padded tokens one forward pass holds (rows x the widest row, the key/value cache it continues "
-        "included); auto: 16384 on a CPU, what half the GPU's free memory holds (at most 65536) on a GPU",
+        "included); auto: 16384 on a CPU, what half the GPU's free memory holds (at most 65536) on a GPU. On a CPU a "
+        "generation batch is also held to rows x computed tokens x width <= 4194304, whatever the setting: long "
+        "prompts run one or a few at a time",
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: the checkpoint's own; a float32 checkpoint runs in bfloat16 on GPUs that support it"
