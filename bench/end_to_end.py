@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from peers import BENCH, PEER_MODEL, PEERBENCH, REPO, require
+from peers import BENCH, PEER_MODEL, PEERBENCH, REPO, checkpoint_of, require
 
 HERE = Path(__file__).resolve().parent
 # peerbench's floor.py reads the body of a GPT-2 model as `model.transformer`; a Llama-shaped one (SmolLM2) calls it
@@ -69,12 +69,7 @@ def timed(command: list[str], env: dict[str, str] | None = None, log: Path | Non
 def smollm2_bench() -> Path:
     """A $BENCH for the peer scripts whose `model` is SmolLM2 (converted once from the registry's GGUF), sharing
     the peer tools' virtual environments and task files."""
-    from holistic_dagster import settings
-    from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.deployment import Deployment
-
-    smollm2 = Deployment().model("smollm2-135m-instruct").path
-    checkpoint = ensure_converted(smollm2, settings.model_cache_dir() / "models")
+    checkpoint = checkpoint_of("smollm2-135m-instruct")
     root = BENCH / "smollm2"
     root.mkdir(exist_ok=True)
     links = {"model": checkpoint, **{name: BENCH / name for name in ("venv-lmeval", "venv-helm", "lmeval_task",

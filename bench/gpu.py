@@ -42,6 +42,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the package, where it is not installed
+from peers import checkpoint_of  # noqa: E402
+
 SUBJECTS = ("abstract_algebra", "anatomy", "college_physics", "global_facts", "high_school_geography")
 KINDS = ("a_joint", "b_separate", "c_generate")
 
@@ -78,12 +80,7 @@ def workload(mmlu: Path, questions: int, generations: int) -> dict[str, list]:
 
 def prepare(folder: Path, mmlu: Path) -> None:
     """The files a machine without this project's environment needs: SmolLM2's tokenizer and the MMLU subjects."""
-    from holistic_dagster import settings
-    from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.deployment import Deployment
-
-    smollm2 = Deployment().model("smollm2-135m-instruct").path
-    checkpoint = ensure_converted(smollm2, settings.model_cache_dir() / "models")
+    checkpoint = checkpoint_of("smollm2-135m-instruct")
     from transformers import AutoTokenizer
 
     AutoTokenizer.from_pretrained(checkpoint).save_pretrained(folder / "tok")
@@ -98,11 +95,7 @@ def prepare(folder: Path, mmlu: Path) -> None:
 def model_dir(args, work: Path) -> Path:
     """The checkpoint both sides load: a random Qwen2 at Qwen2.5-1.5B's shape, SmolLM2 converted, or a folder."""
     if args.model == "smollm2":
-        from holistic_dagster import settings
-        from holistic_dagster.clients.gguf_models import ensure_converted
-        from holistic_dagster.config.deployment import Deployment
-
-        return ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.model_cache_dir() / "models")
+        return checkpoint_of("smollm2-135m-instruct")
     if args.model not in ("qwen1.5b", "tiny"):
         return Path(args.model)
     import torch
@@ -132,11 +125,7 @@ def model_dir(args, work: Path) -> Path:
 def tokenizer_dir(args) -> Path:
     if args.data and (Path(args.data) / "tok").is_dir():
         return Path(args.data) / "tok"
-    from holistic_dagster import settings
-    from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.deployment import Deployment
-
-    return ensure_converted(Deployment().model("smollm2-135m-instruct").path, settings.model_cache_dir() / "models")
+    return checkpoint_of("smollm2-135m-instruct")
 
 
 # --- one side, in a process of its own ---------------------------------------------------------------------------

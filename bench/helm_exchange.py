@@ -33,7 +33,7 @@ from helm_parity import (
     _with_arg,
     evaluate_ours,
 )
-from peers import BENCH, HELM_RUN, REPO, SHARED, require
+from peers import BENCH, HELM_RUN, REPO, SHARED, checkpoint_of, require
 
 FIXTURES = REPO / "tests" / "helm" / "fixtures" / "helm_runs"
 FIXTURE_SUITE = "exchange"
@@ -68,12 +68,7 @@ WHY = {
 def helm_models() -> list[Path]:
     """The two models HELM runs: SmolLM2 (the demo's converted checkpoint) and the peer environment's random one,
     each in a folder whose name becomes HELM's model name (huggingface/<folder>)."""
-    from holistic_dagster import settings
-    from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.deployment import Deployment
-
-    converted = ensure_converted(Deployment().models()[OUR_MODEL].path, settings.model_cache_dir() / "models")
-    return [converted, BENCH / "model"]
+    return [checkpoint_of(OUR_MODEL), BENCH / "model"]
 
 
 def helm_run(entries: dict[str, str], models: list[Path], n: int, work: Path, suite: str) -> Path:

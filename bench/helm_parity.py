@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
-from peers import BENCH, HELM_RUN, REPO, SHARED, require
+from peers import BENCH, HELM_RUN, REPO, SHARED, checkpoint_of, require
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = REPO / "tests" / "adaptation" / "fixtures" / "helm_parity.json"
@@ -804,11 +804,7 @@ def end_to_end(n: int, work: Path, model: str, only: list[str] | None = None) ->
     """SmolLM2-135M-Instruct (the demo's converted checkpoint, which HELM loads as a local Hugging Face model)
     through `helm-run` and through `holistic evaluate` on a suite with the same pins: per instance the completion
     and every metric both define, per scenario the means."""
-    from holistic_dagster import settings
-    from holistic_dagster.clients.gguf_models import ensure_converted
-    from holistic_dagster.config.deployment import Deployment
-
-    checkpoint = ensure_converted(Deployment().models()[model].path, settings.model_cache_dir() / "models")
+    checkpoint = checkpoint_of(model)
     # one helm-run for every case: the model's own context window on both sides
     cases = [
         replace(c, subsets=E2E_SUBSETS.get(c.scenario, c.subsets), window=None)

