@@ -30,6 +30,7 @@ def pytest_configure(config):
     of two workers on one core made each several times slower."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when OpenMP starts, here and in children
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
