@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import pandas as pd
-
 from holistic_dagster.adaptation.adapter import greedy_request
 from holistic_dagster.clients.identity import answering_identity
 from holistic_dagster.config.catalog import QualificationSpec
@@ -28,6 +26,8 @@ from holistic_dagster.stages.budget import metered
 from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.access import JudgeQualifications
+from holistic_dagster.warehouse.records import JudgeQualificationsRow
+from holistic_dagster.warehouse.tables.judging import JUDGE_QUALIFICATIONS, QUALIFICATION_VERDICTS
 
 
 def run_judge(
@@ -153,20 +153,19 @@ def qualify(
     provenance = next((j.provenance_id for j in judged if j.provenance_id), "")
     keys: dict[str, Any] = {"judge": judge, "template": template, "max_tokens": max_tokens}
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    summary = pd.DataFrame(
-        [
-            {**keys, "source": m.source, "judge_identity": identity, "battles": m.battles,
-             "judgements": m.judgements, "agreeing": m.agreeing, "agreement": m.agreement,
-             "agreement_ci_low": m.interval[0], "agreement_ci_high": m.interval[1], "consistent": m.consistent,
-             "position_consistency": m.consistency, "no_verdict": m.no_verdict, "min_agreement": spec.min_agreement,
-             "min_consistency": spec.min_consistency, "qualified": qualified if m.source == qualification.ALL else
-             False, "reason": reason if m.source == qualification.ALL else "", "provenance_id": provenance,
-             "measured_at": now}
-            for m in measured.values()
-        ]
-    )  # fmt: skip
+    summary = [
+        JudgeQualificationsRow(
+            **keys, source=m.source, judge_identity=identity, battles=m.battles, judgements=m.judgements,
+            agreeing=m.agreeing, agreement=m.agreement, agreement_ci_low=m.interval[0],
+            agreement_ci_high=m.interval[1], consistent=m.consistent, position_consistency=m.consistency,
+            no_verdict=m.no_verdict, min_agreement=spec.min_agreement, min_consistency=spec.min_consistency,
+            qualified=qualified if m.source == qualification.ALL else False,
+            reason=reason if m.source == qualification.ALL else "", provenance_id=provenance, measured_at=now,
+        )
+        for m in measured.values()
+    ]  # fmt: skip
     side = {"a": "better", "b": "worse", "tie": "tie", "": ""}
-    verdicts = pd.DataFrame(
+    verdicts = QUALIFICATION_VERDICTS.frame(
         [
             {**keys, "battle_id": j.battle.battle_id, "source": j.battle.scenario, "instance_id": j.battle.instance_id,
              "question": j.battle.question, "reference": j.battle.reference, "answer_better": j.battle.a.text,
@@ -174,7 +173,8 @@ def qualify(
             for j in judged
         ]
     )  # fmt: skip
-    stage.warehouse.replace(keys, {"judge_qualifications": summary, "qualification_verdicts": verdicts})
+    stage.warehouse.replace(keys, {"judge_qualifications": JUDGE_QUALIFICATIONS.frame(summary),
+                                   "qualification_verdicts": verdicts})  # fmt: skip
     overall = measured[qualification.ALL]
     return Qualification(judge, overall.agreement, overall.consistency, qualified, reason), sent
 

@@ -35,6 +35,8 @@ from holistic_dagster.scenarios.sources import source_dir
 from holistic_dagster.scenarios.spec import ScenarioSpec
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import safety_model_judge
+from holistic_dagster.warehouse.records import SafetyAgreementRow, SafetyRatingsRow
+from holistic_dagster.warehouse.tables.judging import SAFETY_AGREEMENT, SAFETY_RATINGS
 
 LABELLED_SET = "{kind}_labelled_answers"  # a kind's judging set (assets/judging/): one subset per answering model
 HUMAN_LABELS = LABELLED_SET.format(kind="xstest")
@@ -221,23 +223,19 @@ def safety_tables(keys: dict[str, str], judged: Judgements, judging: SafetyJudgi
     whether it scored that kind): written with the scores, at once."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     identity = judging.identities
-    ratings = pd.DataFrame(
-        [
-            {**keys, "instance_id": inst, "judge": judge, "judge_identity": identity[judge], "score": j.score,
-             "label": j.label, "judge_request_id": j.request_id, "raw_output": j.raw, "error": j.error}
-            for judge, of in judged.items() for inst, j in of.items()
-        ],
-        columns=[*keys, "instance_id", "judge", "judge_identity", "score", "label", "judge_request_id", "raw_output",
-                 "error"],
-    )  # fmt: skip
-    agreements = pd.DataFrame(
-        [
-            {**keys, "judge": a.judge, "judge_identity": identity[a.judge], "measured_on": a.measured_on,
-             "answers_of": a.answers_of, "human_label": a.label, "n": a.n, "agreeing": a.agreeing,
-             "agreement": a.agreement, "agreement_low": a.interval[0] if a.interval else None,
-             "agreement_high": a.interval[1] if a.interval else None, "kappa": a.kappa,
-             "scores": any(j.name == a.judge for j in judging.scoring.get(a.measured_on, ())), "measured_at": now}
-            for a in judging.measured
-        ]
-    )  # fmt: skip
-    return {"safety_ratings": ratings, "safety_agreement": agreements}
+    ratings = [
+        SafetyRatingsRow(**keys, instance_id=inst, judge=judge, judge_identity=identity[judge], score=j.score,
+                         label=j.label, judge_request_id=j.request_id, raw_output=j.raw, error=j.error)
+        for judge, of in judged.items() for inst, j in of.items()
+    ]  # fmt: skip
+    agreements = [
+        SafetyAgreementRow(
+            **keys, judge=a.judge, judge_identity=identity[a.judge], measured_on=a.measured_on,
+            answers_of=a.answers_of, human_label=a.label, n=a.n, agreeing=a.agreeing, agreement=a.agreement,
+            agreement_low=a.interval[0] if a.interval else None, agreement_high=a.interval[1] if a.interval else None,
+            kappa=a.kappa, scores=any(j.name == a.judge for j in judging.scoring.get(a.measured_on, ())),
+            measured_at=now,
+        )
+        for a in judging.measured
+    ]  # fmt: skip
+    return {"safety_ratings": SAFETY_RATINGS.frame(ratings), "safety_agreement": SAFETY_AGREEMENT.frame(agreements)}

@@ -27,7 +27,19 @@ from holistic_dagster.stages.completions import answer_requests
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge
 from holistic_dagster.warehouse.access import ShadowCompletions, Traffic
-from holistic_dagster.warehouse.tables import TABLES
+from holistic_dagster.warehouse.records import (
+    ShadowCompletionsRow,
+    ShadowWinRatesRow,
+    TrafficQuarantineRow,
+    TrafficRow,
+)
+from holistic_dagster.warehouse.tables.shadow import (
+    SHADOW_COMPLETIONS,
+    SHADOW_VERDICTS,
+    SHADOW_WIN_RATES,
+    TRAFFIC_QUARANTINE,
+)
+from holistic_dagster.warehouse.tables.shadow import TRAFFIC as TRAFFIC_TABLE
 
 TRAFFIC = "traffic"  # the scenario name shadow battles carry
 BUDGET_SOURCE = "shadow.yaml's max_cost"
@@ -49,26 +61,15 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
         lines = ", ".join(str(q.line) for q in quarantined[:10]) or "none"
         raise HolisticError(f"{path}: no well-formed records (quarantined lines: {lines})")
     checksum = sha256_file(path)
-    frame = pd.DataFrame(
-        [
-            {
-                "log": log,
-                "record_id": r.record_id,
-                "line": r.line,
-                "slice": r.slice,
-                "messages": json.dumps(list(r.messages), ensure_ascii=False),
-                "prompt": r.prompt,
-                "production": spec.production,
-                "production_text": r.response,
-                "production_tokens": r.response_tokens,
-                "production_latency_s": r.latency_s,
-                "logged_at": r.logged_at,
-                "source_uri": str(path),
-                "source_sha256": checksum,
-            }
-            for r in records
-        ]
-    )
+    frame = TRAFFIC_TABLE.frame(
+        TrafficRow(
+            log=log, record_id=r.record_id, line=r.line, slice=r.slice,
+            messages=json.dumps(list(r.messages), ensure_ascii=False), prompt=r.prompt, production=spec.production,
+            production_text=r.response, production_tokens=r.response_tokens, production_latency_s=r.latency_s,
+            logged_at=r.logged_at, source_uri=str(path), source_sha256=checksum,
+        )
+        for r in records
+    )  # fmt: skip
     try:
         found = found_per_row(frame, TRAFFIC_TEXTS, spec.pii.policy)
     except Exception as e:  # fail closed: unchecked text is never stored
@@ -81,9 +82,8 @@ def load_traffic(stage: StageContext, spec: ShadowSpec, log: str, path: Path) ->
         for i in leaked
     ]
     frame = frame.drop(index=frame.index[leaked]).reset_index(drop=True)
-    quarantine = pd.DataFrame(
-        [{"log": log, "line": q.line, "reason": q.reason} for q in sorted(quarantined, key=lambda q: q.line)],
-        columns=["log", "line", "reason"],
+    quarantine = TRAFFIC_QUARANTINE.frame(
+        TrafficQuarantineRow(log=log, line=q.line, reason=q.reason) for q in sorted(quarantined, key=lambda q: q.line)
     )
     stage.warehouse.replace({"log": log}, {"traffic": frame, "traffic_quarantine": quarantine})
     if frame.empty:
@@ -120,25 +120,18 @@ def answer_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str,
         for q in requests:
             c, provenance_id = done[q.request_id]
             rows.append(
-                {
-                    "log": log,
-                    "record_id": q.instance_id,
-                    "model": candidate,
-                    "request_id": q.request_id,
-                    "prompt": q.prompt,
-                    "text": c.text,
-                    "num_completion_tokens": c.num_completion_tokens,
-                    "latency_s": c.latency_s,
-                    "error": c.error,
-                    "provenance_id": provenance_id,
-                }
-            )
+                ShadowCompletionsRow(
+                    log=log, record_id=q.instance_id, model=candidate, request_id=q.request_id, prompt=q.prompt,
+                    text=c.text, num_completion_tokens=c.num_completion_tokens, latency_s=c.latency_s, error=c.error,
+                    provenance_id=provenance_id,
+                )
+            )  # fmt: skip
         metadata[candidate] = {
             "sent": sent,
             "from_cache": len(requests) - sent,
             "failed": sum(1 for q in requests if done[q.request_id][0].error),
         }
-    stage.warehouse.replace({"log": log}, {"shadow_completions": pd.DataFrame(rows)})
+    stage.warehouse.replace({"log": log}, {"shadow_completions": SHADOW_COMPLETIONS.frame(rows)})
     return metadata
 
 
@@ -171,7 +164,7 @@ def judge_traffic(stage: StageContext, spec: ShadowSpec, log: str) -> dict[str, 
         }
         for j in judged
     ]  # fmt: skip
-    verdicts = TABLES["shadow_verdicts"].frame(rows)
+    verdicts = SHADOW_VERDICTS.frame(rows)
     # an unqualified judge's verdicts are kept, but give no win rates (and so no alerts)
     rates = win_rates(verdicts if measured.qualified else verdicts.iloc[:0], spec.bootstrap_samples, spec.seed)
     stage.warehouse.replace({"log": log}, {"shadow_verdicts": verdicts, "shadow_win_rates": rates})
@@ -205,21 +198,11 @@ def win_rates(verdicts: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
             scores = group["winner"].map(SCORE).to_numpy(float)
             low, high = bootstrap_ci(scores, n_boot=n_boot, seed=seed)
             rows.append(
-                {
-                    "log": log,
-                    "candidate": candidate,
-                    "judge": judge,
-                    "slice": slice_,
-                    "n": len(scores),
-                    "wins": int((group["winner"] == "candidate").sum()),
-                    "ties": int((group["winner"] == "tie").sum()),
-                    "losses": int((group["winner"] == "production").sum()),
-                    "win_rate": float(np.mean(scores)),
-                    "ci_low": low,
-                    "ci_high": high,
-                }
-            )
-    return pd.DataFrame(
-        rows,
-        columns=["log", "candidate", "judge", "slice", "n", "wins", "ties", "losses", "win_rate", "ci_low", "ci_high"],
-    )
+                ShadowWinRatesRow(
+                    log=log, candidate=candidate, judge=judge, slice=slice_, n=len(scores),
+                    wins=int((group["winner"] == "candidate").sum()), ties=int((group["winner"] == "tie").sum()),
+                    losses=int((group["winner"] == "production").sum()), win_rate=float(np.mean(scores)), ci_low=low,
+                    ci_high=high,
+                )
+            )  # fmt: skip
+    return SHADOW_WIN_RATES.frame(rows)

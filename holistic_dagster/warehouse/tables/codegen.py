@@ -63,7 +63,8 @@ def package_module() -> str:
         lines += _imports(f"holistic_dagster.warehouse.records.{group}", sorted(record_name(t) for t in GROUPS[group]))
     lines += ["", "ROW_TYPES: dict[str, type[Any]] = {"]
     lines += [f'    "{t.name}": {record_name(t)},' for t in TABLES.values()]
-    lines += ["}", ""]
+    exported = ["ROW_TYPES", *sorted(record_name(t) for t in TABLES.values())]
+    lines += ["}", "", "__all__ = [", *(f'    "{n}",' for n in exported), "]", ""]
     return "\n".join(lines)
 
 
