@@ -24,8 +24,9 @@ from holistic_dagster.judging.battles import Answer, Battle, candidate_battles, 
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.judging import qualify, run_judge, stored_qualifications
 from holistic_dagster.warehouse.access import Battles, Completions, Votes
+from holistic_dagster.warehouse.records import ArenaJudgesRow, ArenaRatingsRow, VotesRow
 from holistic_dagster.warehouse.rows import references_of
-from holistic_dagster.warehouse.tables import TABLES
+from holistic_dagster.warehouse.tables.arena import ARENA_JUDGES, ARENA_RATINGS, ARENA_WIN_RATES, BATTLES, VOTES
 
 
 def arena_spec(stage: StageContext, version: str) -> ArenaSpec:
@@ -101,7 +102,7 @@ def _judge(
         }
         for j in judged
     ]  # fmt: skip
-    return pd.DataFrame(rows), sent
+    return BATTLES.frame(rows), sent
 
 
 def rate(stage: StageContext, version: str) -> dict[str, Any]:
@@ -115,19 +116,21 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     # people's votes are the judge 'human', in the order they were cast (what online Elo follows)
     votes = Votes(stage.warehouse).as_battles(version, HUMAN)
     battles = pd.concat([battles, votes], ignore_index=True) if len(votes) else battles
-    ratings, matrices, metadata = [], [], {}
+    ratings: list[ArenaRatingsRow] = []
+    matrices: list[pd.DataFrame] = []
+    metadata: dict[str, Any] = {}
     qualifications = stored_qualifications(stage, arena.template, arena.max_tokens)
     judges = [
-        {"version": version, "judge": judge, "qualified": q.qualified, "agreement": q.agreement,
-         "position_consistency": q.consistency, "reason": q.reason} if (q := qualifications.get(judge)) else
-        {"version": version, "judge": judge, "qualified": False, "agreement": None, "position_consistency": None,
-         "reason": "unqualified judge: not measured (run the arena's battles first)"}
+        ArenaJudgesRow(version=version, judge=judge, qualified=q.qualified, agreement=q.agreement,
+                       position_consistency=q.consistency, reason=q.reason) if (q := qualifications.get(judge)) else
+        ArenaJudgesRow(version=version, judge=judge, qualified=False, agreement=None, position_consistency=None,
+                       reason="unqualified judge: not measured (run the arena's battles first)")
         for judge in arena.judges
     ]  # fmt: skip
     for judge, part in battles.groupby("judge", sort=True):
-        decided = next((j for j in judges if j["judge"] == judge), None)
-        if judge != HUMAN and (decided is None or not decided["qualified"]):
-            metadata[judge] = {"skipped": decided["reason"] if decided else "not a judge of the suite"}
+        decided = next((j for j in judges if j.judge == judge), None)
+        if judge != HUMAN and (decided is None or not decided.qualified):
+            metadata[judge] = {"skipped": decided.reason if decided else "not a judge of the suite"}
             continue
         frame = part.assign(
             prompt=part["scenario"] + "/" + part["instance_id"],
@@ -147,9 +150,9 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
     stage.warehouse.replace(
         {"version": version},
         {
-            "arena_ratings": TABLES["arena_ratings"].frame(ratings),
-            "arena_win_rates": pd.concat(matrices) if matrices else TABLES["arena_win_rates"].frame([]),
-            "arena_judges": TABLES["arena_judges"].frame(judges),
+            "arena_ratings": ARENA_RATINGS.frame(ratings),
+            "arena_win_rates": pd.concat(matrices) if matrices else ARENA_WIN_RATES.frame([]),
+            "arena_judges": ARENA_JUDGES.frame(judges),
         },
     )
     return metadata
@@ -157,7 +160,7 @@ def rate(stage: StageContext, version: str) -> dict[str, Any]:
 
 def _judge_ratings(
     version: str, judge: str, frame: pd.DataFrame, baseline: str, arena: ArenaSpec
-) -> list[dict[str, Any]]:
+) -> list[ArenaRatingsRow]:
     """One judge's rating rows: Bradley-Terry with and without style control (bootstrap CIs), and online Elo."""
     counts = _per_model(frame)
     n_boot, seed = arena.bootstrap_samples, arena.seed
@@ -215,24 +218,14 @@ def _per_model(frame: pd.DataFrame) -> dict[str, dict[str, float]]:
 def _rating_row(
     version: str, judge: str, method: str, model: str, rating: float, low: float | None, high: float | None,
     counts: dict[str, dict[str, float]], baseline: str, seed: int, n_boot: int, note: str,
-) -> dict[str, Any]:  # fmt: skip
+) -> ArenaRatingsRow:  # fmt: skip
     c = counts[model]
-    return {
-        "version": version,
-        "judge": judge,
-        "method": method,
-        "model": model,
-        "rating": float(rating),
-        "ci_low": None if low is None else float(low),
-        "ci_high": None if high is None else float(high),
-        "num_battles": int(c["num_battles"]),
-        "wins": float(c["wins"]),
-        "mean_answer_tokens": float(c["tokens"]),
-        "baseline": baseline,
-        "bootstrap_seed": seed,
-        "bootstrap_samples": n_boot,
-        "note": note or "",
-    }
+    return ArenaRatingsRow(
+        version=version, judge=judge, method=method, model=model, rating=float(rating),
+        ci_low=None if low is None else float(low), ci_high=None if high is None else float(high),
+        num_battles=int(c["num_battles"]), wins=float(c["wins"]), mean_answer_tokens=float(c["tokens"]),
+        baseline=baseline, bootstrap_seed=seed, bootstrap_samples=n_boot, note=note or "",
+    )  # fmt: skip
 
 
 def _win_rates(version: str, judge: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -243,7 +236,7 @@ def _win_rates(version: str, judge: str, frame: pd.DataFrame) -> pd.DataFrame:
     n.columns = ["model", "opponent", "num_battles"]
     out = long.merge(n, on=["model", "opponent"])
     out = out[out["num_battles"] > 0].assign(version=version, judge=judge)
-    return out[list(TABLES["arena_win_rates"].column_names)]
+    return out[list(ARENA_WIN_RATES.column_names)]
 
 
 def shown_order(battle: Battle, voter: str) -> tuple[Answer, Answer]:
@@ -269,12 +262,11 @@ def record_vote(stage: StageContext, version: str, voter: str, battle_id: str, c
         raise HolisticError(f"no battle {battle_id!r} in suite {version!r}'s arena schedule")
     first, second = shown_order(battle, voter)
     winner = "tie" if choice == "tie" else ("a" if (first if choice == "first" else second) is battle.a else "b")
-    row = {
-        "version": version, "battle_id": battle_id, "voter": voter, "scenario": battle.scenario,
-        "instance_id": battle.instance_id, "model_a": battle.a.model, "model_b": battle.b.model,
-        "request_a": battle.a.request_id, "request_b": battle.b.request_id, "tokens_a": battle.a.num_tokens,
-        "tokens_b": battle.b.num_tokens, "shown_first": first.model, "winner": winner,
-        "voted_at": datetime.now(timezone.utc).replace(tzinfo=None),
-    }  # fmt: skip
-    stage.warehouse.upsert("votes", pd.DataFrame([row]))
+    row = VotesRow(
+        version=version, battle_id=battle_id, voter=voter, scenario=battle.scenario, instance_id=battle.instance_id,
+        model_a=battle.a.model, model_b=battle.b.model, request_a=battle.a.request_id, request_b=battle.b.request_id,
+        tokens_a=battle.a.num_tokens, tokens_b=battle.b.num_tokens, shown_first=first.model, winner=winner,
+        voted_at=datetime.now(timezone.utc).replace(tzinfo=None),
+    )  # fmt: skip
+    stage.warehouse.upsert("votes", VOTES.frame([row]))
     return battle, winner

@@ -41,6 +41,8 @@ from holistic_dagster.results.leaderboard import main_metrics
 from holistic_dagster.results.matrix import full_draw_results
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.access import AnchorFits, ScenarioMetrics
+from holistic_dagster.warehouse.records import AnchorFitsRow, AnchorInstancesRow, EstimatesRow, PartialEvaluationsRow
+from holistic_dagster.warehouse.tables.efficient import ANCHOR_FITS, ANCHOR_INSTANCES, ESTIMATES, PARTIAL_EVALUATIONS
 
 ANCHOR_SEED = 0
 
@@ -59,21 +61,18 @@ def fit_anchors(
         return {**fit_facts(stored.iloc[0]), "reused": True}
     fit = _fit(matrix, draw, k, level)
     anchors = [fit.population.items[i] for i in fit.anchors]
-    row = {
-        **keys, "metric": metric, "method": fit.method, "anchors": len(anchors), "n_full": len(draw),
-        "seed": ANCHOR_SEED, "level": level, "models": json.dumps(list(fit.population.models)),
-        "population_hash": population_hash, "interval_scale": fit.interval_scale,
-        "ability_weight": fit.ability_weight if fit.method == "irt" else None,
-        "validation": json.dumps(fit.validation), "fitted_at": pd.Timestamp.now(tz="UTC").tz_localize(None),
-    }  # fmt: skip
-    instances = pd.DataFrame(
-        [
-            {**keys, "instance_id": i, "position": p, "weight": float(w)}
-            for p, (i, w) in enumerate(zip(anchors, fit.weights))
-        ]
+    row = AnchorFitsRow(
+        **keys, metric=metric, method=fit.method, anchors=len(anchors), n_full=len(draw), seed=ANCHOR_SEED,
+        level=level, models=json.dumps(list(fit.population.models)), population_hash=population_hash,
+        interval_scale=fit.interval_scale, ability_weight=fit.ability_weight if fit.method == "irt" else None,
+        validation=json.dumps(fit.validation), fitted_at=pd.Timestamp.now(tz="UTC").tz_localize(None).to_pydatetime(),
+    )  # fmt: skip
+    instances = ANCHOR_INSTANCES.frame(
+        AnchorInstancesRow(**keys, instance_id=i, position=p, weight=float(w))
+        for p, (i, w) in enumerate(zip(anchors, fit.weights))
     )
-    stage.warehouse.replace(keys, {"anchor_fits": pd.DataFrame([row]), "anchor_instances": instances})
-    return {**fit_facts(pd.Series(row)), "reused": False}
+    stage.warehouse.replace(keys, {"anchor_fits": ANCHOR_FITS.frame([row]), "anchor_instances": instances})
+    return {**fit_facts(pd.Series(vars(row))), "reused": False}
 
 
 def _fit(matrix: Matrix, draw: list[str], k: int, level: float) -> AnchorFit:
@@ -95,7 +94,7 @@ def anchors_for(
     neither is asked for, when the part would be the whole draw, or when the model already has results on the whole
     draw (a partial run never replaces a measurement with an estimate)."""
     keys = {"model": model, "version": version, "scenario": scenario}
-    none = pd.DataFrame(columns=["model", "version", "scenario", "n_evaluated", "n_full", "fit_models", "how"])
+    none = PARTIAL_EVALUATIONS.frame([])
     draw = sorted(i.instance_id for i in instances if i.split == "test" and not i.perturbation)
     part = stage.sample or stage.efficient
     if not part or part >= len(draw) or ScenarioMetrics(stage.warehouse).measured_in_full(version, scenario, model):
@@ -109,8 +108,8 @@ def anchors_for(
             raise HolisticError(f"{scenario} ({version}): no anchors stored after fitting them")
         keep, models, how = set(chosen.instance_ids), list(chosen.models), "anchors"
     asked = [i for i in instances if i.split != "test" or (i.original_id or i.instance_id) in keep]
-    row = {**keys, "n_evaluated": len(keep), "n_full": len(draw), "fit_models": json.dumps(models), "how": how}
-    return asked, pd.DataFrame([row])
+    row = PartialEvaluationsRow(**keys, n_evaluated=len(keep), n_full=len(draw), fit_models=json.dumps(models), how=how)
+    return asked, PARTIAL_EVALUATIONS.frame([row])
 
 
 def estimated_metrics(
@@ -160,7 +159,7 @@ def estimated_metrics(
             )
             out.append(replace(m, value=None, note=note))
     main = next(e for m, e in found.items() if m.family == "accuracy" and m.metric == main_metric)
-    return out, pd.DataFrame(estimates), main
+    return out, ESTIMATES.frame(estimates), main
 
 
 def _instance_values(rows: list[InstanceScore], m: ScenarioMetric) -> dict[str, float]:
@@ -173,13 +172,12 @@ def _instance_values(rows: list[InstanceScore], m: ScenarioMetric) -> dict[str, 
 
 def _estimate_row(
     model: str, version: str, scenario: str, m: ScenarioMetric, found: Estimate, chosen: AnchorSet | None
-) -> dict[str, Any]:
-    return {
-        "model": model, "version": version, "scenario": scenario, "family": m.family, "metric": m.metric,
-        "value": found.value, "ci_low": found.low, "ci_high": found.high, "level": found.level,
-        "n_evaluated": found.n_evaluated, "n_full": found.n_full, "method": found.method,
-        "fit_models": json.dumps(list(chosen.models) if chosen and found.method == IRT else []),
-    }  # fmt: skip
+) -> EstimatesRow:
+    return EstimatesRow(
+        model=model, version=version, scenario=scenario, family=m.family, metric=m.metric, value=found.value,
+        ci_low=found.low, ci_high=found.high, level=found.level, n_evaluated=found.n_evaluated, n_full=found.n_full,
+        method=found.method, fit_models=json.dumps(list(chosen.models) if chosen and found.method == IRT else []),
+    )  # fmt: skip
 
 
 def _estimate(stage: StageContext, chosen: AnchorSet, answered: list[str], per_instance: dict[str, float]) -> Estimate:
