@@ -41,9 +41,9 @@ def test_openbookqas_pool_held_out_of_its_test_file_is_named_with_the_results(sh
     tqa = sample_instances(tqa_spec, tqa_pin, load_instances(tqa_spec, [shared_data]))
     assert {i.source.uri for i in tqa if i.split == "train"} == {i.source.uri for i in tqa if i.split == "test"}
     wh = Warehouse(tmp_path / "w.duckdb")
-    rows = [{"version": "helm-lite-v1", "scenario": "openbookqa", **instance_row(i)} for i in drawn]
-    rows += [{"version": "helm-lite-v1", "scenario": "mmlu", **instance_row(i)} for i in mmlu]
-    rows += [{"version": "helm-lite-v1", "scenario": "truthfulqa", **instance_row(i)} for i in tqa]
+    rows = [vars(instance_row(i, version="helm-lite-v1", scenario="openbookqa")) for i in drawn]
+    rows += [vars(instance_row(i, version="helm-lite-v1", scenario="mmlu")) for i in mmlu]
+    rows += [vars(instance_row(i, version="helm-lite-v1", scenario="truthfulqa")) for i in tqa]
     prompts = _prompts("openbookqa", [i.instance_id for i in tested], 5)
     prompts += _prompts("mmlu", [i.instance_id for i in mmlu if i.split == "test"], 5)
     prompts += _prompts("truthfulqa", [i.instance_id for i in tqa if i.split == "test" and not i.perturbation], 5)

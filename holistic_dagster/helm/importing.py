@@ -143,7 +143,7 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
         old = Instances(warehouse).where(version=version, scenario=scenario)
         rows = {r["instance_id"]: r for r in old.to_dict("records")}
         for iid, inst in new.items():
-            row = {"version": version, "scenario": scenario, **instance_row(inst)}
+            row = vars(instance_row(inst, version=version, scenario=scenario))
             if iid in rows and (rows[iid]["input"], references_of(rows[iid]["references"])) != (
                 row["input"],
                 references_of(row["references"]),
@@ -158,7 +158,7 @@ def _merged_instances(warehouse, version: str, parts: list[Partition]) -> dict[s
         for part in (p for p in parts if p.scenario == scenario):
             for run in part.runs:
                 for f in run.files.values():
-                    files[f.uri] = {"version": version, "scenario": scenario, **source_file_row(f)}
+                    files[f.uri] = vars(source_file_row(f, version=version, scenario=scenario))
         out[scenario] = (pd.DataFrame(list(rows.values())), pd.DataFrame(list(files.values())))
     return out
 
@@ -275,7 +275,7 @@ def _build(part: Partition, version: str, ours: dict[tuple, str] | None, now: da
             iid = ids[helm_id]
             request = _request(run, state, iid)
             by_instance[helm_id].append((state, request))
-            prompts.append({**keys, **prompt_row(request, adapter.method, f"helm run {run.spec.name}")})
+            prompts.append(vars(prompt_row(request, adapter.method, f"helm run {run.spec.name}", **keys)))
         for helm_id, states in by_instance.items():
             iid = ids[helm_id]
             entry = stats.get((helm_id, 0))
@@ -286,10 +286,8 @@ def _build(part: Partition, version: str, ours: dict[tuple, str] | None, now: da
             tokens = int(values.get("num_prompt_tokens", 0)) if len(states) == 1 else 0
             for state, request in states:
                 if request.request_id not in completions:
-                    completions[request.request_id] = {
-                        **keys, **completion_row(_completion(state, request.request_id, tokens)),
-                        "provenance_id": provenance_id,
-                    }  # fmt: skip
+                    completion = _completion(state, request.request_id, tokens)
+                    completions[request.request_id] = vars(completion_row(completion, provenance_id, **keys))
             prediction, carrier = _prediction(states)
             for name, value in values.items():
                 known = our_metric(name)

@@ -19,7 +19,8 @@ from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse import BackgroundWriter
 from holistic_dagster.warehouse.access import CompletionCache, Prompts
 from holistic_dagster.warehouse.journal import replay
-from holistic_dagster.warehouse.rows import completion_row
+from holistic_dagster.warehouse.rows import cache_row, completion_row
+from holistic_dagster.warehouse.tables.core import COMPLETIONS
 
 
 def run_completions(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
@@ -49,11 +50,9 @@ def run_completions(stage: StageContext, version: str, scenario: str, model: str
         decoding["in_context_examples"] = borrowed  # a deviation every score's provenance carries (view scores)
     done, info, num_sent = answer_requests(stage, model, requests, decoding, f"{model} on {scenario}", spend)
     distinct = list(dict.fromkeys(r.request_id for r in requests))
-    frame = pd.DataFrame(
-        [
-            {"model": model, "version": version, "scenario": scenario, **completion_row(c), "provenance_id": pid}
-            for c, pid in (done[r] for r in distinct)
-        ]
+    frame = COMPLETIONS.frame(
+        completion_row(c, pid, model=model, version=version, scenario=scenario)
+        for c, pid in (done[r] for r in distinct)
     )
     stage.warehouse.replace({"model": model, "version": version, "scenario": scenario}, {"completions": frame})
     return {
@@ -142,13 +141,5 @@ def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], de
 def cache_rows(completions: list[Completion], model_key: str, provenance_id: str) -> list[dict[str, Any]]:
     """The completion_cache rows of finished completions (failed ones are not cached)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    rows = []
-    for c in completions:
-        if c.error:  # a failed request is retried next time, never served from the cache
-            continue
-        row = completion_row(c)
-        del row["error"]
-        rows.append(
-            {"model_key": model_key, "sample_index": 0, **row, "provenance_id": provenance_id, "created_at": now}
-        )
-    return rows
+    # a failed request is retried next time, never served from the cache
+    return [vars(cache_row(c, model_key, provenance_id, now)) for c in completions if not c.error]

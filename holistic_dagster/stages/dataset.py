@@ -16,6 +16,7 @@ from holistic_dagster.scenarios.loaders import companion_sources
 from holistic_dagster.scenarios.spec import ScenarioSpec
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.rows import instance_row, source_file_row
+from holistic_dagster.warehouse.tables.core import INSTANCES, SOURCE_FILES
 
 
 def build_dataset(stage: StageContext, version: str, scenario: str) -> dict[str, Any]:
@@ -29,8 +30,8 @@ def build_dataset(stage: StageContext, version: str, scenario: str) -> dict[str,
     sources = {i.source.uri: i.source for i in instances}
     sources |= {s.uri: s for s in companion_sources(spec, list(sources.values()))}  # (no instance names them)
     keys = {"version": version, "scenario": scenario}
-    files = pd.DataFrame([{**keys, **source_file_row(s)} for s in sources.values()])
-    rows = pd.DataFrame([{**keys, **instance_row(i)} for i in instances])
+    files = SOURCE_FILES.frame(source_file_row(s, **keys) for s in sources.values())
+    rows = INSTANCES.frame(instance_row(i, **keys) for i in instances)
     applies = pd.DataFrame([{**keys, "family": f, **_applicability(spec, f, chosen)} for f in FAMILIES])
     stage.warehouse.replace(keys, {"source_files": files, "instances": rows, "applicability": applies})
     originals = rows[(rows["split"] == "test") & (rows["perturbation"] == "")]

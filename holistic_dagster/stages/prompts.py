@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from holistic_dagster.adaptation.adapter import TokenBudget, adapter_as_asked, build_requests
 from holistic_dagster.adaptation.methods import adapter_method
 from holistic_dagster.adaptation.spec import AdapterSpec
@@ -15,6 +13,7 @@ from holistic_dagster.stages.context import StageContext
 from holistic_dagster.stages.efficient import anchors_for
 from holistic_dagster.warehouse.access import Instances
 from holistic_dagster.warehouse.rows import prompt_row
+from holistic_dagster.warehouse.tables.core import PROMPTS
 
 if TYPE_CHECKING:
     from holistic_dagster.clients.protocol import ModelClient
@@ -43,7 +42,7 @@ def build_prompts(stage: StageContext, version: str, scenario: str, model: str) 
     instances, partial = anchors_for(stage, version, scenario, model, instances)
     requests = build_requests(instances, adapter, stage.catalog.templates_dir, budget, pin.seed, pin.conventions)
     keys = {"model": model, "version": version, "scenario": scenario}
-    frame = pd.DataFrame([{**keys, **prompt_row(r, adapter.method, adapter.template_file)} for r in requests])
+    frame = PROMPTS.frame(prompt_row(r, adapter.method, adapter.template_file, **keys) for r in requests)
     frame["choice_index"] = frame["choice_index"].astype("Int64")
     stage.warehouse.replace(keys, {"prompts": frame, "partial_evaluations": partial})
     efficient = (

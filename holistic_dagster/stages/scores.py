@@ -22,6 +22,7 @@ from holistic_dagster.stages.safety import (
 )
 from holistic_dagster.warehouse.access import Completions, Instances, Prompts
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
+from holistic_dagster.warehouse.tables.core import INSTANCE_SCORES, SCENARIO_METRICS
 
 
 def compute_scores(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
@@ -77,11 +78,11 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
             stage, version, scenario, model, spec.main_metric, rows, aggregates
         )
         efficient = efficient_metadata(found)
-    scores = pd.DataFrame([{**keys, **instance_score_row(s, loaded[s.request_id][1])} for s in rows])
+    scores = INSTANCE_SCORES.frame(instance_score_row(s, loaded[s.request_id][1], **keys) for s in rows)
     main_provenance = scores["provenance_id"].mode().iat[0]
-    metrics = pd.DataFrame([{**keys, **scenario_metric_row(m, main_provenance)} for m in aggregates])
-    metrics["estimated"] = partial is not None
-    metrics["n_full"] = pd.array([partial["n_full"] if partial is not None else None] * len(metrics), dtype="Int64")
+    n_full = int(partial["n_full"]) if partial is not None else None
+    metrics = SCENARIO_METRICS.frame(scenario_metric_row(m, main_provenance, **keys, n_full=n_full) for m in aggregates)
+    metrics["n_full"] = metrics["n_full"].astype("Int64")  # NULL when measured in full, not NaN
     safety = safety_tables(keys, judgements, judging) if judged else {}
     tables = {"instance_scores": scores, "scenario_metrics": metrics, "estimates": estimates, **safety}
     stage.warehouse.replace(keys, tables)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from holistic_dagster.judging.battles import draw
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.access import Completions, Prompts
+from holistic_dagster.warehouse.records import StabilityRow
+from holistic_dagster.warehouse.tables.summaries import STABILITY
 
 SAMPLES = 20  # instances per scenario
 REPEATS = 2
@@ -23,7 +23,7 @@ def measure_stability(
     """Per scenario of the version, the generation requests of a seeded sample of instances (the same instances
     for every model, so models can be paired) asked `repeats` more times through the model's backend, never the
     cache; each answer is compared with the stored completion. Replaces the model's rows of `stability`."""
-    rows = []
+    rows: list[StabilityRow] = []
     texts = Completions(stage.warehouse).answered_texts(version, model)
     client = stage.client(model)
     for scenario in stage.catalog.suite(version).scenarios:
@@ -39,20 +39,14 @@ def measure_stability(
         for repeat in range(repeats):
             for request, completion in zip(asked, client.generate(asked)):
                 rows.append(
-                    {
-                        "version": version,
-                        "model": model,
-                        "scenario": scenario,
-                        "instance_id": request.instance_id,
-                        "request_id": request.request_id,
-                        "repeat": repeat,
-                        "text": completion.text,
-                        "agrees": completion.text == texts[(scenario, request.request_id)],
-                        "error": completion.error,
-                        "temperature": request.temperature,
-                    }
-                )
-    frame = pd.DataFrame(rows)
+                    StabilityRow(
+                        version=version, model=model, scenario=scenario, instance_id=request.instance_id,
+                        request_id=request.request_id, repeat=repeat, text=completion.text,
+                        agrees=completion.text == texts[(scenario, request.request_id)], error=completion.error,
+                        temperature=request.temperature,
+                    )
+                )  # fmt: skip
+    frame = STABILITY.frame(rows)
     stage.warehouse.replace({"version": version, "model": model}, {"stability": frame})
     answered = frame[frame["error"] == ""] if len(frame) else frame
     return {

@@ -25,6 +25,7 @@ from holistic_dagster.results.scores import compare_models
 from holistic_dagster.results.statistics import cell_statistics, family_win_rates
 from holistic_dagster.stages.context import StageContext
 from holistic_dagster.warehouse.access import ImportedRuns, ScenarioMetrics
+from holistic_dagster.warehouse.tables.summaries import ALERTS
 
 if TYPE_CHECKING:  # grading loads with the alerts it grades
     from holistic_dagster.alerts.grading import Finding
@@ -70,7 +71,7 @@ def grade_alerts(stage: StageContext, version: str, spec: AlertsSpec) -> list[Fi
     alpha = regression_alpha(stage.catalog, version)
     main = main_metrics(stage.warehouse, stage.catalog, version)
     findings = evaluate_alerts(stage.warehouse, version, spec, stage.deployment.models(), alpha, main)
-    frame = pd.DataFrame([{"version": version, **asdict(f)} for f in findings])
+    frame = ALERTS.frame({"version": version, **asdict(f)} for f in findings)
     stage.warehouse.replace({"version": version}, {"alerts": frame})
     return findings
 

@@ -1,11 +1,12 @@
-"""Record <-> row mapping: how each record type of holistic_dagster.records is stored in the tables of the
-schema (warehouse/tables/), and read back: the core tables' (instances, prompts, completions, instance and scenario
-scores, provenance). Every table's row as it is stored is a typed record too (warehouse/records/, generated from the
-declarations); the other stages build their frames with Table.frame."""
+"""Record <-> row mapping: how each record type of holistic_dagster.records is stored in the core tables (source
+files, instances, prompts, completions and the completion cache, instance and scenario scores) as the tables' typed
+rows (warehouse/records/, generated from the declarations, so mypy names a mapper that sets a column its table no
+longer has), and read back."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -19,27 +20,30 @@ from holistic_dagster.records import (
     ScenarioMetric,
     SourceFile,
 )
+from holistic_dagster.warehouse.records import (
+    CompletionCacheRow,
+    CompletionsRow,
+    InstanceScoresRow,
+    InstancesRow,
+    PromptsRow,
+    ScenarioMetricsRow,
+    SourceFilesRow,
+)
 
 
-def source_file_row(source: SourceFile) -> dict[str, Any]:
-    return {"uri": source.uri, "sha256": source.sha256, "revision": source.revision, "num_bytes": source.num_bytes}
+def source_file_row(source: SourceFile, *, version: str, scenario: str) -> SourceFilesRow:
+    return SourceFilesRow(version=version, scenario=scenario, uri=source.uri, sha256=source.sha256,
+                          revision=source.revision, num_bytes=source.num_bytes)  # fmt: skip
 
 
-def instance_row(i: Instance) -> dict[str, Any]:
-    return {
-        "instance_id": i.instance_id,
-        "split": i.split,
-        "subset": i.subset,
-        "input": i.input,
-        "references": json.dumps([{"output": r.output, "correct": r.correct} for r in i.references]),
-        "num_correct_references": len(i.correct_references),
-        "is_multiple_choice": i.is_multiple_choice,
-        "source_uri": i.source.uri,
-        "record": i.record,
-        "perturbation": i.perturbation,
-        "original_instance_id": i.original_id,
-        "metadata": json.dumps(i.metadata),
-    }
+def instance_row(i: Instance, *, version: str, scenario: str) -> InstancesRow:
+    return InstancesRow(
+        version=version, scenario=scenario, instance_id=i.instance_id, split=i.split, subset=i.subset, input=i.input,
+        references=json.dumps([{"output": r.output, "correct": r.correct} for r in i.references]),
+        num_correct_references=len(i.correct_references), is_multiple_choice=i.is_multiple_choice,
+        source_uri=i.source.uri, record=i.record, perturbation=i.perturbation, original_instance_id=i.original_id,
+        metadata=json.dumps(i.metadata),
+    )  # fmt: skip
 
 
 def instance_from_row(r: Any) -> Instance:
@@ -59,24 +63,16 @@ def instance_from_row(r: Any) -> Instance:
     )
 
 
-def prompt_row(r: Request, adapter_method: str, template: str) -> dict[str, Any]:
-    return {
-        "instance_id": r.instance_id,
-        "request_id": r.request_id,
-        "kind": r.kind,
-        "adapter_method": adapter_method,
-        "template": template,
-        "prompt": r.prompt,
-        "continuation": r.continuation,
-        "choice_index": r.choice_index,
-        "is_null_context": r.is_null_context,
-        "max_tokens": r.max_tokens,
-        "temperature": r.temperature,
-        "stop": json.dumps(list(r.stop)),
-        "num_train_instances": r.num_train_instances,
-        "truncated": r.truncated,
-        "num_prompt_tokens": r.num_prompt_tokens,
-    }
+def prompt_row(
+    r: Request, adapter_method: str, template: str, *, model: str, version: str, scenario: str
+) -> PromptsRow:
+    return PromptsRow(
+        model=model, version=version, scenario=scenario, instance_id=r.instance_id, request_id=r.request_id,
+        kind=r.kind, adapter_method=adapter_method, template=template, prompt=r.prompt, continuation=r.continuation,
+        choice_index=r.choice_index, is_null_context=r.is_null_context, max_tokens=r.max_tokens,
+        temperature=r.temperature, stop=json.dumps(list(r.stop)), num_train_instances=r.num_train_instances,
+        truncated=r.truncated, num_prompt_tokens=r.num_prompt_tokens,
+    )  # fmt: skip
 
 
 def request_from_row(r: Any) -> Request:
@@ -97,20 +93,24 @@ def request_from_row(r: Any) -> Request:
     )
 
 
-def completion_row(c: Completion) -> dict[str, Any]:
-    return {
-        "request_id": c.request_id,
-        "text": c.text,
-        "tokens": json.dumps(list(c.tokens)),
-        "logprobs": json.dumps(list(c.logprobs)),
-        "logprob": c.logprob,
-        "num_prompt_tokens": c.num_prompt_tokens,
-        "num_completion_tokens": c.num_completion_tokens,
-        "latency_s": c.latency_s,
-        "finish_reason": c.finish_reason,
-        "error": c.error,
-        "top_logprobs": json.dumps(list(c.top_logprobs)),
-    }
+def completion_row(c: Completion, provenance_id: str, *, model: str, version: str, scenario: str) -> CompletionsRow:
+    return CompletionsRow(
+        model=model, version=version, scenario=scenario, request_id=c.request_id, text=c.text,
+        tokens=json.dumps(list(c.tokens)), logprobs=json.dumps(list(c.logprobs)), logprob=c.logprob,
+        num_prompt_tokens=c.num_prompt_tokens, num_completion_tokens=c.num_completion_tokens, latency_s=c.latency_s,
+        finish_reason=c.finish_reason, error=c.error, provenance_id=provenance_id,
+        top_logprobs=json.dumps(list(c.top_logprobs)),
+    )  # fmt: skip
+
+
+def cache_row(c: Completion, model_key: str, provenance_id: str, created_at: datetime) -> CompletionCacheRow:
+    """A finished completion as the completion cache keeps it (no error column: failed ones are not cached)."""
+    return CompletionCacheRow(
+        model_key=model_key, request_id=c.request_id, sample_index=0, text=c.text, tokens=json.dumps(list(c.tokens)),
+        logprobs=json.dumps(list(c.logprobs)), logprob=c.logprob, num_prompt_tokens=c.num_prompt_tokens,
+        num_completion_tokens=c.num_completion_tokens, latency_s=c.latency_s, finish_reason=c.finish_reason,
+        provenance_id=provenance_id, created_at=created_at, top_logprobs=json.dumps(list(c.top_logprobs)),
+    )  # fmt: skip
 
 
 def completion_from_row(r: Any) -> Completion:
@@ -130,13 +130,25 @@ def completion_from_row(r: Any) -> Completion:
     )
 
 
-def instance_score_row(s: InstanceScore, provenance_id: str) -> dict[str, Any]:
-    # the columns are the record's fields, all scalars: its __dict__ (asdict deep-copies each one)
-    return {**vars(s), "provenance_id": provenance_id}
+def instance_score_row(
+    s: InstanceScore, provenance_id: str, *, model: str, version: str, scenario: str
+) -> InstanceScoresRow:
+    return InstanceScoresRow(
+        model=model, version=version, scenario=scenario, instance_id=s.instance_id, metric=s.metric, family=s.family,
+        value=s.value, request_id=s.request_id, prediction=s.prediction, provenance_id=provenance_id,
+        perturbation=s.perturbation, scorer=s.scorer,
+    )  # fmt: skip
 
 
-def scenario_metric_row(m: ScenarioMetric, provenance_id: str) -> dict[str, Any]:
-    return {**vars(m), "provenance_id": provenance_id}
+def scenario_metric_row(
+    m: ScenarioMetric, provenance_id: str, *, model: str, version: str, scenario: str, n_full: int | None
+) -> ScenarioMetricsRow:
+    """n_full: the full draw's instances where the values are estimated from part of it (None: measured on it)."""
+    return ScenarioMetricsRow(
+        model=model, version=version, scenario=scenario, metric=m.metric, family=m.family, value=m.value,
+        count=m.count, provenance_id=provenance_id, perturbation=m.perturbation, scorer=m.scorer, note=m.note,
+        estimated=n_full is not None, n_full=n_full,
+    )  # fmt: skip
 
 
 # --- the JSON columns, decoded for readers that take rows as they are (trace, the report, the arena, HELM export) --

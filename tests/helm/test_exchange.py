@@ -222,11 +222,11 @@ def test_importing_into_a_catalog_version_matches_its_instances(tmp_path, catalo
     from holistic_dagster.helm.importing import _helm_instance
 
     ours = [_helm_instance(run, i, s) for i, s in enumerate(run.states) if s.instance.split == "test"]
-    rows = [{"version": "v5", "scenario": "synthetic_reasoning", **instance_row(i),
+    rows = [{**vars(instance_row(i, version="v5", scenario="synthetic_reasoning")),
              "instance_id": f"pattern_match/test/{n}"} for n, i in enumerate(ours)]  # fmt: skip
     import pandas as pd
 
-    source = [{"version": "v5", "scenario": "synthetic_reasoning", **source_file_row(ours[0].source)}]
+    source = [vars(source_file_row(ours[0].source, version="v5", scenario="synthetic_reasoning"))]
     wh.replace({"version": "v5", "scenario": "synthetic_reasoning"},
                {"instances": pd.DataFrame(rows), "source_files": pd.DataFrame(source)})  # fmt: skip
     with pytest.raises(DataFormatError, match=r"instance id1898 .* is not one of suite version 'v5'"):

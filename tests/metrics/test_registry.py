@@ -208,13 +208,15 @@ def test_each_cell_gets_the_ci_its_metric_declares(tmp_path):
     warehouse = Warehouse(tmp_path / "w.duckdb")
     warehouse.replace(
         {"version": "t1", "scenario": "s"},
-        {"instances": pd.DataFrame([{"version": "t1", "scenario": "s", **instance_row(i)} for i in instances])},
+        {"instances": pd.DataFrame([vars(instance_row(i, version="t1", scenario="s")) for i in instances])},
     )
     warehouse.replace(
         keys,
         {
-            "instance_scores": pd.DataFrame([{**keys, **instance_score_row(r, "p")} for r in rows]),
-            "scenario_metrics": pd.DataFrame([{**keys, **scenario_metric_row(m, "p")} for m in aggregates]),
+            "instance_scores": pd.DataFrame([vars(instance_score_row(r, "p", **keys)) for r in rows]),
+            "scenario_metrics": pd.DataFrame(
+                [vars(scenario_metric_row(m, "p", **keys, n_full=None)) for m in aggregates]
+            ),
         },
     )
     cells = cell_statistics(warehouse, "t1").set_index("metric")

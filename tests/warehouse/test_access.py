@@ -25,9 +25,9 @@ def store(request, tmp_path):
     store = Warehouse(tmp_path / "wh.duckdb") if request.param == "duckdb" else SharedStore(tmp_path / "shared")
     store.ensure_schema()
     keys = {"model": "m", "version": "v1", "scenario": "s"}
-    rows = [prompt_row(r, "multiple_choice_separate_original", "t") for r in
+    rows = [prompt_row(r, "multiple_choice_separate_original", "t", **keys) for r in
             (_request("r2", "i1", 1), _request("r1", "i1", None), _request("r3", "i2", 0))]  # fmt: skip
-    store.replace(keys, {"prompts": TABLES["prompts"].frame({**keys, **row} for row in rows)})
+    store.replace(keys, {"prompts": TABLES["prompts"].frame(rows)})
     return store
 
 
