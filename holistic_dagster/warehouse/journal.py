@@ -139,6 +139,13 @@ def _rows_of(fd: int, path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _renamed(table: str) -> dict[str, str]:
+    """{a column's old name: its name now} over every migration (an old name is never declared again)."""
+    from holistic_dagster.warehouse import migrations
+
+    return migrations.renames(list(migrations.MIGRATIONS), table)
+
+
 def replay(store: _Upserting, table: str) -> int:
     """Upserts the rows dead writers of `table` (on this host) left in the journal and deletes their segments.
     Returns how many rows were replayed. A segment that cannot be upserted is set aside as *.bad, named in a
@@ -162,8 +169,8 @@ def replay(store: _Upserting, table: str) -> int:
                 continue
             rows = _rows_of(fd, path)
             try:
-                if rows:
-                    store.upsert(table, pd.DataFrame(rows))
+                if rows:  # rows a release before a column's rename journaled: under its name now
+                    store.upsert(table, pd.DataFrame(rows).rename(columns=_renamed(table)))
             except Exception as e:
                 log.warning("%s: its rows could not be replayed (%s); set aside as %s.bad", path, e, path.name)
                 path.rename(path.with_name(path.name + ".bad"))

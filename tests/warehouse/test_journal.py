@@ -15,8 +15,10 @@ from datetime import datetime
 
 import pytest
 
+from holistic_dagster.records import Completion
 from holistic_dagster.warehouse import BackgroundWriter, Warehouse
 from holistic_dagster.warehouse.journal import journal_dir, replay
+from holistic_dagster.warehouse.rows import cache_row
 
 CHILD = textwrap.dedent(
     """
@@ -34,12 +36,10 @@ CHILD = textwrap.dedent(
 
 
 def _row(i: int) -> dict:
-    """A completion_cache row."""
-    return {
-        "model_key": "m", "request_id": f"r{i}", "sample_index": 0, "text": f"answer {i}", "tokens": "[]",
-        "logprobs": "[]", "logprob": 0.0, "num_prompt_tokens": 3, "num_completion_tokens": 2, "latency_s": 0.1,
-        "finish_reason": "stop", "provenance_id": "p", "created_at": datetime(2026, 1, 2), "top_logprobs": "[]",
-    }  # fmt: skip
+    """A completion_cache row, as the completions stage hands it over."""
+    completion = Completion(f"r{i}", f"answer {i}", logprob=0.0, num_prompt_tokens=3, num_completion_tokens=2,
+                            latency_s=0.1, finish_reason="stop")  # fmt: skip
+    return vars(cache_row(completion, "m", "p", datetime(2026, 1, 2)))
 
 
 def _dead_writers_journal(tmp_path):
@@ -179,3 +179,19 @@ def test_a_writer_whose_unlocked_segment_was_removed_starts_another(tmp_path, mo
     assert removed and segment.path.exists() and segment.path.read_text() == '[{"k":1}]\n'
     assert [p.name for p in (tmp_path / "j").iterdir()] == [segment.path.name]
     segment.retire()
+
+
+def test_rows_journaled_before_a_release_renamed_a_column_are_replayed_under_its_new_name(tmp_path, monkeypatch):
+    """A run killed before an upgrade left rows under a column's old name: the next reader, after the migration,
+    stores them under the name the column has now (nothing set aside as .bad)."""
+    from holistic_dagster.warehouse import migrations
+
+    renamed = migrations.Migration("99", "a later rename", renamed={"completion_cache": {"finish_reason": "ending"}})
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, renamed))
+    db, folder, segment = _dead_writers_journal(tmp_path)
+    with Warehouse(db).connect() as con:  # the table as the migration left it
+        con.execute("ALTER TABLE completion_cache RENAME COLUMN finish_reason TO ending")
+    (folder / f"{segment}.jsonl").write_text(json.dumps([{**_row(3), "created_at": "2026-01-02T00:00:00"}]) + "\n")
+    assert replay(Warehouse(db), "completion_cache") == 1
+    assert Warehouse(db).df("SELECT request_id, ending FROM completion_cache").values.tolist() == [["r3", "stop"]]
+    assert list(folder.iterdir()) == []
