@@ -75,14 +75,16 @@ def prompt_row(
     )  # fmt: skip
 
 
-def request_from_row(r: Any) -> Request:
+def request_from_row(r: PromptsRow) -> Request:
+    """From a `prompts` row: its record, or a frame's itertuples row (the same attributes, so mypy checks the names
+    read here against the declaration)."""
     return Request(
         request_id=r.request_id,
         instance_id=r.instance_id,
         kind=r.kind,
         prompt=r.prompt,
         continuation=r.continuation,
-        choice_index=None if pd.isna(r.choice_index) else int(r.choice_index),
+        choice_index=None if r.choice_index is None or pd.isna(r.choice_index) else int(r.choice_index),
         is_null_context=bool(r.is_null_context),
         max_tokens=int(r.max_tokens),
         temperature=float(r.temperature),
@@ -113,8 +115,9 @@ def cache_row(c: Completion, model_key: str, provenance_id: str, created_at: dat
     )  # fmt: skip
 
 
-def completion_from_row(r: Any) -> Completion:
-    """From a `completions` or `completion_cache` row (the cache has no error column: cached ones succeeded)."""
+def completion_from_row(r: CompletionsRow | CompletionCacheRow) -> Completion:
+    """From a `completions` or `completion_cache` row, a record or an itertuples row (the cache has no error column:
+    cached ones succeeded)."""
     return Completion(
         request_id=r.request_id,
         text=r.text,
