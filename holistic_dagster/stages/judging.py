@@ -155,11 +155,11 @@ def qualify(
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     summary = [
         JudgeQualificationsRow(
-            **keys, source=m.source, judge_identity=identity, battles=m.battles, judgements=m.judgements,
-            agreeing=m.agreeing, agreement=m.agreement, agreement_ci_low=m.interval[0],
-            agreement_ci_high=m.interval[1], consistent=m.consistent, position_consistency=m.consistency,
-            no_verdict=m.no_verdict, min_agreement=spec.min_agreement, min_consistency=spec.min_consistency,
-            qualified=qualified if m.source == qualification.ALL else False,
+            judge=judge, template=template, max_tokens=max_tokens, source=m.source, judge_identity=identity,
+            battles=m.battles, judgements=m.judgements, agreeing=m.agreeing, agreement=m.agreement,
+            agreement_ci_low=m.interval[0], agreement_ci_high=m.interval[1], consistent=m.consistent,
+            position_consistency=m.consistency, no_verdict=m.no_verdict, min_agreement=spec.min_agreement,
+            min_consistency=spec.min_consistency, qualified=qualified if m.source == qualification.ALL else False,
             reason=reason if m.source == qualification.ALL else "", provenance_id=provenance, measured_at=now,
         )
         for m in measured.values()

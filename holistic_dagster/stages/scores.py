@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.metrics import is_headline
 from holistic_dagster.metrics.scoring import applicable_scorers, predictions_of, score_instances
@@ -23,6 +21,7 @@ from holistic_dagster.stages.safety import (
 from holistic_dagster.warehouse.access import Completions, Instances, Prompts
 from holistic_dagster.warehouse.rows import instance_score_row, scenario_metric_row
 from holistic_dagster.warehouse.tables.core import INSTANCE_SCORES, SCENARIO_METRICS
+from holistic_dagster.warehouse.tables.efficient import ESTIMATES
 
 
 def compute_scores(stage: StageContext, version: str, scenario: str, model: str) -> dict[str, Any]:
@@ -72,7 +71,7 @@ def compute_scores(stage: StageContext, version: str, scenario: str, model: str)
     )
     aggregates = with_judging_notes(aggregates, judging) if judged else aggregates
     keys = {"model": model, "version": version, "scenario": scenario}
-    estimates, efficient = pd.DataFrame(columns=["model", "version", "scenario", "family", "metric"]), {}
+    estimates, efficient = ESTIMATES.frame([]), {}
     if partial is not None:  # estimated for the full draw from the instances answered
         aggregates, estimates, found = estimated_metrics(
             stage, version, scenario, model, spec.main_metric, rows, aggregates
