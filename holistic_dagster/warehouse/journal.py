@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from holistic_dagster.warehouse import migrations
+
 log = logging.getLogger(__name__)
 
 NEW = ".new-"  # a segment's name until it is locked (Segment)
@@ -141,8 +143,6 @@ def _rows_of(fd: int, path: Path) -> list[dict[str, Any]]:
 
 def _renamed(table: str) -> dict[str, str]:
     """{a column's old name: its name now} over every migration (an old name is never declared again)."""
-    from holistic_dagster.warehouse import migrations
-
     return migrations.renames(list(migrations.MIGRATIONS), table)
 
 
