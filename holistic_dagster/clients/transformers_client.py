@@ -26,7 +26,13 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from holistic_dagster import settings
 from holistic_dagster.clients import gguf_models
 from holistic_dagster.clients import transformers_device as device_of
-from holistic_dagster.clients.batching import BatchLimits, expanded, padded_batches, prefix_groups
+from holistic_dagster.clients.batching import (
+    BatchLimits,
+    expanded,
+    generation_prefix_groups,
+    padded_batches,
+    prefix_groups,
+)
 from holistic_dagster.clients.checkpoints import local_checkpoint
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop
 from holistic_dagster.clients.top_k import top_k
@@ -275,7 +281,7 @@ class TransformersClient(ContinuationScoring):
         limit = max(self.max_context - max_tokens, 1)
         encoded = [self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:] for r in group]
         encoded = [ids or [self._fallback_token()] for ids in encoded]
-        for members, prefix_len in prefix_groups(encoded, self.min_shared_prefix_members(max_tokens)):
+        for members, prefix_len in self._generation_groups(encoded, max_tokens):
             members.sort(key=lambda i: -len(encoded[i]))  # similar lengths in a batch: little padding
             cache, prefix_s = None, 0.0
             if prefix_len:  # e.g. a subset's few-shot block: run once, every prompt continues from its cache
@@ -289,13 +295,23 @@ class TransformersClient(ContinuationScoring):
                 lambda i, p=prefix_len: len(encoded[i]) - p,  # the prefix is in the cache: not computed again
             )
 
+    def _generation_groups(self, encoded: list[list[int]], steps: int) -> list[tuple[list[int], int]]:
+        """The prompts of a greedy generation grouped by a prefix run once (batching.prefix_groups). On a CPU, where a
+        decoding step of a small batch costs what a few dozen prompt tokens do, a cluster shares its prefix where
+        that saves more than its extra batches' steps cost (batching.generation_prefix_groups); elsewhere as
+        min_shared_prefix_members says."""
+        if steps > 1 and self.device.type == "cpu" and self.min_shared_prefix_members(steps) < sys.maxsize:
+            return generation_prefix_groups(encoded, steps, self.limits.current, device_of.CPU_STEP_TOKENS)
+        return prefix_groups(encoded, self.min_shared_prefix_members(steps))
+
     def min_shared_prefix_members(self, steps: int = 1) -> int:
         """Prompts that must share a prefix for it to run once, for work of `steps` forward passes per batch (1:
         scoring, or a one-token answer). On a CPU, which computes in step with the work, any two: what is not
         computed is saved. On a GPU a cluster too small to fill half a batch costs a prefix pass and a short batch,
         so its prompts run with the rest, in full length-sorted batches (0-shot prompts share only an instruction
         line and a few words; an original and its edited copy share a long text). Longer generation pays every
-        extra batch once per generated token: there the cluster must fill a whole batch."""
+        extra batch once per generated token: on a GPU the cluster must fill a whole batch (a CPU weighs it:
+        _generation_groups)."""
         rows = self.limits.current.rows
         if self.sliding_window or not self.copyable_cache:
             return sys.maxsize  # see transformers_device.cache_layout

@@ -146,6 +146,46 @@ def test_greedy_generation_read_back_in_stretches_gives_the_same_completions(mod
         assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-5)
 
 
+def _prompts(shared: int, length: int, n: int, first: int) -> list[list[int]]:
+    """n token rows of `length`: with shared > 0 the first `shared` tokens are common to them all, otherwise none."""
+    return [[7] * shared + [first + i] * (length - shared) if shared else [first + i] * length for i in range(n)]
+
+
+def test_generation_shares_a_prefix_where_it_saves_more_than_the_decoding_steps_of_its_extra_batches():
+    """The CPU's limits (64 rows, 16,384 tokens, attention 2**22), 30 steps, a step costing 64 prompt tokens."""
+    from holistic_dagster.clients.batching import generation_prefix_groups
+
+    limits = BatchLimits(rows=64, tokens=16384, attention=2**22)
+
+    def plan(rows: list[list[int]]) -> list[tuple[int, int]]:
+        return [(len(members), prefix) for members, prefix in generation_prefix_groups(rows, 30, limits, 64)]
+
+    # 3 prompts of 1,500 tokens after a 50-token block, 10 short ones: each long prompt runs alone either way
+    # (2**22 // (1530 x 1450) = 1), so sharing adds no batch (1 + 3 = 4 = joined) and saves 2 x 50 tokens
+    assert plan(_prompts(50, 1500, 3, 100) + _prompts(0, 100, 10, 1000)) == [(3, 50), (10, 0)]
+    # 3 prompts of 60 tokens after a 40-token block among 61 others: 64 rows run as one batch, shared as two;
+    # 2 x 40 tokens saved < 64 x 30 for the extra batch's steps
+    assert plan(_prompts(40, 60, 3, 100) + _prompts(0, 60, 61, 1000)) == [(64, 0)]
+    # 20 prompts of 210 tokens after a 200-token block among 40 others: 19 x 200 = 3,800 >= 1,920
+    assert plan(_prompts(200, 210, 20, 100) + _prompts(0, 210, 40, 1000)) == [(20, 200), (40, 0)]
+    assert plan(_prompts(40, 60, 3, 100)) == [(3, 40)]  # alone: one batch either way
+
+
+def test_greedy_generation_continuing_a_shared_prefix_equals_each_prompt_alone(model_dir):
+    """Multi-token greedy answers after a shared few-shot block, the block run once on the CPU (a pass of one row),
+    give the texts, tokens and log-probabilities (within 1e-4) of generating each prompt alone."""
+    client = _client(model_dir, batch_size=64)
+    block = FEW_SHOT * 3
+    prompts = [block + f"Question: what follows {w}?\nAnswer:" for w in ("river", "apple", "seven", "stone")]
+    requests = [Request(f"g{i}", "i", "generate", p, max_tokens=12) for i, p in enumerate(prompts)]
+    together = client.generate(requests)
+    assert 1 in client.pass_rows and 4 in client.pass_rows  # the block alone, then the four questions continuing it
+    alone = [client.generate([r])[0] for r in requests]
+    for a, b in zip(together, alone):
+        assert (a.text, a.tokens, a.finish_reason) == (b.text, b.tokens, b.finish_reason) and a.tokens
+        assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
+
+
 def test_running_out_of_device_memory_halves_the_batch_and_remembers(untrained_client, caplog):
     """A device that cannot hold more than 4 rows (simulated: the forward raises torch's out-of-memory error above
     4 rows, as CUDA would): the batch that failed runs again at half the rows until it fits, the smaller limits
