@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-import pandas as pd
-
 from holistic_dagster.metrics import WORST
 from holistic_dagster.results.predictions import prediction_rows, scored_originals
 from holistic_dagster.warehouse import ResultStore
-from holistic_dagster.warehouse.rows import references_of, tokens_of
+from holistic_dagster.warehouse.records import CompletionsRow, InstanceScoresRow, InstancesRow, PromptsRow
+from holistic_dagster.warehouse.rows import completion_tokens, references_of
 
 MAX_TOKENS_SHOWN = 16  # generated tokens whose log-probabilities (and alternatives) a prediction lists
 MAX_ALTERNATIVES = 5
@@ -93,25 +92,24 @@ def load_items(
     """Per scenario, the sampled instances with their perturbed copies, and what every model did on each (three
     queries for the whole version)."""
     rows = prediction_rows(warehouse, version, sample)
-    instances, requests, scores = rows.instances, rows.requests, rows.scores
-    requests_of: dict[tuple, list[dict]] = {}
-    for r in requests:
-        requests_of.setdefault((r["scenario"], r["model"], r["instance_id"]), []).append(r)
-    scores_of: dict[tuple, list[dict]] = {}
-    for r in scores:
-        scores_of.setdefault((r["scenario"], r["model"], r["instance_id"]), []).append(r)
-    models = sorted({r["model"] for r in scores})
-    by_original: dict[tuple[str, str], list[dict]] = {}
-    for r in instances:
-        by_original.setdefault((r["scenario"], r["original_instance_id"] or r["instance_id"]), []).append(r)
+    requests_of: dict[tuple, list[tuple[PromptsRow, CompletionsRow]]] = {}
+    for prompt, completion in rows.requests:
+        requests_of.setdefault((prompt.scenario, prompt.model, prompt.instance_id), []).append((prompt, completion))
+    scores_of: dict[tuple, list[InstanceScoresRow]] = {}
+    for score in rows.scores:
+        scores_of.setdefault((score.scenario, score.model, score.instance_id), []).append(score)
+    models = sorted({r.model for r in rows.scores})
+    by_original: dict[tuple[str, str], list[InstancesRow]] = {}
+    for r in rows.instances:
+        by_original.setdefault((r.scenario, r.original_instance_id or r.instance_id), []).append(r)
 
-    def variant(row: dict) -> Variant:
-        key = (row["scenario"], row["instance_id"])
+    def variant(row: InstancesRow) -> Variant:
+        key = (row.scenario, row.instance_id)
         found = Variant(
-            row["instance_id"],
-            row["perturbation"] or "",
-            row["input"],
-            [(r["output"], bool(r["correct"])) for r in references_of(row["references"])],
+            row.instance_id,
+            row.perturbation or "",
+            row.input,
+            [(r["output"], bool(r["correct"])) for r in references_of(row.references)],
             [],
         )
         for model in models:
@@ -134,7 +132,7 @@ def load_items(
                     variant(r)
                     for r in sorted(
                         by_original.get((scenario, i), []),
-                        key=lambda r: (bool(r["perturbation"]), r["perturbation"] or ""),
+                        key=lambda r: (bool(r.perturbation), r.perturbation or ""),
                     )
                 ],
             )
@@ -144,40 +142,43 @@ def load_items(
     }
 
 
-def _prediction(model: str, scores: list[dict], requests: list[dict], main_metric: str) -> ModelPrediction:
-    own = [r for r in scores if r["perturbation"] != WORST] or scores  # a worst-case row: a perturbed copy's request
+def _prediction(
+    model: str, scores: list[InstanceScoresRow], requests: list[tuple[PromptsRow, CompletionsRow]], main_metric: str
+) -> ModelPrediction:
+    own = [r for r in scores if r.perturbation != WORST] or scores  # a worst-case row: a perturbed copy's request
     carrier = own[0]
-    main = [r["value"] for r in own if r["metric"] == main_metric and r["perturbation"] != WORST]
-    completion = next((r for r in requests if r["request_id"] == carrier["request_id"]), None)
+    main = [r.value for r in own if r.metric == main_metric and r.perturbation != WORST]
+    answered = next(((p, c) for p, c in requests if p.request_id == carrier.request_id), None)
     tokens: list[Token] = []
     generated: list[str] = []
-    if completion is not None:
-        decoded = tokens_of(completion)
+    if answered is not None:
+        decoded = completion_tokens(answered[1])
         generated = [token for token, _, _ in decoded]
         for token, lp, top in decoded[:MAX_TOKENS_SHOWN]:
             alternatives = sorted(top.items(), key=lambda kv: -kv[1])
             tokens.append(Token(token, lp, alternatives[:MAX_ALTERNATIVES]))
+    prompt, completion = answered if answered is not None else (None, None)
     return ModelPrediction(
         model=model,
-        prediction=str(carrier["prediction"]),
-        completion="" if completion is None else completion["text"],
-        prompt="" if completion is None else completion["prompt"],
-        main_value=float(main[0]) if main else None,
-        scores=[(r["family"], r["metric"], r["perturbation"], float(r["value"])) for r in scores],
+        prediction=carrier.prediction,
+        completion="" if completion is None else completion.text,
+        prompt="" if prompt is None else prompt.prompt,
+        main_value=main[0] if main else None,
+        scores=[(r.family, r.metric, r.perturbation, r.value) for r in scores],
         requests=[
             Request(
-                r["continuation"] or ("" if pd.isna(r["choice_index"]) else f"reference {int(r['choice_index']) + 1}"),
-                float(r["logprob"]),
-                r["text"],
-                r["request_id"] == carrier["request_id"],
+                p.continuation or ("" if p.choice_index is None else f"reference {p.choice_index + 1}"),
+                c.logprob,
+                c.text,
+                p.request_id == carrier.request_id,
             )
-            for r in requests
+            for p, c in requests
         ]
         if len(requests) > 1
         else [],
         tokens=tokens,
         num_tokens=len(generated),
-        finish_reason="" if completion is None else completion["finish_reason"],
-        error="" if completion is None else completion["error"],
-        latency_s=0.0 if completion is None else float(completion["latency_s"]),
+        finish_reason="" if completion is None else completion.finish_reason,
+        error="" if completion is None else completion.error,
+        latency_s=0.0 if completion is None else completion.latency_s,
     )

@@ -5,13 +5,13 @@ per-instance score (three queries for a whole version)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from holistic_dagster.metrics import lower_is_better
 from holistic_dagster.warehouse import ResultStore
 from holistic_dagster.warehouse.access import Completions, Instances, InstanceScores
+from holistic_dagster.warehouse.records import CompletionsRow, InstanceScoresRow, InstancesRow, PromptsRow
 
 
 def scored_originals(store: ResultStore, version: str) -> pd.DataFrame:
@@ -21,18 +21,20 @@ def scored_originals(store: ResultStore, version: str) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class PredictionRows:
-    instances: list[dict[str, Any]]  # the originals and their perturbed copies
-    requests: list[dict[str, Any]]  # every model's requests of those instances, each with its completion
-    scores: list[dict[str, Any]]  # every per-instance score of those instances
+    """As the tables' typed records: a renamed column is named by the type checker in every reader."""
+
+    instances: list[InstancesRow]  # the originals and their perturbed copies
+    requests: list[tuple[PromptsRow, CompletionsRow]]  # every model's requests of those instances, with completions
+    scores: list[InstanceScoresRow]  # every per-instance score of those instances
 
 
 def prediction_rows(store: ResultStore, version: str, sample: dict[str, list[str]]) -> PredictionRows:
     """The rows behind the predictions of `sample` ({scenario: [original instance id]})."""
     originals = [f"{scenario}\x1f{i}" for scenario, ids in sample.items() for i in ids]
-    instances = Instances(store).with_copies(version, originals).to_dict("records")
-    variants = [f"{r['scenario']}\x1f{r['instance_id']}" for r in instances]
-    requests = Completions(store).with_prompts(version, variants).to_dict("records")
-    scores = InstanceScores(store).of_instances(version, variants).to_dict("records")
+    instances = Instances(store).with_copies(version, originals)
+    variants = [f"{r.scenario}\x1f{r.instance_id}" for r in instances]
+    requests = Completions(store).with_prompts(version, variants)
+    scores = InstanceScores(store).of_instances(version, variants)
     return PredictionRows(instances, requests, scores)
 
 

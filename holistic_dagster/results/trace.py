@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from holistic_dagster.errors import HolisticError
 from holistic_dagster.warehouse import ResultStore
@@ -20,74 +19,86 @@ from holistic_dagster.warehouse.access import (
     Provenance,
     SourceFiles,
 )
-from holistic_dagster.warehouse.rows import json_list, metadata_of, references_of, tokens_of
+from holistic_dagster.warehouse.records import InstanceScoresRow, PromptsRow, ProvenanceRow
+from holistic_dagster.warehouse.rows import completion_tokens, json_list, metadata_of, references_of
 
 
 def trace_score(
     warehouse: ResultStore, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str = ""
 ) -> dict[str, Any]:
+    """The chain as plain values (what `holistic trace --json` prints). Rows are read as the tables' typed records, so
+    a renamed column is named by the type checker here, not found by whoever reads the chain."""
     score = _score(warehouse, model, version, scenario, instance_id, metric, family)
-    asked = {"model": model, "version": version, "scenario": scenario, "request_id": score["request_id"]}
-    completion = Completions(warehouse).where(**asked).iloc[0]
-    prompt = Prompts(warehouse).where(**asked).iloc[0]
+    asked = {"model": model, "version": version, "scenario": scenario, "request_id": score.request_id}
+    completion = Completions(warehouse).typed_rows((), **asked)[0]
+    prompt = Prompts(warehouse).typed_rows((), **asked)[0]
     instance = _instance(warehouse, version, scenario, instance_id)
     evaluated = (
-        instance
-        if prompt["instance_id"] == instance_id
-        else _instance(warehouse, version, scenario, prompt["instance_id"])
+        instance if prompt.instance_id == instance_id else _instance(warehouse, version, scenario, prompt.instance_id)
     )  # a worst-case score points at the perturbed instance that gave it
     original = None
     if instance["original_instance_id"]:
         original = _instance(warehouse, version, scenario, instance["original_instance_id"])
-    source = SourceFiles(warehouse).where(version=version, scenario=scenario, uri=instance["source_uri"]).iloc[0]
-    provenance = Provenance(warehouse).where(provenance_id=score["provenance_id"]).iloc[0]
+    source = SourceFiles(warehouse).typed_rows(version=version, scenario=scenario, uri=instance["source_uri"])[0]
+    provenance = Provenance(warehouse).typed_rows(provenance_id=score.provenance_id)[0]
     return {
-        "score": {k: _plain(score[k]) for k in ("family", "metric", "perturbation", "value", "prediction", "scorer")},
+        "score": {"family": score.family, "metric": score.metric, "perturbation": score.perturbation,
+                  "value": score.value, "prediction": score.prediction, "scorer": score.scorer},
         "completion": {
-            "request_id": completion["request_id"],
-            "text": completion["text"],
-            "logprob": float(completion["logprob"]),
-            "tokens": [{"token": t, "logprob": lp, "top": top} for t, lp, top in tokens_of(completion)],
-            "finish_reason": completion["finish_reason"],
-            "latency_s": float(completion["latency_s"]),
-            "error": completion["error"],
+            "request_id": completion.request_id,
+            "text": completion.text,
+            "logprob": completion.logprob,
+            "tokens": [{"token": t, "logprob": lp, "top": top} for t, lp, top in completion_tokens(completion)],
+            "finish_reason": completion.finish_reason,
+            "latency_s": completion.latency_s,
+            "error": completion.error,
         },
-        "prompt": {k: _plain(prompt[k]) for k in PROMPT_FIELDS},
+        "prompt": _prompt(prompt),
         "instance": instance,
         "evaluated_instance": evaluated if evaluated is not instance else None,
         "original_instance": original,
-        "source_file": {k: _plain(source[k]) for k in ("uri", "sha256", "revision", "num_bytes")},
-        "provenance": {k: _plain(provenance[k]) for k in PROVENANCE_FIELDS},
+        "source_file": {"uri": source.uri, "sha256": source.sha256, "revision": source.revision,
+                        "num_bytes": source.num_bytes},
+        "provenance": _provenance(provenance),
         "imported_run": _imported_run(warehouse, version, scenario, model, instance["subset"]),
-    }
+    }  # fmt: skip
 
 
-PROMPT_FIELDS = (
-    "kind", "adapter_method", "template", "prompt", "continuation", "choice_index", "num_train_instances", "truncated",
-    "num_prompt_tokens", "max_tokens", "temperature", "stop",
-)  # fmt: skip
-PROVENANCE_FIELDS = (
-    "backend", "model_path", "model_revision", "batch_size", "decoding", "hardware", "library_versions",
-    "dagster_run_id", "created_at",
-)  # fmt: skip
+def _prompt(row: PromptsRow) -> dict[str, Any]:
+    return {
+        "kind": row.kind, "adapter_method": row.adapter_method, "template": row.template, "prompt": row.prompt,
+        "continuation": row.continuation, "choice_index": row.choice_index,
+        "num_train_instances": row.num_train_instances, "truncated": row.truncated,
+        "num_prompt_tokens": row.num_prompt_tokens, "max_tokens": row.max_tokens, "temperature": row.temperature,
+        "stop": row.stop,
+    }  # fmt: skip
+
+
+def _provenance(row: ProvenanceRow) -> dict[str, Any]:
+    return {
+        "backend": row.backend, "model_path": row.model_path, "model_revision": row.model_revision,
+        "batch_size": row.batch_size, "decoding": row.decoding, "hardware": row.hardware,
+        "library_versions": row.library_versions, "dagster_run_id": row.dagster_run_id,
+        "created_at": row.created_at.isoformat(),
+    }  # fmt: skip
 
 
 def _score(
     warehouse: ResultStore, model: str, version: str, scenario: str, instance_id: str, metric: str, family: str
-) -> pd.Series:
+) -> InstanceScoresRow:
     """The one instance_scores row traced; an error saying what the instance has, or which families to choose from."""
     accessor = InstanceScores(warehouse)
     keys = {"model": model, "version": version, "scenario": scenario, "instance_id": instance_id, "metric": metric}
-    scores = accessor.where(order_by=("family",), **keys, **({"family": family} if family else {}))
-    if scores.empty:
+    scores = accessor.typed_rows(order_by=("family",), **keys, **({"family": family} if family else {}))
+    if not scores:
         known = accessor.metrics_of_instance(version, scenario, model, instance_id)
         hint = f"; this instance has: {', '.join(known)}" if known else " (no scores for that instance: check the id)"
         raise HolisticError(f"no score {metric!r} for {model} / {version} / {scenario} / {instance_id}{hint}")
     if len(scores) > 1:
         raise HolisticError(
-            f"{metric!r} exists in families {', '.join(scores['family'])} for this instance: pass --family"
+            f"{metric!r} exists in families {', '.join(s.family for s in scores)} for this instance: pass --family"
         )
-    return scores.iloc[0]
+    return scores[0]
 
 
 def _imported_run(
@@ -117,11 +128,3 @@ def _instance(warehouse: ResultStore, version: str, scenario: str, instance_id: 
         "source_uri": row.source_uri,
         "record": row.record,
     }
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value

@@ -178,8 +178,16 @@ def json_list(text: str | None) -> list[Any]:
     return value
 
 
-def tokens_of(completion: Any) -> list[tuple[str, float, dict[str, float]]]:
-    """A completion row's generated tokens: (token, its log-probability, its top alternatives where given)."""
-    tokens, logprobs = json_list(completion["tokens"]), json_list(completion["logprobs"])
-    top = json_list(completion["top_logprobs"])
-    return [(t, float(lp), top[i] if i < len(top) else {}) for i, (t, lp) in enumerate(zip(tokens, logprobs))]
+def tokens_of(tokens: str, logprobs: str, top_logprobs: str | None) -> list[tuple[str, float, dict[str, float]]]:
+    """A completion's generated tokens from its JSON columns: (token, its log-probability, its top alternatives where
+    given)."""
+    top = json_list(top_logprobs)
+    return [
+        (t, float(lp), top[i] if i < len(top) else {})
+        for i, (t, lp) in enumerate(zip(json_list(tokens), json_list(logprobs)))
+    ]
+
+
+def completion_tokens(row: CompletionsRow) -> list[tuple[str, float, dict[str, float]]]:
+    """tokens_of a completions row."""
+    return tokens_of(row.tokens, row.logprobs, row.top_logprobs)

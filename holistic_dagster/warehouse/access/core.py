@@ -116,14 +116,10 @@ class Instances(Accessor[InstancesRow]):
             [version, scenario, version, scenario, model],
         )
 
-    def with_copies(self, version: str, originals: list[str]) -> pd.DataFrame:
-        """scenario, instance_id, perturbation, original_instance_id, input, references: the originals named
-        ("scenario<US>instance id" keys) and their perturbed copies."""
-        return self._df(
-            'SELECT scenario, instance_id, perturbation, original_instance_id, input, "references" FROM instances '
-            f"WHERE version = ? AND {among('scenario', ORIGINAL_ID)}",
-            [version, originals],
-        )
+    def with_copies(self, version: str, originals: list[str]) -> list[InstancesRow]:
+        """The originals named ("scenario<US>instance id" keys) and their perturbed copies."""
+        sql = f"SELECT * FROM instances WHERE version = ? AND {among('scenario', ORIGINAL_ID)}"
+        return self.table.records(self._df(sql, [version, originals]))
 
     def scenarios(self, version: str) -> set[str]:
         """The scenarios a version has instances of."""
@@ -274,18 +270,20 @@ class Completions(Accessor[CompletionsRow]):
             [version, scenarios],
         )
 
-    def with_prompts(self, version: str, instances: list[str]) -> pd.DataFrame:
-        """scenario, model, instance_id, request_id, prompt, continuation, choice_index, text, logprob, tokens,
-        logprobs, top_logprobs, finish_reason, error, latency_s: every model's requests of the instances named
-        ("scenario<US>instance id" keys), each with its completion, by model, instance and choice."""
-        return self._df(
-            "SELECT p.scenario, p.model, p.instance_id, p.request_id, p.prompt, p.continuation, p.choice_index, "
-            "c.text, c.logprob, c.tokens, c.logprobs, c.top_logprobs, c.finish_reason, c.error, c.latency_s "
+    def with_prompts(self, version: str, instances: list[str]) -> list[tuple[PromptsRow, CompletionsRow]]:
+        """Every model's requests of the instances named ("scenario<US>instance id" keys), each with its completion,
+        by model, instance and choice."""
+        frame = self._df(
+            "SELECT p AS prompt, c AS completion "
             "FROM prompts p JOIN completions c USING (model, version, scenario, request_id) "
             f"WHERE p.version = ? AND {among('p.scenario', 'p.instance_id')} "
             "ORDER BY p.model, p.instance_id, p.choice_index NULLS FIRST, p.request_id",
             [version, instances],
-        )
+        )  # each side a struct of its row: the two tables share column names
+        if frame.empty:
+            return []
+        prompts = PROMPTS.records(pd.DataFrame(frame["prompt"].tolist()))
+        return list(zip(prompts, self.table.records(pd.DataFrame(frame["completion"].tolist()))))
 
     def latencies(self, version: str, models: list[str]) -> pd.DataFrame:
         """model, scenario, request_id, latency_s of every request of the models that was answered."""

@@ -44,14 +44,15 @@ class InstanceScores(Accessor[InstanceScoresRow]):
             [version, scenario, model, perturbation],
         )
 
-    def of_instances(self, version: str, instances: list[str]) -> pd.DataFrame:
-        """scenario, model, instance_id, family, metric, perturbation, value, request_id, prediction: every score
-        of the instances named ("scenario<US>instance id" keys)."""
-        return self._df(
-            "SELECT scenario, model, instance_id, family, metric, perturbation, value, request_id, prediction "
-            f"FROM instance_scores WHERE version = ? AND {among('scenario', 'instance_id')} "
-            "ORDER BY model, instance_id, family, metric, perturbation",
-            [version, instances],
+    def of_instances(self, version: str, instances: list[str]) -> list[InstanceScoresRow]:
+        """Every score of the instances named ("scenario<US>instance id" keys), by model, instance, family, metric
+        and perturbation."""
+        return self.table.records(
+            self._df(
+                f"SELECT * FROM instance_scores WHERE version = ? AND {among('scenario', 'instance_id')} "
+                "ORDER BY model, instance_id, family, metric, perturbation",
+                [version, instances],
+            )
         )
 
     def worse(self, version: str, scenario: str, family: str, metric: str, baseline: str, candidate: str,
