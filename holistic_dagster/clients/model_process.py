@@ -77,6 +77,7 @@ class ModelProcessClient:
         self._info: dict[str, Any] | None = None
         self._lock = threading.RLock()
         self._tokens: dict[str, int] = {}
+        self._loaded = False  # the process has answered a generate or score call (its limits may have changed)
         self.chat_prompt = self._chat_prompt if spec.chat else None
 
     def start(self) -> None:
@@ -111,8 +112,10 @@ class ModelProcessClient:
             self._connection.send((method, args))
             try:
                 status, value = self._receive()
-                if self._then and method in ("generate", "score") and status != "error":
-                    self._then.start()  # this model has its weights: the next one loads while this one works
+                if method in ("generate", "score") and status != "error":
+                    self._loaded = True
+                    if self._then:
+                        self._then.start()  # this model has its weights: the next one loads while this one works
                 while status == "done":
                     if on_done:
                         on_done(value)
@@ -121,7 +124,7 @@ class ModelProcessClient:
                 # interrupted mid-answer (on_done failed, Ctrl-C, the process died): what is still in the pipe
                 # belongs to this call, so the next use starts a new process
                 self.close()
-                self._info = None
+                self._info, self._loaded = None, False
                 raise
             if status == "error":
                 raise value
@@ -132,7 +135,11 @@ class ModelProcessClient:
         return self._ready()["max_context"]
 
     def describe(self) -> dict[str, Any]:
-        return dict(self._ready()["describe"])
+        """As the process says it now (its batch rows change when the device runs out of memory); before the
+        process has loaded the weights, what it said when it was ready."""
+        with self._lock:
+            info = self._ready()
+            return dict(self._call("describe") if self._loaded else info["describe"])
 
     def count_tokens(self, text: str) -> int:
         if text not in self._tokens:  # prompts count the same few-shot block once per question

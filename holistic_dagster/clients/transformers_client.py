@@ -146,7 +146,7 @@ class TransformersClient(ContinuationScoring):
             "backend": self.backend,
             "model_path": self.path,
             "model_revision": self.revision,
-            "batch_size": self.starting_rows(),
+            "batch_size": self.starting_rows() if self.limits is None else self.limits.current.rows,
             "dtype": str(self.dtype).removeprefix("torch."),
             "max_context": self.max_context,
             "prompt_format": "chat_template" if self.spec.chat else "plain",
@@ -156,7 +156,12 @@ class TransformersClient(ContinuationScoring):
             # plain str: torch's version is a TorchVersion, and unpickling one (the model process sends this
             # description) imports all of torch in the receiving process
             "library_versions": {"torch": str(torch.__version__), "transformers": transformers.__version__},
+            # the device ran out of memory at more rows: what the run started with (batch_size: what it uses now)
+            **({"backed_off_from": self.starting_rows()} if self._backed_off() else {}),
         }
+
+    def _backed_off(self) -> bool:
+        return self.limits is not None and self.limits.current.rows < self.starting_rows()
 
     def starting_rows(self) -> int:
         """The most rows a forward pass starts with (the setting, or what `auto` gives on this device)."""

@@ -110,6 +110,10 @@ def answer_requests(
         client.generate([r for r in todo if r.kind == "generate"], save)
         if not (spend and spend.reached):
             client.score([r for r in todo if r.kind == "score"], save)
+    if todo and (after := client.describe()).get("batch_size") != info.get("batch_size"):
+        # the device ran out of memory meanwhile: the completions sent now carry a provenance that says so
+        backed_off = _record_provenance(stage, model, after, decoding)
+        done.update({r.request_id: (done[r.request_id][0], backed_off) for r in todo if r.request_id in done})
     unsent = [r for r in todo if r.request_id not in done]
     if spend is not None and unsent:
         raise spend.stopped(label, len(unsent))
@@ -120,6 +124,8 @@ def _record_provenance(stage: StageContext, model: str, info: dict[str, Any], de
     # how the numbers were computed besides the weights (a local model's dtype, llama.cpp's context reuse)
     numerics = {key: info[key] for key in NUMERICS if key in info}
     decoding = {**decoding, "prompt_format": info.get("prompt_format", "plain"), **numerics}
+    if "backed_off_from" in info:  # batch_size: the rows it backed off to when the device ran out of memory
+        decoding["backed_off_from_rows"] = info["backed_off_from"]
     row = {
         "model": model,
         "backend": info["backend"],

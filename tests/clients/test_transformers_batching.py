@@ -333,3 +333,56 @@ def test_a_model_whose_cache_holds_more_than_keys_and_values_is_never_copied():
 
     assert cache_layout(GPT2Config()) == (True, False)
     assert cache_layout(Qwen3NextConfig())[0] is False
+
+
+def test_a_run_that_backs_off_records_the_rows_it_used_and_started_with_in_the_provenance(
+    untrained_client, tmp_path, monkeypatch
+):
+    """A suite through Dagster on a model set to 8 rows whose device holds 2 (simulated as above): the completions of
+    the scenario where it ran out of memory point to a provenance of 2 rows, backed off from 8 (the cache's rows keep
+    the one the run started with); the next scenario starts at 2 rows and says it backed off from 8."""
+    import json
+    import shutil
+
+    from dagster import DagsterInstance
+
+    from holistic_dagster.config.catalog import Catalog
+    from holistic_dagster.definitions import build_definitions
+    from holistic_dagster.defs.resources import HolisticResource
+    from holistic_dagster.defs.runner import evaluate_suite
+    from holistic_dagster.settings import REPO_ROOT
+    from holistic_dagster.warehouse import Warehouse
+    from tests.conftest import write
+
+    base = TransformersClient._base
+
+    def small_device(self, **kwargs):
+        if kwargs["input_ids"].shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return base(self, **kwargs)
+
+    monkeypatch.setattr(TransformersClient, "_base", small_device)
+    models = write(
+        tmp_path / "models.yaml", f"models:\n  small: {{backend: transformers, path: '{untrained_client.path}', "
+        "batch_size: 8}\n",
+    )  # fmt: skip
+    shutil.copytree(REPO_ROOT / "assets", tmp_path / "assets")
+    suite = (
+        "version: oom1\nscenarios:\n  boolq: {max_eval_instances: 6, seed: 1}\n  openbookqa: {max_eval_instances: 6}\n"
+    )
+    write(tmp_path / "assets" / "suites" / "oom1.yaml", suite)
+    catalog, path = Catalog(tmp_path / "assets"), tmp_path / "warehouse.duckdb"
+    resource = HolisticResource(warehouse_path=str(path), catalog_dir=str(catalog.root), models_file=str(models))
+    evaluate_suite(build_definitions(catalog, resource), DagsterInstance.ephemeral(), "oom1", ["small"])
+    used = Warehouse(path).df(
+        "SELECT c.scenario, p.provenance_id, p.batch_size, p.decoding FROM completions c "
+        "JOIN provenance p USING (provenance_id) WHERE c.model = 'small' GROUP BY ALL ORDER BY ALL"
+    )
+    assert list(used["scenario"]) == ["boolq", "openbookqa"]  # one provenance per scenario
+    assert list(used["batch_size"]) == [2, 2]
+    assert [json.loads(d)["backed_off_from_rows"] for d in used["decoding"]] == [8, 8]
+    started = Warehouse(path).df(
+        "SELECT p.batch_size, p.decoding FROM completion_cache c JOIN provenance p USING (provenance_id) "
+        "WHERE c.request_id IN (SELECT request_id FROM completions WHERE scenario = 'boolq') GROUP BY ALL"
+    )
+    assert list(started["batch_size"]) == [8] and "backed_off_from_rows" not in json.loads(started["decoding"][0])
