@@ -115,28 +115,26 @@ def generation_prefix_groups(
     contexts: Sequence[Sequence[int]], steps: int, limits: BatchLimits, step_tokens: int
 ) -> list[tuple[list[int], int]]:
     """prefix_groups for greedy generation of up to `steps` tokens on a device that computes in step with the work (a
-    CPU). A cluster that runs its prefix once runs in batches of its own, and every extra batch decodes `steps` more
-    times; a decoding step costs about what `step_tokens` prompt tokens do. So a cluster shares its prefix where the
-    prompt tokens that saves, (members - 1) x prefix, outweigh the extra batches' steps, the batches counted as
-    padded_batches makes them (with and without the cluster's rows among the rest). Long prompts, which the attention
-    bound runs a few at a time whatever their company, add no batch: their clusters always share. Clusters are
-    decided by what they save, largest first; the ones that do not share join the rest."""
+    CPU), by what each plan computes: every batch padded_batches makes costs its rows x its widest row's computed
+    tokens (padding is computed too), and `steps` decoding steps of `step_tokens` prompt tokens each. Every prompt
+    starts unshared, in one length-sorted run; then, largest prefix saving first, a cluster is taken out to run its
+    prefix once (one pass) where that plan costs less: it saves the prefix's tokens, and the padding its rows cost
+    among wider ones, and adds batches of its own. Long prompts, which the attention bound runs a few at a time
+    whatever their company, add no batch: their clusters share; many small clusters of short prompts stay together."""
 
-    def width(i: int) -> int:
-        return len(contexts[i]) + steps
-
-    def batches(rows: list[int], prefix: int) -> int:
+    def cost(rows: list[int], prefix: int) -> int:
         order = sorted(rows, key=lambda i: -len(contexts[i]))
-        return sum(1 for _ in padded_batches(order, width, limits, lambda i: len(contexts[i]) - prefix))
+        batches = padded_batches(order, lambda i: len(contexts[i]) + steps, limits, lambda i: len(contexts[i]) - prefix)
+        return sum(len(b) * (len(contexts[b[0]]) - prefix) + step_tokens * steps for b in batches)
 
     clusters = clusters_by_prefix(contexts, 2)
-    rest = [i for members, prefix_len in clusters if not prefix_len for i in members]
-    shared, rest_batches = [], batches(rest, 0)
+    rest = list(range(len(contexts)))
+    shared, rest_cost = [], cost(rest, 0)
     for members, prefix_len in sorted((c for c in clusters if c[1]), key=lambda c: -(len(c[0]) - 1) * c[1]):
-        joined = batches(rest + members, 0)
-        extra = rest_batches + batches(members, prefix_len) - joined
-        if (len(members) - 1) * prefix_len >= step_tokens * steps * extra:
+        taken = set(members)
+        without = [i for i in rest if i not in taken]
+        left = cost(without, 0)
+        if left + prefix_len + cost(members, prefix_len) < rest_cost:
             shared.append((members, prefix_len))
-        else:
-            rest, rest_batches = rest + members, joined
+            rest, rest_cost = without, left
     return shared + ([(rest, 0)] if rest else [])

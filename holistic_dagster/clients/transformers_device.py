@@ -30,11 +30,11 @@ MIN_TRANSFORMERS = Version("5.24.0")
 # (bench/results/cpu-attention.md);
 # the 0-shot prompts of bench/gpu.py's generation still run 64 to a pass
 CPU_LIMITS = BatchLimits(rows=64, tokens=16384, attention=2**22)
-# what one greedy decoding step of a small batch costs on a CPU, in prompt tokens computed (batching.
-# generation_prefix_groups): measured on 2 cores, 20-30 for SmolLM2-135M (a step of one row 58-62 ms, a prompt token
-# 2-3 ms, 1 or 2 threads) and 74-100 for the demo's tiny models; a prefix shared wrongly costs at most a few decoding
-# loops, a prefix not shared computes it once per prompt
-CPU_STEP_TOKENS = 64
+# what one greedy decoding step of a batch costs on a CPU, in prompt tokens computed (batching.
+# generation_prefix_groups): measured on 2 cores, 20-30 for SmolLM2-135M at one row (a step 58-62 ms, a prompt token
+# 2-3 ms, 1 or 2 threads), 45-59 at three, and 74-103 for the demo's tiny models (whose time is small either way);
+# a plan counts every batch's `max_tokens` steps, where answers that stop early (a label, a number) take fewer
+CPU_STEP_TOKENS = 32
 # a GPU's `auto` starts here; the token budget is lowered to what its free memory holds
 GPU_MAX_ROWS = 256
 GPU_MAX_TOKENS = 65536

@@ -151,24 +151,37 @@ def _prompts(shared: int, length: int, n: int, first: int) -> list[list[int]]:
     return [[7] * shared + [first + i] * (length - shared) if shared else [first + i] * length for i in range(n)]
 
 
-def test_generation_shares_a_prefix_where_it_saves_more_than_the_decoding_steps_of_its_extra_batches():
-    """The CPU's limits (64 rows, 16,384 tokens, attention 2**22), 30 steps, a step costing 64 prompt tokens."""
+def test_generation_shares_a_prefix_where_the_plan_computes_less_padding_and_decoding_included():
+    """The CPU's limits (64 rows, 16,384 tokens, attention 2**22), 30 steps, a step costing 32 prompt tokens: a plan
+    costs each batch's rows x widest computed tokens, plus 30 x 32 = 960 per batch, plus a shared prefix's pass."""
     from holistic_dagster.clients.batching import generation_prefix_groups
 
     limits = BatchLimits(rows=64, tokens=16384, attention=2**22)
 
     def plan(rows: list[list[int]]) -> list[tuple[int, int]]:
-        return [(len(members), prefix) for members, prefix in generation_prefix_groups(rows, 30, limits, 64)]
+        return [(len(members), prefix) for members, prefix in generation_prefix_groups(rows, 30, limits, 32)]
 
     # 3 prompts of 1,500 tokens after a 50-token block, 10 short ones: each long prompt runs alone either way
-    # (2**22 // (1530 x 1450) = 1), so sharing adds no batch (1 + 3 = 4 = joined) and saves 2 x 50 tokens
+    # (2**22 // (1530 x 1450) = 1): unshared 3 x 1500 + 10 x 100 + 4 x 960 = 9,340; shared 10 x 100 + 960 + 50 +
+    # 3 x 1450 + 3 x 960 = 9,240
     assert plan(_prompts(50, 1500, 3, 100) + _prompts(0, 100, 10, 1000)) == [(3, 50), (10, 0)]
-    # 3 prompts of 60 tokens after a 40-token block among 61 others: 64 rows run as one batch, shared as two;
-    # 2 x 40 tokens saved < 64 x 30 for the extra batch's steps
+    # 3 prompts of 60 tokens after a 40-token block among 61 others: one batch of 64 (3,840 + 960 = 4,800) against
+    # two (61 x 60 + 960 + 40 + 3 x 20 + 960 = 5,680)
     assert plan(_prompts(40, 60, 3, 100) + _prompts(0, 60, 61, 1000)) == [(64, 0)]
-    # 20 prompts of 210 tokens after a 200-token block among 40 others: 19 x 200 = 3,800 >= 1,920
+    # 20 prompts of 210 tokens after a 200-token block among 40 others: 60 x 210 + 960 = 13,560 against
+    # 40 x 210 + 960 + 200 + 20 x 10 + 960 = 10,720
     assert plan(_prompts(200, 210, 20, 100) + _prompts(0, 210, 40, 1000)) == [(20, 200), (40, 0)]
-    assert plan(_prompts(40, 60, 3, 100)) == [(3, 40)]  # alone: one batch either way
+    assert plan(_prompts(40, 60, 3, 100)) == [(3, 40)]  # alone: 180 + 960 against 40 + 60 + 960
+    # 32 pairs of 60-token prompts, each pair after its own 40-token block, nothing else: together one batch of 64
+    # (4,800); a pair taken out adds a batch (62 x 60 + 960 + 40 + 2 x 20 + 960 = 5,720)
+    pairs = [row for k in range(32) for row in _prompts(40, 60, 2, 100 + 2 * k)]
+    for k in range(32):  # each pair's block of its own
+        pairs[2 * k][:40] = pairs[2 * k + 1][:40] = [2000 + k] * 40
+    assert plan(pairs) == [(64, 0)]
+    # short prompts padded to a wide one: 4 of 70 tokens after a 50-token block beside one of 400 (all within one
+    # batch: 5 x 400 + 960 = 2,960); out, the wide one alone and the four after their block: 400 + 960 + 50 +
+    # 4 x 20 + 960 = 2,450
+    assert plan(_prompts(50, 70, 4, 100) + _prompts(0, 400, 1, 1000)) == [(4, 50), (1, 0)]
 
 
 def test_greedy_generation_continuing_a_shared_prefix_equals_each_prompt_alone(model_dir):

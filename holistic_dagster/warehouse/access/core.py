@@ -279,11 +279,8 @@ class Completions(Accessor[CompletionsRow]):
             f"WHERE p.version = ? AND {among('p.scenario', 'p.instance_id')} "
             "ORDER BY p.model, p.instance_id, p.choice_index NULLS FIRST, p.request_id",
             [version, instances],
-        )  # each side a struct of its row: the two tables share column names
-        if frame.empty:
-            return []
-        prompts = PROMPTS.records(pd.DataFrame(frame["prompt"].tolist()))
-        return list(zip(prompts, self.table.records(pd.DataFrame(frame["completion"].tolist()))))
+        )  # each side a struct of its row (the two tables share column names), its values Python's own
+        return [(PromptsRow(**p), CompletionsRow(**c)) for p, c in zip(frame["prompt"], frame["completion"])]
 
     def latencies(self, version: str, models: list[str]) -> pd.DataFrame:
         """model, scenario, request_id, latency_s of every request of the models that was answered."""

@@ -76,8 +76,9 @@ GLOSSARY = {
     "source_uri": "the file (or generator) the record was read from",
     "source_sha256": "the sha256 of that file",
     "temperature": "the sampling temperature (0: greedy)",
-    "batch_size": "rows per forward pass of a local model (NULL for a server); after the device ran out of memory, "
-    "the rows it backed off to (decoding's backed_off_from_rows: what it started with)",
+    "batch_size": "rows per forward pass of a local model (NULL for a server); for the completions of a run whose "
+    "device ran out of memory, the rows it backed off to (decoding's backed_off_from_rows: what it started with; "
+    "the completion cache keeps the row the run started with)",
     "decoding": "the decoding settings and prompt format, the price where the model has one, "
     "in_context_examples where the few-shot pool was borrowed from the evaluated file, and backed_off_from_rows "
     "where a local model ran out of device memory (JSON)",
