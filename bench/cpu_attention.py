@@ -37,8 +37,8 @@ def requests_by_scenario(warehouse: Path) -> dict[str, list]:
     return found
 
 
-def run(client, requests: dict[str, list], attention: int | None) -> dict:
-    client.limits.current = dataclasses.replace(client.limits.current, attention=attention)
+def timed_generation(client, requests: dict[str, list]) -> dict:
+    """Each scenario's requests generated in turn: seconds and outputs per scenario, forward passes by rows."""
     client.pass_rows.clear()
     seconds, outputs = {}, {}
     for scenario, batch in requests.items():
@@ -49,6 +49,19 @@ def run(client, requests: dict[str, list], attention: int | None) -> dict:
     return {"seconds": seconds, "outputs": outputs, "passes": dict(sorted(Counter(client.pass_rows).items()))}
 
 
+def warm_client(requests: dict[str, list]):
+    """SmolLM2's client, its weights loaded and one request generated (the first pass pays one-off costs)."""
+    client = get_client(Deployment().model(MODEL))
+    client.load_model()
+    client.generate(requests[next(iter(requests))][:1])
+    return client
+
+
+def run(client, requests: dict[str, list], attention: int | None) -> dict:
+    client.limits.current = dataclasses.replace(client.limits.current, attention=attention)
+    return timed_generation(client, requests)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--warehouse", type=Path, required=True)
@@ -56,10 +69,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
     requests = requests_by_scenario(args.warehouse)
-    client = get_client(Deployment().model(MODEL))
-    client.load_model()
+    client = warm_client(requests)
     bound = client.limits.current.attention
-    client.generate(requests[next(iter(requests))][:1])  # warm: the first pass pays one-off costs
     sides: dict[str, list[dict]] = {"without": [], "with": []}
     for _ in range(args.repeats):
         sides["without"].append(run(client, requests, None))

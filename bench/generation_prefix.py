@@ -13,27 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from collections import Counter
 from pathlib import Path
 
-from cpu_attention import MODEL, requests_by_scenario
+from cpu_attention import MODEL, requests_by_scenario, timed_generation, warm_client
 
 from holistic_dagster.clients.batching import prefix_groups
-from holistic_dagster.clients.registry import get_client
-from holistic_dagster.config.deployment import Deployment
 
 
 def run(client, requests: dict[str, list], rule) -> dict:
     client._generation_groups = rule
-    client.pass_rows.clear()
-    seconds, outputs = {}, {}
-    for scenario, batch in requests.items():
-        started = time.perf_counter()
-        done = client.generate(batch)
-        seconds[scenario] = time.perf_counter() - started
-        outputs[scenario] = [(c.text, list(c.logprobs)) for c in done]
-    return {"seconds": seconds, "outputs": outputs, "passes": dict(sorted(Counter(client.pass_rows).items()))}
+    return timed_generation(client, requests)
 
 
 def main() -> None:
@@ -43,9 +32,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
     requests = requests_by_scenario(args.warehouse)
-    client = get_client(Deployment().model(MODEL))
-    client.load_model()
-    client.generate(requests[next(iter(requests))][:1])  # warm: the first pass pays one-off costs
+    client = warm_client(requests)
     rules = {
         "a full batch": lambda encoded, steps: prefix_groups(encoded, client.min_shared_prefix_members(steps)),
         "where it pays": type(client)._generation_groups.__get__(client),
