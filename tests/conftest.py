@@ -25,10 +25,11 @@ SLOW_FIXTURES = {"suite_run", "smollm2_client", "tuned_client"}
 
 
 def pytest_configure(config):
-    """Under pytest-xdist two workers share the cores: OpenMP's threads (torch's, here and in the model processes and
-    subprocesses a worker starts) sleep while they wait instead of spinning, as spinning threads of two workers on one
-    core made each several times slower; and torch runs one thread per worker and per child (the whole suite took
-    868 s so against 951 s with two each). numpy's OpenBLAS, loaded before this hook, keeps its own threads."""
+    """Under pytest-xdist the workers (one more than the cores: scripts/test) share the cores: OpenMP's threads
+    (torch's, here and in the model processes and subprocesses a worker starts) sleep while they wait instead of
+    spinning, as spinning threads of two workers on one core made each several times slower; and torch runs one
+    thread per worker and per child (the whole suite took 868 s so against 951 s with two each). numpy's OpenBLAS,
+    loaded before this hook, keeps its own threads."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when OpenMP starts, here and in children
         os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -29,7 +29,8 @@ def test_the_daemon_posts_the_failed_checks_of_every_run(tmp_path):
     (home / "dagster.yaml").symlink_to(REPO_ROOT / "dagster.yaml")  # the shipped instance configuration
     shutil.copytree(REPO_ROOT / "resources", tmp_path / "resources")
     write(tmp_path / "resources" / "alerts.yaml", "webhook: {url_env: TEST_ALERT_HOOK}\n")
-    write(tmp_path / "resources" / "automation.yaml", "sensor_interval_seconds: 10\n")  # (30 s by default)
+    # the sensors tick as often as the daemon looks (every 5 s; they tick every 30 s by default)
+    write(tmp_path / "resources" / "automation.yaml", "sensor_interval_seconds: 5\n")
     log = tmp_path / "dagster_dev.log"
     with WebhookReceiver() as receiver:
         env = {

@@ -182,7 +182,8 @@ def test_the_daemon_brings_a_new_model_onto_the_leaderboard_and_report_without_a
         "HOLISTIC_WAREHOUSE": str(wh.path),
         "DAGSTER_HOME": str(root / "dagster_home"),
     }
-    write(root / "resources" / "automation.yaml", "sensor_interval_seconds: 10\n")  # (30 s by default)
+    # the sensors tick as often as the daemon looks (every 5 s; they tick every 30 s by default)
+    write(root / "resources" / "automation.yaml", "sensor_interval_seconds: 5\n")
     log = root / "dagster_dev.log"
     with dagster_dev(env, log) as (port, location):
         wait_until(  # the registry sensor's first tick records the registry as it is
