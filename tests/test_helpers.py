@@ -59,3 +59,25 @@ def test_the_workers_get_a_module_or_the_world_of_the_session_fixture_it_uses(tm
     (tmp_path / "test_plain.py").write_text("def test_b(suite_run_like):\n    pass\n")
     assert world_of(tmp_path, "test_uses.py") == "smollm2_client"  # the first in name order: one worker for both
     assert world_of(tmp_path, "test_plain.py") == "test_plain.py"
+
+
+def test_the_workers_are_given_the_slow_worlds_first_then_the_slow_modules_then_the_rest(tmp_path):
+    from tests.conftest import slow_worlds_first, world_of
+
+    (tmp_path / "test_many.py").write_text("".join(f"def test_{i}():\n    pass\n" for i in range(3)))
+    (tmp_path / "test_waits.py").write_text("import pytest\n\n@pytest.mark.slow\ndef test_w():\n    pass\n")
+    (tmp_path / "test_world.py").write_text("def test_a(suite_run):\n    pass\n")
+    (tmp_path / "test_other.py").write_text("def test_b():\n    pass\n")
+    nodeids = [
+        *(f"test_many.py::test_{i}" for i in range(3)),
+        "test_other.py::test_b",
+        "test_waits.py::test_w",
+        "test_world.py::test_a",
+    ]
+    order = slow_worlds_first(tmp_path, nodeids, lambda nodeid: world_of(tmp_path, nodeid.split("::")[0]))
+    assert order == [
+        "test_world.py::test_a",
+        "test_waits.py::test_w",
+        *(f"test_many.py::test_{i}" for i in range(3)),  # more tests first, each module's in its own order
+        "test_other.py::test_b",
+    ]
