@@ -3,7 +3,6 @@ and SmolLM2's GGUF converted, once per test run into a temporary HOLISTIC_MODEL_
 
 from __future__ import annotations
 
-import collections
 import functools
 import json
 import os
@@ -50,29 +49,31 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return world_of(config.rootpath, super()._split_scope(nodeid))
 
-        def schedule(self) -> None:
-            if self.collection is None and self.collection_is_completed:  # the first call: the work is queued now
-                config.option.loadscopereorder = False  # the queue follows the order given here
-                for node, nodeids in self.registered_collections.items():
-                    self.registered_collections[node] = slow_worlds_first(config.rootpath, nodeids, self._split_scope)
-            super().schedule()
+        def _assign_work_unit(self, node) -> None:
+            # the queue, complete before the first unit is given, in slow_worlds_first's order (the collection
+            # itself keeps its order: a worker is sent the indexes of its tests in it)
+            if not getattr(self, "_ordered", False):
+                self._ordered = True
+                order = slow_worlds_first(config.rootpath, {scope: len(ids) for scope, ids in self.workqueue.items()})
+                for scope in order:
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
 
     return ByWorld(config, log)
 
 
-def slow_worlds_first(root: Path, nodeids, scope_of) -> list[str]:
-    """The order in which the workers are given their worlds: the worlds of SLOW_FIXTURES, then the modules marked
-    slow, then the rest, each by its number of tests (most first; xdist's own order is that alone). The longest work
-    starts first, so the run ends on short modules rather than on one worker finishing a slow one while the other
-    cores wait (xdist's order ended the full run on the two daemon tests, which mostly wait)."""
-    scopes = [scope_of(nodeid) for nodeid in nodeids]
-    sizes = collections.Counter(scopes)
+def slow_worlds_first(root: Path, sizes: dict[str, int]) -> list[str]:
+    """The order in which the workers are given their worlds (scope: its number of tests): the worlds of
+    SLOW_FIXTURES, then the modules marked slow, then the rest, each by its number of tests (most first; xdist's own
+    order is that alone). The longest work starts first, so the run ends on short modules rather than on one worker
+    finishing a slow one while the other cores wait (xdist's order ended the full run on the two daemon tests, which
+    mostly wait)."""
 
     def rank(scope: str) -> tuple[int, int]:
         slowness = 2 if scope in SLOW_FIXTURES else 1 if marked_slow(root, scope) else 0
         return -slowness, -sizes[scope]
 
-    return [nodeid for _, nodeid in sorted(zip(scopes, nodeids), key=lambda pair: rank(pair[0]))]
+    return sorted(sizes, key=rank)
 
 
 @functools.cache

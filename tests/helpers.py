@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -88,7 +88,7 @@ def kill_when(
 ) -> T:
     """SIGKILLs `proc` (no chance to clean up: as a crash or an OOM kill would) as soon as `condition()` holds,
     and returns its value; AssertionError if the process ends first or the condition does not come within
-    `timeout_s`. The process is killed and reaped in every case."""
+    `timeout_s`. The process is killed and reaped in every case (kill_group)."""
     try:
         value = wait_until(
             condition, timeout_s=timeout_s, interval_s=interval_s, what=what, alive=lambda: proc.poll() is None
@@ -96,8 +96,18 @@ def kill_when(
         assert proc.poll() is None, f"the process ended before it could be killed ({what})"
         return value
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_group(proc)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILLs `proc` and reaps it; started with start_new_session=True, its whole process group: what it started
+    goes with it (a Dagster run killed mid-step leaves its compute logs' `tail -F` running for ever otherwise)."""
+    with suppress(ProcessLookupError):  # (already gone)
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.send_signal(signal.SIGKILL)
+    proc.wait()
 
 
 @contextmanager

@@ -159,9 +159,8 @@ def test_a_killed_run_is_marked_failed_also_when_nothing_is_left_to_run(tmp_path
     def started() -> list:
         return instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
 
-    stuck = subprocess.Popen([sys.executable, "-c", STUCK_RUN], env=env)
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK_RUN], env=env, start_new_session=True)
     kill_when(stuck, started, timeout_s=120, interval_s=0.2, what="the stuck run to start")
-    stuck.wait()
     (zombie,) = started()
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr

@@ -3,8 +3,11 @@ process died, each says what it was waiting for or editing."""
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -62,22 +65,28 @@ def test_the_workers_get_a_module_or_the_world_of_the_session_fixture_it_uses(tm
 
 
 def test_the_workers_are_given_the_slow_worlds_first_then_the_slow_modules_then_the_rest(tmp_path):
-    from tests.conftest import slow_worlds_first, world_of
+    from tests.conftest import slow_worlds_first
 
     (tmp_path / "test_many.py").write_text("".join(f"def test_{i}():\n    pass\n" for i in range(3)))
     (tmp_path / "test_waits.py").write_text("import pytest\n\n@pytest.mark.slow\ndef test_w():\n    pass\n")
-    (tmp_path / "test_world.py").write_text("def test_a(suite_run):\n    pass\n")
     (tmp_path / "test_other.py").write_text("def test_b():\n    pass\n")
-    nodeids = [
-        *(f"test_many.py::test_{i}" for i in range(3)),
-        "test_other.py::test_b",
-        "test_waits.py::test_w",
-        "test_world.py::test_a",
-    ]
-    order = slow_worlds_first(tmp_path, nodeids, lambda nodeid: world_of(tmp_path, nodeid.split("::")[0]))
-    assert order == [
-        "test_world.py::test_a",
-        "test_waits.py::test_w",
-        *(f"test_many.py::test_{i}" for i in range(3)),  # more tests first, each module's in its own order
-        "test_other.py::test_b",
-    ]
+    sizes = {"test_many.py": 3, "test_other.py": 1, "test_waits.py": 1, "suite_run": 1}
+    assert slow_worlds_first(tmp_path, sizes) == ["suite_run", "test_waits.py", "test_many.py", "test_other.py"]
+
+
+def test_kill_group_takes_what_the_process_started_with_it():
+    from tests.helpers import kill_group
+
+    def running(pid: int) -> bool:  # a zombie waiting for its reaper has ended too
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    script = "sleep 300 & echo $!; wait"
+    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    child = int(proc.stdout.readline())
+    assert running(child)
+    kill_group(proc)
+    assert proc.returncode == -signal.SIGKILL
+    wait_until(lambda: not running(child), timeout_s=30, interval_s=0.1, what="the child started by the killed process")

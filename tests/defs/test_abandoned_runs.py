@@ -13,7 +13,7 @@ from dagster._core.instance.ref import InstanceRef
 
 from holistic_dagster.defs.evaluation import abandoned_runs
 from holistic_dagster.settings import REPO_ROOT
-from tests.helpers import kill_when, wait_until
+from tests.helpers import kill_group, kill_when, wait_until
 
 # an in-process run that never ends, tagged and marked (defs/ledger.py) as evaluate_suite runs its steps
 STUCK_RUN = """
@@ -43,8 +43,8 @@ def test_a_killed_in_process_run_is_marked_failed_and_a_live_one_is_not(tmp_path
     (home / "dagster.yaml").symlink_to(REPO_ROOT / "dagster.yaml")
     instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    killed = subprocess.Popen([sys.executable, "-c", STUCK_RUN], env=env)
-    alive = subprocess.Popen([sys.executable, "-c", STUCK_RUN], env=env)
+    killed = subprocess.Popen([sys.executable, "-c", STUCK_RUN], env=env, start_new_session=True)
+    alive = subprocess.Popen([sys.executable, "-c", STUCK_RUN], env=env, start_new_session=True)
 
     def started(pid: int) -> list:
         return [r for r in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED])) if
@@ -67,8 +67,7 @@ def test_a_killed_in_process_run_is_marked_failed_and_a_live_one_is_not(tmp_path
         assert again.skip_message == "no abandoned runs"
     finally:
         for proc in (killed, alive):
-            proc.kill()
-            proc.wait()
+            kill_group(proc)
 
 
 def test_the_marks_of_in_process_runs_tell_killed_processes_from_live_ones(tmp_path):
