@@ -43,6 +43,11 @@ def pytest_xdist_make_scheduler(config, log):
     costs minutes is built once, not on every worker."""
     if config.getvalue("dist") != "loadfile":
         return None
+    return by_world_scheduler(config, log)
+
+
+def by_world_scheduler(config, log=None):
+    """xdist's LoadFileScheduling, its scopes grouped by world_of and queued in slow_worlds_first's order."""
     from xdist.scheduler import LoadFileScheduling
 
     class ByWorld(LoadFileScheduling):

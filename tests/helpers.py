@@ -102,11 +102,12 @@ def kill_when(
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILLs `proc` and reaps it; started with start_new_session=True, its whole process group: what it started
     goes with it (a Dagster run killed mid-step leaves its compute logs' `tail -F` running for ever otherwise)."""
-    with suppress(ProcessLookupError):  # (already gone)
-        if os.getpgid(proc.pid) == proc.pid:
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.send_signal(signal.SIGKILL)
+    if proc.returncode is None:  # not reaped, so its pid is still its own (a zombie keeps it)
+        with suppress(ProcessLookupError):  # (ended since)
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.send_signal(signal.SIGKILL)
     proc.wait()
 
 

@@ -3,11 +3,14 @@ process died, each says what it was waiting for or editing."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import time
+from contextlib import suppress
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -74,19 +77,84 @@ def test_the_workers_are_given_the_slow_worlds_first_then_the_slow_modules_then_
     assert slow_worlds_first(tmp_path, sizes) == ["suite_run", "test_waits.py", "test_many.py", "test_other.py"]
 
 
+class _Worker:
+    """Stands in for xdist's WorkerController: the scheduler sends it indexes into its own collection."""
+
+    def __init__(self, name: str):
+        self.gateway, self.sent, self.shutting_down = SimpleNamespace(id=name), [], False
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_the_scheduler_gives_each_worker_whole_worlds_the_slow_ones_first(tmp_path):
+    """Through xdist's own LoadFileScheduling: the first units sent are the session fixture's world (two modules)
+    and the slow module, every test is sent once, and a module or a world is never split between workers."""
+    from tests.conftest import by_world_scheduler, world_of
+
+    modules = {
+        "test_a_world.py": "def test_a(suite_run):\n    pass\n",
+        "test_b_many.py": "".join(f"def test_{i}():\n    pass\n" for i in range(3)),
+        "test_c_waits.py": "import pytest\n\n@pytest.mark.slow\ndef test_w():\n    pass\n",
+        "test_d_world.py": "def test_d(suite_run):\n    pass\n",
+    }
+    collection = []
+    for name, text in modules.items():
+        (tmp_path / name).write_text(text)
+        collection += [f"{name}::{line[4 : line.index('(')]}" for line in text.splitlines() if line.startswith("def ")]
+    config = SimpleNamespace(rootpath=tmp_path, option=SimpleNamespace(loadscopereorder=True), getvalue=lambda name: {
+        "tx": ["2*popen"]}[name])  # fmt: skip
+    scheduler = by_world_scheduler(config)
+    workers = [_Worker("gw0"), _Worker("gw1")]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    first = [[collection[i] for i in worker.sent] for worker in workers]
+    assert first[0][:2] == ["test_a_world.py::test_a", "test_d_world.py::test_d"]
+    assert first[1][0] == "test_c_waits.py::test_w"
+    done = {id(worker): 0 for worker in workers}
+    while any(done[id(w)] < len(w.sent) for w in workers):  # each worker runs what it was sent, in order
+        for worker in workers:
+            while done[id(worker)] < len(worker.sent):
+                scheduler.mark_test_complete(worker, worker.sent[done[id(worker)]])
+                done[id(worker)] += 1
+    ran = [[collection[i] for i in worker.sent] for worker in workers]
+    assert sorted(ran[0] + ran[1]) == sorted(collection)  # each test once
+    worlds = [{world_of(tmp_path, nodeid.split("::")[0]) for nodeid in tests} for tests in ran]
+    assert not worlds[0] & worlds[1]  # no module, no world, on both
+
+
 def test_kill_group_takes_what_the_process_started_with_it():
     from tests.helpers import kill_group
 
     def running(pid: int) -> bool:  # a zombie waiting for its reaper has ended too
         try:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone (between the open and the read: the latter)
             return False
 
-    script = "sleep 300 & echo $!; wait"
-    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    child = int(proc.stdout.readline())
-    assert running(child)
-    kill_group(proc)
-    assert proc.returncode == -signal.SIGKILL
-    wait_until(lambda: not running(child), timeout_s=30, interval_s=0.1, what="the child started by the killed process")
+    def started(new_session: bool) -> tuple[subprocess.Popen, int]:
+        command = ["bash", "-c", "sleep 300 & echo $!; wait"]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=new_session)
+        with proc.stdout:
+            return proc, int(proc.stdout.readline())
+
+    leader, child = started(new_session=True)
+    try:
+        assert running(child)
+        kill_group(leader)
+        assert leader.returncode == -signal.SIGKILL
+        wait_until(lambda: not running(child), timeout_s=30, interval_s=0.1, what="the killed process's child to go")
+    finally:
+        with suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+    member, child = started(new_session=False)  # in this process's group: only the process itself is killed
+    try:
+        kill_group(member)
+        assert member.returncode == -signal.SIGKILL and running(child)
+    finally:
+        os.kill(child, signal.SIGKILL)
