@@ -81,23 +81,26 @@ def slow_worlds_first(root: Path, sizes: dict[str, int]) -> list[str]:
     return sorted(sizes, key=rank)
 
 
-@functools.cache
 def marked_slow(root: Path, module: str) -> bool:
     """Whether a test module marks itself or one of its tests slow."""
-    try:
-        return "pytest.mark.slow" in (root / module).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
+    return "pytest.mark.slow" in module_text(root, module)
+
+
+@functools.cache  # (xdist splits every test's id, each time one finishes)
+def world_of(root: Path, module: str) -> str:
+    """The SLOW_FIXTURES fixture a test module names (the first in name order), or the module itself (also when it
+    is not a test module's file: the item is its own group)."""
+    text = module_text(root, module)
+    return next((f for f in sorted(SLOW_FIXTURES) if re.search(rf"\b{f}\b", text)), module)
 
 
 @functools.cache
-def world_of(root: Path, module: str) -> str:
-    """The SLOW_FIXTURES fixture a test module names (the first in name order), or the module itself."""
+def module_text(root: Path, module: str) -> str:
+    """A test module's text, read once per run ("" for what is not a readable file)."""
     try:
-        text = (root / module).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):  # not a test module's file: the item is its own group
-        return module
-    return next((f for f in sorted(SLOW_FIXTURES) if re.search(rf"\b{f}\b", text)), module)
+        return (root / module).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def pytest_collection_modifyitems(config, items):
