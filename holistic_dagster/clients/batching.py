@@ -115,12 +115,13 @@ def generation_prefix_groups(
     contexts: Sequence[Sequence[int]], steps: int, limits: BatchLimits, step_tokens: int
 ) -> list[tuple[list[int], int]]:
     """prefix_groups for greedy generation of up to `steps` tokens on a device that computes in step with the work (a
-    CPU), by what each plan computes: every batch padded_batches makes costs its rows x its widest row's computed
-    tokens (padding is computed too), and `steps` decoding steps of `step_tokens` prompt tokens each. Every prompt
-    starts unshared, in one length-sorted run; then, largest prefix saving first, a cluster is taken out to run its
-    prefix once (one pass) where that plan costs less: it saves the prefix's tokens, and the padding its rows cost
-    among wider ones, and adds batches of its own. Long prompts, which the attention bound runs a few at a time
-    whatever their company, add no batch: their clusters share; many small clusters of short prompts stay together."""
+    CPU), by what each plan computes: every batch padded_batches makes costs its rows x its widest row's computed tokens
+    (padding is computed too), and `steps` decoding steps of `step_tokens` prompt tokens each. Every prompt starts
+    unshared, in one length-sorted run; then, largest prefix saving first, a cluster is taken out to run its prefix once
+    (one pass, which costs a step like any other) where that plan costs less: it saves the prefix's tokens, and the
+    padding its rows cost among wider ones, and adds batches of its own. Long prompts, which the attention bound runs a
+    few at a time whatever their company, add no batch: their clusters share; many small clusters of short prompts stay
+    together."""
 
     def cost(rows: list[int], prefix: int) -> int:
         order = sorted(rows, key=lambda i: -len(contexts[i]))
@@ -134,7 +135,7 @@ def generation_prefix_groups(
         taken = set(members)
         without = [i for i in rest if i not in taken]
         left = cost(without, 0)
-        if left + prefix_len + cost(members, prefix_len) < rest_cost:
+        if left + prefix_len + step_tokens + cost(members, prefix_len) < rest_cost:  # the prefix's pass is a pass
             shared.append((members, prefix_len))
             rest, rest_cost = without, left
     return shared + ([(rest, 0)] if rest else [])

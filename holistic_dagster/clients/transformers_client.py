@@ -302,21 +302,22 @@ class TransformersClient(ContinuationScoring):
 
     def _generation_groups(self, encoded: list[list[int]], steps: int) -> list[tuple[list[int], int]]:
         """The prompts of a greedy generation grouped by a prefix run once (batching.prefix_groups). On a CPU, where a
-        decoding step of a small batch costs what a few dozen prompt tokens do, a cluster shares its prefix where
-        that saves more than its extra batches' steps cost (batching.generation_prefix_groups); elsewhere as
+        pass of a small batch costs what a few dozen prompt tokens do, a cluster shares its prefix where that saves
+        more than its prefix pass and extra batches cost (batching.generation_prefix_groups), one-token answers
+        included: 0-shot questions that share only an opening line stay in full batches; elsewhere as
         min_shared_prefix_members says."""
-        if steps > 1 and self.device.type == "cpu" and self.min_shared_prefix_members(steps) < sys.maxsize:
+        if self.device.type == "cpu" and self.min_shared_prefix_members(steps) < sys.maxsize:
             return generation_prefix_groups(encoded, steps, self.limits.current, device_of.CPU_STEP_TOKENS)
         return prefix_groups(encoded, self.min_shared_prefix_members(steps))
 
     def min_shared_prefix_members(self, steps: int = 1) -> int:
         """Prompts that must share a prefix for it to run once, for work of `steps` forward passes per batch (1:
-        scoring, or a one-token answer). On a CPU, which computes in step with the work, any two: what is not
-        computed is saved. On a GPU a cluster too small to fill half a batch costs a prefix pass and a short batch,
-        so its prompts run with the rest, in full length-sorted batches (0-shot prompts share only an instruction
-        line and a few words; an original and its edited copy share a long text). Longer generation pays every
-        extra batch once per generated token: on a GPU the cluster must fill a whole batch (a CPU weighs it:
-        _generation_groups)."""
+        scoring, or a one-token answer). On a CPU, which computes in step with the work, any two: what is not computed
+        is saved (in scoring; generation, of one token or more, weighs it: _generation_groups). On a GPU a cluster too
+        small to fill half a batch costs a prefix pass and a short batch, so its prompts run with the rest, in full
+        length-sorted batches (0-shot prompts share only an instruction line and a few words; an original and its edited
+        copy share a long text). Longer generation pays every extra batch once per generated token: on a GPU the cluster
+        must fill a whole batch (a CPU weighs it: _generation_groups)."""
         rows = self.limits.current.rows
         if self.sliding_window or not self.copyable_cache:
             return sys.maxsize  # see transformers_device.cache_layout

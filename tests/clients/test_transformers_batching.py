@@ -153,7 +153,8 @@ def _prompts(shared: int, length: int, n: int, first: int) -> list[list[int]]:
 
 def test_generation_shares_a_prefix_where_the_plan_computes_less_padding_and_decoding_included():
     """The CPU's limits (64 rows, 16,384 tokens, attention 2**22), 30 steps, a step costing 32 prompt tokens: a plan
-    costs each batch's rows x widest computed tokens, plus 30 x 32 = 960 per batch, plus a shared prefix's pass."""
+    costs each batch's rows x widest computed tokens, plus 30 x 32 = 960 per batch, plus a shared prefix's pass (its
+    tokens and one step: a pass like any other)."""
     from holistic_dagster.clients.batching import generation_prefix_groups
 
     limits = BatchLimits(rows=64, tokens=16384, attention=2**22)
@@ -162,26 +163,63 @@ def test_generation_shares_a_prefix_where_the_plan_computes_less_padding_and_dec
         return [(len(members), prefix) for members, prefix in generation_prefix_groups(rows, 30, limits, 32)]
 
     # 3 prompts of 1,500 tokens after a 50-token block, 10 short ones: each long prompt runs alone either way
-    # (2**22 // (1530 x 1450) = 1): unshared 3 x 1500 + 10 x 100 + 4 x 960 = 9,340; shared 10 x 100 + 960 + 50 +
-    # 3 x 1450 + 3 x 960 = 9,240
+    # (2**22 // (1530 x 1450) = 1): unshared 3 x 1500 + 10 x 100 + 4 x 960 = 9,340; shared 10 x 100 + 960 + 50 + 32 +
+    # 3 x 1450 + 3 x 960 = 9,272
     assert plan(_prompts(50, 1500, 3, 100) + _prompts(0, 100, 10, 1000)) == [(3, 50), (10, 0)]
     # 3 prompts of 60 tokens after a 40-token block among 61 others: one batch of 64 (3,840 + 960 = 4,800) against
-    # two (61 x 60 + 960 + 40 + 3 x 20 + 960 = 5,680)
+    # two (61 x 60 + 960 + 40 + 32 + 3 x 20 + 960 = 5,712)
     assert plan(_prompts(40, 60, 3, 100) + _prompts(0, 60, 61, 1000)) == [(64, 0)]
     # 20 prompts of 210 tokens after a 200-token block among 40 others: 60 x 210 + 960 = 13,560 against
-    # 40 x 210 + 960 + 200 + 20 x 10 + 960 = 10,720
+    # 40 x 210 + 960 + 200 + 32 + 20 x 10 + 960 = 10,752
     assert plan(_prompts(200, 210, 20, 100) + _prompts(0, 210, 40, 1000)) == [(20, 200), (40, 0)]
-    assert plan(_prompts(40, 60, 3, 100)) == [(3, 40)]  # alone: 180 + 960 against 40 + 60 + 960
+    assert plan(_prompts(40, 60, 3, 100)) == [(3, 40)]  # alone: 180 + 960 against 40 + 32 + 60 + 960
     # 32 pairs of 60-token prompts, each pair after its own 40-token block, nothing else: together one batch of 64
-    # (4,800); a pair taken out adds a batch (62 x 60 + 960 + 40 + 2 x 20 + 960 = 5,720)
+    # (4,800); a pair taken out adds a batch (62 x 60 + 960 + 40 + 32 + 2 x 20 + 960 = 5,752)
     pairs = [row for k in range(32) for row in _prompts(40, 60, 2, 100 + 2 * k)]
     for k in range(32):  # each pair's block of its own
         pairs[2 * k][:40] = pairs[2 * k + 1][:40] = [2000 + k] * 40
     assert plan(pairs) == [(64, 0)]
     # short prompts padded to a wide one: 4 of 70 tokens after a 50-token block beside one of 400 (all within one
-    # batch: 5 x 400 + 960 = 2,960); out, the wide one alone and the four after their block: 400 + 960 + 50 +
-    # 4 x 20 + 960 = 2,450
+    # batch: 5 x 400 + 960 = 2,960); out, the wide one alone and the four after their block: 400 + 960 + 50 + 32 +
+    # 4 x 20 + 960 = 2,482
     assert plan(_prompts(50, 70, 4, 100) + _prompts(0, 400, 1, 1000)) == [(4, 50), (1, 0)]
+
+
+def test_one_token_answers_share_a_prefix_on_a_cpu_only_where_the_plan_computes_less():
+    """A one-token answer (a joint multiple-choice letter) is one pass per batch: on a CPU its prompts share a prefix
+    by the same weighing as longer answers, with 1 step. Pairs that share a short stretch (0-shot questions with a
+    common opening) stay in full batches, where a prefix pass and a small batch of their own would cost more than
+    the tokens they save; a few-shot block that many prompts start with runs once."""
+    from holistic_dagster.clients.batching import generation_prefix_groups
+
+    limits = BatchLimits(rows=16, tokens=16384, attention=2**22)
+
+    def plan(rows: list[list[int]]) -> list[tuple[int, int]]:
+        return [(len(members), prefix) for members, prefix in generation_prefix_groups(rows, 1, limits, 32)]
+
+    # a pair after a 40-token opening among 14 others, all of 90 tokens: one batch of 16 (16 x 90 + 32 = 1,472)
+    # against the pair out (14 x 90 + 32 + 40 + 32 + 2 x 50 + 32 = 1,496)
+    assert plan(_prompts(40, 90, 2, 100) + _prompts(0, 90, 14, 1000)) == [(16, 0)]
+    # 12 prompts after a 400-token block among 4 others: 16 x 450 + 32 = 7,232 against
+    # 4 x 450 + 32 + 400 + 32 + 12 x 50 + 32 = 2,896
+    assert plan(_prompts(400, 450, 12, 100) + _prompts(0, 450, 4, 1000)) == [(12, 400), (4, 0)]
+
+
+def test_the_client_answers_one_token_pairs_in_full_batches_and_runs_a_long_block_once(untrained_client):
+    """The client on a CPU: two questions with a common opening of a few dozen tokens among 14 others run as one
+    batch of 16 (no prefix pass of one row); 12 questions after a long few-shot block run it once."""
+    client = _client(untrained_client.path, batch_size=16)
+    words = "red green blue apple stone river quickly seven the of and moon over under".split()
+    opening = " ".join(words) + " "
+    prompts = [opening + f"question {k} is it {words[k]}?\nAnswer:" for k in range(2)]
+    prompts += [f"{words[k]} {k} " + " ".join(reversed(words)) + "?\nAnswer:" for k in range(14)]
+    ask = lambda texts: [Request(f"q{k}", f"q{k}", "generate", t, max_tokens=1) for k, t in enumerate(texts)]  # noqa: E731
+    assert len(client.tokenizer(opening)["input_ids"]) >= 32  # a prefix the old rule (any two) ran once
+    client.generate(ask(prompts))
+    assert _passes(client) == [16]
+    client.pass_rows.clear()
+    client.generate(ask([FEW_SHOT * 6 + f"Question: what follows {w}?\nAnswer:" for w in words[:12]]))
+    assert _passes(client) == [12, 1]
 
 
 def test_greedy_generation_continuing_a_shared_prefix_equals_each_prompt_alone(model_dir):
