@@ -43,13 +43,46 @@ def padded_batches(
     stays within `limits.attention`; a row wider than that runs alone."""
     start = 0
     while start < len(order):
-        widest = max(width(order[start]), 1)
-        rows = min(limits.rows, limits.tokens // widest)
-        if limits.attention is not None and queries is not None:
-            rows = min(rows, limits.attention // (widest * max(queries(order[start]), 1)))
-        rows = max(1, rows)
+        rows = batch_rows(order[start], width, limits, queries)
         yield list(order[start : start + rows])
         start += rows
+
+
+def batch_rows(
+    first: int, width: Callable[[int], int], limits: BatchLimits, queries: Callable[[int], int] | None
+) -> int:
+    """The most rows padded_batches puts in a batch whose first (widest) row is `first`."""
+    widest = max(width(first), 1)
+    rows = min(limits.rows, limits.tokens // widest)
+    if limits.attention is not None and queries is not None:
+        rows = min(rows, limits.attention // (widest * max(queries(first), 1)))
+    return max(1, rows)
+
+
+def cut_where_padding_costs_more(
+    order: Sequence[int], lengths: Callable[[int], int], steps: int, limits: BatchLimits, batch_cost: int
+) -> list[list[int]]:
+    """`order` (prompts longest first, to answer in up to `steps` tokens) cut into runs, each of which padded_batches
+    runs as one batch, at the cuts that compute least: a batch costs its rows x its widest prompt's tokens (the
+    padding of the shorter ones too) plus `batch_cost` (its decoding steps), so a long prompt is not followed by short
+    ones padded to it where a batch of their own costs less than their padding (dynamic programming over the cuts:
+    rows x candidates)."""
+    n = len(order)
+    width = lambda i: lengths(i) + steps  # noqa: E731 (what padded_batches holds: the prompt and the answer)
+    best, cut = [0.0] * (n + 1), [n] * (n + 1)  # from each start: the least cost of the rest, and where to cut
+    for start in range(n - 1, -1, -1):
+        widest = lengths(order[start])
+        most = batch_rows(order[start], width, limits, lengths)
+        best[start] = float("inf")
+        for end in range(min(n, start + most), start, -1):  # of equal costs, the fullest batch first
+            cost = (end - start) * widest + batch_cost + best[end]
+            if cost < best[start]:
+                best[start], cut[start] = cost, end
+    runs, start = [], 0
+    while start < n:
+        runs.append(list(order[start : cut[start]]))
+        start = cut[start]
+    return runs
 
 
 def clusters_by_prefix(contexts: Sequence[Sequence[int]], min_members: int = 2) -> list[tuple[list[int], int]]:
@@ -112,21 +145,29 @@ def gathered(cache, index):
 
 
 def generation_prefix_groups(
-    contexts: Sequence[Sequence[int]], steps: int, limits: BatchLimits, step_tokens: int
+    contexts: Sequence[Sequence[int]],
+    steps: int,
+    limits: BatchLimits,
+    step_tokens: int,
+    decode_steps: int | None = None,
 ) -> list[tuple[list[int], int]]:
     """prefix_groups for greedy generation of up to `steps` tokens on a device that computes in step with the work (a
     CPU), by what each plan computes: every batch padded_batches makes costs its rows x its widest row's computed tokens
-    (padding is computed too), and `steps` decoding steps of `step_tokens` prompt tokens each. Every prompt starts
+    (padding is computed too), and `decode_steps` (default `steps`: answers that end sooner decode fewer; a batch holds
+    room for `steps`) decoding steps of `step_tokens` prompt tokens each. Every prompt starts
     unshared, in one length-sorted run; then, largest prefix saving first, a cluster is taken out to run its prefix once
     (one pass, which costs a step like any other) where that plan costs less: it saves the prefix's tokens, and the
     padding its rows cost among wider ones, and adds batches of its own. Long prompts, which the attention bound runs a
     few at a time whatever their company, add no batch: their clusters share; many small clusters of short prompts stay
-    together."""
+    together. What is left unshared is cut into batches where padding would cost more than the batch's decoding
+    (cut_where_padding_costs_more), for answers of more than one token."""
+
+    decode = decode_steps or steps
 
     def cost(rows: list[int], prefix: int) -> int:
         order = sorted(rows, key=lambda i: -len(contexts[i]))
         batches = padded_batches(order, lambda i: len(contexts[i]) + steps, limits, lambda i: len(contexts[i]) - prefix)
-        return sum(len(b) * (len(contexts[b[0]]) - prefix) + step_tokens * steps for b in batches)
+        return sum(len(b) * (len(contexts[b[0]]) - prefix) + step_tokens * decode for b in batches)
 
     clusters = clusters_by_prefix(contexts, 2)
     rest = list(range(len(contexts)))
@@ -138,4 +179,8 @@ def generation_prefix_groups(
         if left + prefix_len + step_tokens + cost(members, prefix_len) < rest_cost:  # the prefix's pass is a pass
             shared.append((members, prefix_len))
             rest, rest_cost = without, left
-    return shared + ([(rest, 0)] if rest else [])
+    order = sorted(rest, key=lambda i: -len(contexts[i]))
+    if steps == 1:  # one pass per batch, whose fixed cost on a small model is more than step_tokens: full batches
+        return shared + ([(order, 0)] if order else [])
+    runs = cut_where_padding_costs_more(order, lambda i: len(contexts[i]), steps, limits, step_tokens * decode)
+    return shared + [(run, 0) for run in runs]

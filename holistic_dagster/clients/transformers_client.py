@@ -36,6 +36,7 @@ from holistic_dagster.clients.batching import (
 from holistic_dagster.clients.checkpoints import local_checkpoint
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop
 from holistic_dagster.clients.top_k import top_k
+from holistic_dagster.clients.transformers_sampling import TOP_K, SampledGeneration
 from holistic_dagster.clients.transformers_scoring import ContinuationScoring
 from holistic_dagster.config.models import ModelSpec
 from holistic_dagster.errors import CatalogError
@@ -43,7 +44,6 @@ from holistic_dagster.records import Completion, Request, sha256_file
 
 # token counts of over-long prompts are expected (adaptation trims them); weight-loading bars are noise
 transformers.logging.set_verbosity_error()
-TOP_K = 5  # alternatives recorded per generated token
 MAX_CLUSTER_BATCH = 64  # rows: on a GPU, a prefix scored once is shared by at least half this many prompts
 transformers.logging.disable_progress_bar()
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def _revision(path: Path) -> str:
     return "sha256:" + "".join(sha256_file(p)[:8] for p in files)[:32] if files else "unknown"
 
 
-class TransformersClient(ContinuationScoring):
+class TransformersClient(ContinuationScoring, SampledGeneration):
     backend = "transformers"
     supports_prompt_logprobs = True
 
@@ -197,54 +197,6 @@ class TransformersClient(ContinuationScoring):
                     on_done(list(finished.values()))
         return [results[r.request_id] for r in requests]
 
-    def _generate_group(
-        self, group: list[Request], max_tokens: int, temperature: float, stop: tuple[str, ...]
-    ) -> dict[str, Completion]:
-        if max_tokens == 0:
-            return {r.request_id: self._completion(r, [], [], [], r.num_prompt_tokens, 0.0, stop) for r in group}
-        # left padding and left truncation: a prompt too long loses its oldest text, never the question
-        self.tokenizer.padding_side = self.tokenizer.truncation_side = "left"
-        budget = self.max_context - max_tokens
-        enc = self.tokenizer(
-            [r.prompt for r in group],
-            return_tensors="pt",
-            padding=True,
-            add_special_tokens=False,
-            truncation=True,
-            max_length=max(budget, 1),
-        )
-        enc = {k: v.to(self.device) for k, v in enc.items()}
-        started = time.perf_counter()
-        out = self.model.generate(
-            **enc,
-            max_new_tokens=max_tokens,
-            do_sample=True,
-            temperature=temperature,
-            top_p=None,
-            top_k=None,
-            output_scores=True,
-            return_dict_in_generate=True,
-            pad_token_id=self.tokenizer.pad_token_id,
-            stop_strings=list(stop) or None,
-            tokenizer=self.tokenizer if stop else None,
-        )
-        elapsed = time.perf_counter() - started
-        new_ids = out.sequences[:, enc["input_ids"].shape[1] :]
-        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
-        top_lps, top_ids = torch.stack(out.scores, dim=1).float().log_softmax(dim=-1).topk(TOP_K, dim=-1)
-        return {
-            r.request_id: self._completion(
-                r,
-                new_ids[row].tolist(),
-                scores[row].tolist(),
-                list(zip(top_ids[row].tolist(), top_lps[row].tolist())),
-                int(enc["attention_mask"][row].sum()),
-                elapsed / len(group),
-                stop,
-            )
-            for row, r in enumerate(group)
-        }
-
     def _completion(
         self, request: Request, new_ids: list[int], lps: list[float], tops: list, prompt_tokens: int, latency: float,
         stop: tuple[str, ...],
@@ -282,32 +234,56 @@ class TransformersClient(ContinuationScoring):
 
     def _greedy_batches(self, group: list[Request], max_tokens: int, stop: tuple[str, ...]):
         """Greedy completions batch by batch: prompts clustered by a shared token prefix (e.g. a subset's
-        few-shot block), the prefix run once per cluster; the rest in length-sorted batches."""
+        few-shot block), the prefix run once per cluster; the rest in length-sorted batches. The plan counts every
+        batch as decoding `max_tokens` steps until the first group's answers show how long they are: on a CPU, where
+        answers often end far sooner (a label, a line), what is left is planned again for twice the longest seen."""
         limit = max(self.max_context - max_tokens, 1)
         encoded = [self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:] for r in group]
         encoded = [ids or [self._fallback_token()] for ids in encoded]
-        for members, prefix_len in self._generation_groups(encoded, max_tokens):
-            members.sort(key=lambda i: -len(encoded[i]))  # similar lengths in a batch: little padding
-            cache, prefix_s = None, 0.0
-            if prefix_len:  # e.g. a subset's few-shot block: run once, every prompt continues from its cache
-                cache, prefix_s = self._prefix_cache(encoded[members[0]][:prefix_len], len(members))
-            yield from self._in_batches(
-                members,
-                lambda i: len(encoded[i]) + max_tokens,  # held at the end: the prefix, the prompt, the answer
-                lambda chunk, _limits, c=cache, p=prefix_len, s=prefix_s: self._greedy_batch(
-                    chunk, group, encoded, max_tokens, stop, c, p, s
-                ),
-                lambda i, p=prefix_len: len(encoded[i]) - p,  # the prefix is in the cache: not computed again
-            )
+        (first, first_prefix), *rest = self._generation_groups(encoded, max_tokens)
+        longest = 0  # decoding steps of the longest answer so far (its end, EOS or a stop, included)
+        for finished in self._greedy_group(group, encoded, first, first_prefix, max_tokens, stop):
+            longest = max([longest] + [c.num_completion_tokens + 1 for c in finished.values()])
+            yield finished
+        if rest and self.device.type == "cpu" and 2 * longest < max_tokens:
+            left = [i for members, _ in rest for i in members]
+            replanned = self._generation_groups([encoded[i] for i in left], max_tokens, decode_steps=2 * longest)
+            rest = [([left[j] for j in members], prefix_len) for members, prefix_len in replanned]
+        for members, prefix_len in rest:
+            yield from self._greedy_group(group, encoded, members, prefix_len, max_tokens, stop)
 
-    def _generation_groups(self, encoded: list[list[int]], steps: int) -> list[tuple[list[int], int]]:
+    def _greedy_group(
+        self, group: list[Request], encoded: list[list[int]], members: list[int], prefix_len: int, max_tokens: int,
+        stop: tuple[str, ...],
+    ):  # fmt: skip
+        """One group of the plan: its shared prefix run once (a subset's few-shot block; every prompt continues from
+        its cache), then its prompts in length-sorted batches."""
+        members = sorted(members, key=lambda i: -len(encoded[i]))  # similar lengths in a batch: little padding
+        cache, prefix_s = None, 0.0
+        if prefix_len:
+            cache, prefix_s = self._prefix_cache(encoded[members[0]][:prefix_len], len(members))
+        yield from self._in_batches(
+            members,
+            lambda i: len(encoded[i]) + max_tokens,  # held at the end: the prefix, the prompt, the answer
+            lambda chunk, _limits: self._greedy_batch(
+                chunk, group, encoded, max_tokens, stop, cache, prefix_len, prefix_s
+            ),  # fmt: skip
+            lambda i: len(encoded[i]) - prefix_len,  # the prefix is in the cache: not computed again
+        )
+
+    def _generation_groups(
+        self, encoded: list[list[int]], steps: int, decode_steps: int | None = None
+    ) -> list[tuple[list[int], int]]:
         """The prompts of a greedy generation grouped by a prefix run once (batching.prefix_groups). On a CPU, where a
         pass of a small batch costs what a few dozen prompt tokens do, a cluster shares its prefix where that saves
         more than its prefix pass and extra batches cost (batching.generation_prefix_groups), one-token answers
         included: 0-shot questions that share only an opening line stay in full batches; elsewhere as
-        min_shared_prefix_members says."""
+        min_shared_prefix_members says. decode_steps: the steps a batch is expected to decode (default: `steps`, the
+        most it may)."""
         if self.device.type == "cpu" and self.min_shared_prefix_members(steps) < sys.maxsize:
-            return generation_prefix_groups(encoded, steps, self.limits.current, device_of.CPU_STEP_TOKENS)
+            return generation_prefix_groups(
+                encoded, steps, self.limits.current, device_of.CPU_STEP_TOKENS, decode_steps or steps
+            )
         return prefix_groups(encoded, self.min_shared_prefix_members(steps))
 
     def min_shared_prefix_members(self, steps: int = 1) -> int:

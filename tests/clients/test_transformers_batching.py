@@ -205,9 +205,67 @@ def test_one_token_answers_share_a_prefix_on_a_cpu_only_where_the_plan_computes_
     assert plan(_prompts(400, 450, 12, 100) + _prompts(0, 450, 4, 1000)) == [(12, 400), (4, 0)]
 
 
+def test_a_long_prompt_is_not_followed_by_short_ones_padded_to_it_where_a_batch_of_their_own_costs_less():
+    """Prompts longest first, cut where a batch costs its rows x its widest prompt plus what its steps cost."""
+    from holistic_dagster.clients.batching import cut_where_padding_costs_more
+
+    limits = BatchLimits(rows=16, tokens=16384, attention=2**22)
+
+    def cut(lengths: list[int], batch_cost: int, steps: int = 1) -> list[int]:
+        runs = cut_where_padding_costs_more(list(range(len(lengths))), lambda i: lengths[i], steps, limits, batch_cost)
+        assert [i for run in runs for i in run] == list(range(len(lengths)))  # every prompt once, in order
+        return [len(run) for run in runs]
+
+    # one batch 11 x 400 + 32 = 4,432; the long one alone 400 + 32 + 10 x 100 + 32 = 1,464
+    assert cut([400] + [100] * 10, 32) == [1, 10]
+    # decoding 30 steps of 32: one batch 4 x 400 + 960 = 2,560 against 400 + 960 + 3 x 100 + 960 = 2,620
+    assert cut([400] + [100] * 3, 960, steps=30) == [4]
+    assert cut([100] * 20, 32) == [16, 4]  # equal lengths: full batches first, as padded_batches makes them
+    # the attention bound (2**22 // (1,500 x 1,500) = 1) runs each long prompt alone whatever it costs
+    assert cut([1500, 1500, 1500], 0) == [1, 1, 1]
+
+
+def test_answers_that_end_sooner_are_planned_for_the_steps_they_take():
+    """A cluster of 3 prompts of 300 tokens after a 250-token block among 12 others of 300 (64 rows): planned for 30
+    steps it runs with them (15 x 300 + 960 = 5,460 against 12 x 300 + 960 + 250 + 32 + 3 x 50 + 960 = 5,952);
+    for answers of 6 steps it runs its block once (4,500 + 192 = 4,692 against 3,600 + 192 + 282 + 150 + 192 =
+    4,416)."""
+    from holistic_dagster.clients.batching import generation_prefix_groups
+
+    limits = BatchLimits(rows=64, tokens=16384, attention=2**22)
+    rows = _prompts(250, 300, 3, 100) + _prompts(0, 300, 12, 1000)
+    plan = lambda **kw: [(len(m), p) for m, p in generation_prefix_groups(rows, 30, limits, 32, **kw)]  # noqa: E731
+    assert plan() == [(15, 0)]
+    assert plan(decode_steps=6) == [(3, 250), (12, 0)]
+
+
+def test_after_the_first_group_the_rest_is_planned_for_the_answers_seen_and_answers_do_not_change(untrained_client):
+    """Rows that end after 2 tokens (the client's end-of-answer test made to say so): the prompts after the first
+    group are planned again for 2 x 3 steps, and every answer is the one each prompt gets alone."""
+    client = _client(untrained_client.path, batch_size=4)
+    client._done = lambda ids, stop: len(ids) >= 2
+    plans = []
+    groups = client._generation_groups
+    client._generation_groups = lambda enc, steps, decode_steps=None: (
+        plans.append((steps, decode_steps)) or groups(enc, steps, decode_steps)
+    )
+    prompts = [FEW_SHOT * 4 + f"Question: what follows {w}?\nAnswer:" for w in ("river", "apple", "seven")]
+    prompts += [f"Question {k}: {'x ' * k}?\nAnswer:" for k in range(9)]
+    requests = [Request(f"g{i}", "i", "generate", p, max_tokens=30) for i, p in enumerate(prompts)]
+    together = client.generate(requests)
+    assert plans == [(30, None), (30, 6)]
+    assert all(c.num_completion_tokens == 2 for c in together)
+    plans.clear()
+    alone = [client.generate([r])[0] for r in requests]
+    assert plans == [(30, None)] * len(requests)  # one group each: nothing left to plan again
+    for a, b in zip(together, alone):
+        assert (a.text, a.tokens) == (b.text, b.tokens)
+        assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
+
+
 def test_the_client_answers_one_token_pairs_in_full_batches_and_runs_a_long_block_once(untrained_client):
-    """The client on a CPU: two questions with a common opening of a few dozen tokens among 14 others run as one
-    batch of 16 (no prefix pass of one row); 12 questions after a long few-shot block run it once."""
+    """The client on a CPU: two questions with a common opening of a few dozen tokens among 14 others run with them
+    (no prefix pass of one row); 12 questions after a long few-shot block run it once."""
     client = _client(untrained_client.path, batch_size=16)
     words = "red green blue apple stone river quickly seven the of and moon over under".split()
     opening = " ".join(words) + " "
@@ -216,7 +274,7 @@ def test_the_client_answers_one_token_pairs_in_full_batches_and_runs_a_long_bloc
     ask = lambda texts: [Request(f"q{k}", f"q{k}", "generate", t, max_tokens=1) for k, t in enumerate(texts)]  # noqa: E731
     assert len(client.tokenizer(opening)["input_ids"]) >= 32  # a prefix the old rule (any two) ran once
     client.generate(ask(prompts))
-    assert _passes(client) == [16]
+    assert 1 not in client.pass_rows and sum(_passes(client)) == 16  # each question once, no prefix pass
     client.pass_rows.clear()
     client.generate(ask([FEW_SHOT * 6 + f"Question: what follows {w}?\nAnswer:" for w in words[:12]]))
     assert _passes(client) == [12, 1]

@@ -1,0 +1,116 @@
+"""Benchmark: greedy generation on a CPU, this checkout against another revision, on the demo's own generation
+requests: each side in a fresh process of its own (its code first on PYTHONPATH), alternating run by run, so both see
+the same machine. Seconds per scenario (best of the runs), and whether the answers are the same: texts equal and
+log-probabilities within the batch-shape noise the tests allow (1e-4), and each side's runs identical to each other.
+
+What changes between revisions is how a generation is planned (which prompts run a shared prefix once, where
+batches are cut), so the work is the one the plan decides on: SmolLM2-135M-Instruct's requests as `scripts/demo`
+wrote them (any cap: HOLISTIC_MAX_EVAL_INSTANCES=1 gives the docs test's demo), read from its warehouse.
+
+usage: .venv/bin/python bench/generation_plan.py --warehouse data/warehouse.duckdb --before REV [--runs 2]
+                                                 [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def inner(warehouse: Path, out: Path) -> None:
+    """One side's run, in this process: every scenario's requests generated in turn."""
+    sys.path.insert(0, str(HERE))
+    from cpu_attention import requests_by_scenario, warm_client
+
+    requests = requests_by_scenario(warehouse)
+    client = warm_client(requests)
+    found = {}
+    for scenario, batch in requests.items():
+        started = time.perf_counter()
+        done = client.generate(batch)
+        found[scenario] = {"seconds": time.perf_counter() - started, "texts": [c.text for c in done],
+                           "logprobs": [list(c.logprobs) for c in done]}  # fmt: skip
+    out.write_text(json.dumps(found))
+
+
+def compare(sides: dict[str, list[dict]]) -> dict:
+    """Best seconds per scenario and side, and how the answers compare (the first run of each side)."""
+    (a_name, a_runs), (b_name, b_runs) = sides.items()
+    scenarios = list(a_runs[0])
+    best = {name: {s: min(r[s]["seconds"] for r in runs) for s in scenarios} for name, runs in sides.items()}
+    pairs = [(x, y) for s in scenarios for x, y in zip(zip(a_runs[0][s]["texts"], a_runs[0][s]["logprobs"]),
+                                                      zip(b_runs[0][s]["texts"], b_runs[0][s]["logprobs"]))]  # fmt: skip
+    same = [(x, y) for x, y in pairs if x[0] == y[0]]
+    repeat = {name: all(r == runs[0] for r in [{s: (v["texts"], v["logprobs"]) for s, v in run.items()}
+                                               for run in runs]) for name, runs in sides.items()}  # fmt: skip
+    return {
+        "seconds": best,
+        "total": {name: sum(b.values()) for name, b in best.items()},
+        "same_texts": f"{len(same)}/{len(pairs)}",
+        "max_logprob_difference": max((abs(p - q) for x, y in same for p, q in zip(x[1], y[1])), default=0.0),
+        "runs_identical": repeat,
+    }
+
+
+def markdown(result: dict, runs: int) -> str:
+    names = list(result["seconds"])
+    lines = [
+        "# Greedy generation on a CPU, this checkout against the revision before it (the demo's requests, SmolLM2)",
+        "",
+        f"Best of {runs} runs per side, alternating, each in a fresh process (bench/generation_plan.py). Texts the "
+        f"same: {result['same_texts']}; largest log-probability difference {result['max_logprob_difference']:.1e}; "
+        f"each side's runs identical: {result['runs_identical']}.",
+        "",
+        "| scenario | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+        "| **all** | " + " | ".join(f"**{result['total'][n]:.1f}**" for n in names) + " |",
+    ]
+    for scenario in result["seconds"][names[0]]:
+        lines.append(f"| {scenario} | " + " | ".join(f"{result['seconds'][n][scenario]:.2f}" for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--warehouse", type=Path, required=True)
+    parser.add_argument("--before", required=True, help="the git revision to time alongside this checkout")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args()
+    worktree = Path(os.environ.get("BENCH", "/tmp/bench")) / "generation_plan_before"
+    subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
+    subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.before], cwd=REPO, check=True,
+                   capture_output=True)  # fmt: skip
+    checkouts = {f"before ({args.before})": worktree, "this checkout": REPO}
+    sides: dict[str, list[dict]] = {name: [] for name in checkouts}
+    try:
+        for n in range(args.runs):
+            for name, checkout in checkouts.items():
+                out = worktree.parent / "generation_plan_run.json"
+                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", str(args.warehouse),
+                                str(out)], env={**os.environ, "PYTHONPATH": str(checkout)}, check=True)  # fmt: skip
+                sides[name].append(json.loads(out.read_text()))
+                print(f"run {n + 1} {name}: {sum(v['seconds'] for v in sides[name][-1].values()):.1f} s",
+                      file=sys.stderr)  # fmt: skip
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
+    result = compare(sides)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "generation-plan.json").write_text(json.dumps(result, indent=2))
+    (args.out / "generation-plan.md").write_text(markdown(result, args.runs))
+    print(markdown(result, args.runs))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 3 and sys.argv[1] == "--inner":
+        inner(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main()
