@@ -38,7 +38,9 @@ def inner(warehouse: Path, out: Path) -> None:
         done = client.generate(batch)
         found[scenario] = {"seconds": time.perf_counter() - started, "texts": [c.text for c in done],
                            "logprobs": [list(c.logprobs) for c in done]}  # fmt: skip
-    out.write_text(json.dumps(found))
+    import torch
+
+    out.write_text(json.dumps({"threads": torch.get_num_threads(), "scenarios": found}))
 
 
 def compare(sides: dict[str, list[dict]]) -> dict:
@@ -46,11 +48,11 @@ def compare(sides: dict[str, list[dict]]) -> dict:
     (a_name, a_runs), (b_name, b_runs) = sides.items()
     scenarios = list(a_runs[0])
     best = {name: {s: min(r[s]["seconds"] for r in runs) for s in scenarios} for name, runs in sides.items()}
-    pairs = [(x, y) for s in scenarios for x, y in zip(zip(a_runs[0][s]["texts"], a_runs[0][s]["logprobs"]),
-                                                      zip(b_runs[0][s]["texts"], b_runs[0][s]["logprobs"]))]  # fmt: skip
+    answers = lambda run, s: list(zip(run[s]["texts"], run[s]["logprobs"]))  # noqa: E731
+    pairs = [(x, y) for s in scenarios for x, y in zip(answers(a_runs[0], s), answers(b_runs[0], s))]
     same = [(x, y) for x, y in pairs if x[0] == y[0]]
-    repeat = {name: all(r == runs[0] for r in [{s: (v["texts"], v["logprobs"]) for s, v in run.items()}
-                                               for run in runs]) for name, runs in sides.items()}  # fmt: skip
+    repeat = {name: all(answers(r, s) == answers(runs[0], s) for r in runs for s in scenarios)
+              for name, runs in sides.items()}  # fmt: skip
     return {
         "seconds": best,
         "total": {name: sum(b.values()) for name, b in best.items()},
@@ -65,7 +67,8 @@ def markdown(result: dict, runs: int) -> str:
     lines = [
         "# Greedy generation on a CPU, this checkout against the revision before it (the demo's requests, SmolLM2)",
         "",
-        f"Best of {runs} runs per side, alternating, each in a fresh process (bench/generation_plan.py). Texts the "
+        f"Best of {runs} runs per side, alternating, each in a fresh process on {result['torch_threads']} torch "
+        "thread(s) (bench/generation_plan.py; OMP_NUM_THREADS=1 is the tests' setting). Texts the "
         f"same: {result['same_texts']}; largest log-probability difference {result['max_logprob_difference']:.1e}; "
         f"each side's runs identical: {result['runs_identical']}.",
         "",
@@ -97,12 +100,14 @@ def main() -> None:
                 out = worktree.parent / "generation_plan_run.json"
                 subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", str(args.warehouse),
                                 str(out)], env={**os.environ, "PYTHONPATH": str(checkout)}, check=True)  # fmt: skip
-                sides[name].append(json.loads(out.read_text()))
+                run = json.loads(out.read_text())
+                threads = run["threads"]
+                sides[name].append(run["scenarios"])
                 print(f"run {n + 1} {name}: {sum(v['seconds'] for v in sides[name][-1].values()):.1f} s",
                       file=sys.stderr)  # fmt: skip
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
-    result = compare(sides)
+    result = {**compare(sides), "torch_threads": threads}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "generation-plan.json").write_text(json.dumps(result, indent=2))
     (args.out / "generation-plan.md").write_text(markdown(result, args.runs))
