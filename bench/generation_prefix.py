@@ -34,7 +34,9 @@ def main() -> None:
     requests = requests_by_scenario(args.warehouse)
     client = warm_client(requests)
     rules = {
-        "a full batch": lambda encoded, steps: prefix_groups(encoded, client.min_shared_prefix_members(steps)),
+        "a full batch": lambda encoded, steps, decode_steps=None: prefix_groups(
+            encoded, client.min_shared_prefix_members(steps)
+        ),
         "where it pays": type(client)._generation_groups.__get__(client),
     }
     sides: dict[str, list[dict]] = {name: [] for name in rules}

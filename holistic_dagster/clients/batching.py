@@ -9,6 +9,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 MIN_SHARED_PREFIX = 32  # tokens; below this a prefix pass costs more than it saves
+# clusters a generation plan weighs one by one, largest saving first (each weighing batches the rest again: clusters x
+# prompts); a suite's few-shot blocks are far fewer, and beyond these (thousands of perturbed copies, each sharing a
+# question with its original) prompts run unshared
+WEIGHED_CLUSTERS = 256
 
 
 @dataclass(frozen=True)
@@ -159,28 +163,27 @@ def generation_prefix_groups(
     (one pass, which costs a step like any other) where that plan costs less: it saves the prefix's tokens, and the
     padding its rows cost among wider ones, and adds batches of its own. Long prompts, which the attention bound runs a
     few at a time whatever their company, add no batch: their clusters share; many small clusters of short prompts stay
-    together. What is left unshared is cut into batches where padding would cost more than the batch's decoding
-    (cut_where_padding_costs_more), for answers of more than one token."""
+    together (the WEIGHED_CLUSTERS largest savings are weighed). What is left unshared is cut into batches where padding
+    would cost more than the batch's decoding (cut_where_padding_costs_more), for answers of more than one token."""
 
     decode = decode_steps or steps
 
-    def cost(rows: list[int], prefix: int) -> int:
-        order = sorted(rows, key=lambda i: -len(contexts[i]))
-        batches = padded_batches(order, lambda i: len(contexts[i]) + steps, limits, lambda i: len(contexts[i]) - prefix)
+    def cost(rows: list[int], prefix: int) -> int:  # rows longest first
+        batches = padded_batches(rows, lambda i: len(contexts[i]) + steps, limits, lambda i: len(contexts[i]) - prefix)
         return sum(len(b) * (len(contexts[b[0]]) - prefix) + step_tokens * decode for b in batches)
 
-    clusters = clusters_by_prefix(contexts, 2)
-    rest = list(range(len(contexts)))
+    longest_first = lambda rows: sorted(rows, key=lambda i: -len(contexts[i]))  # noqa: E731 (stable: ties in order)
+    clusters = sorted((c for c in clusters_by_prefix(contexts, 2) if c[1]), key=lambda c: -(len(c[0]) - 1) * c[1])
+    rest = longest_first(range(len(contexts)))
     shared, rest_cost = [], cost(rest, 0)
-    for members, prefix_len in sorted((c for c in clusters if c[1]), key=lambda c: -(len(c[0]) - 1) * c[1]):
+    for members, prefix_len in clusters[:WEIGHED_CLUSTERS]:
         taken = set(members)
         without = [i for i in rest if i not in taken]
         left = cost(without, 0)
-        if left + prefix_len + step_tokens + cost(members, prefix_len) < rest_cost:  # the prefix's pass is a pass
+        if left + prefix_len + step_tokens + cost(longest_first(members), prefix_len) < rest_cost:  # its pass too
             shared.append((members, prefix_len))
             rest, rest_cost = without, left
-    order = sorted(rest, key=lambda i: -len(contexts[i]))
-    if steps == 1:  # one pass per batch, whose fixed cost on a small model is more than step_tokens: full batches
-        return shared + ([(order, 0)] if order else [])
-    runs = cut_where_padding_costs_more(order, lambda i: len(contexts[i]), steps, limits, step_tokens * decode)
+    if steps <= 1:  # one pass per batch, whose fixed cost on a small model is more than the plan counts: full batches
+        return shared + ([(rest, 0)] if rest else [])
+    runs = cut_where_padding_costs_more(rest, lambda i: len(contexts[i]), steps, limits, step_tokens * decode)
     return shared + [(run, 0) for run in runs]

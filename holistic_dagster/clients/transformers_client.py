@@ -45,6 +45,7 @@ from holistic_dagster.records import Completion, Request, sha256_file
 # token counts of over-long prompts are expected (adaptation trims them); weight-loading bars are noise
 transformers.logging.set_verbosity_error()
 MAX_CLUSTER_BATCH = 64  # rows: on a GPU, a prefix scored once is shared by at least half this many prompts
+REPLAN_AFTER = 3  # answers a greedy generation sees before it plans what is left for their length
 transformers.logging.disable_progress_bar()
 log = logging.getLogger(__name__)
 
@@ -235,22 +236,25 @@ class TransformersClient(ContinuationScoring, SampledGeneration):
     def _greedy_batches(self, group: list[Request], max_tokens: int, stop: tuple[str, ...]):
         """Greedy completions batch by batch: prompts clustered by a shared token prefix (e.g. a subset's
         few-shot block), the prefix run once per cluster; the rest in length-sorted batches. The plan counts every
-        batch as decoding `max_tokens` steps until the first group's answers show how long they are: on a CPU, where
-        answers often end far sooner (a label, a line), what is left is planned again for twice the longest seen."""
+        batch as decoding `max_tokens` steps until answers show how long they are: on a CPU, where answers often end
+        far sooner (a label, a line), what is left after REPLAN_AFTER answers is planned again for twice the longest."""
         limit = max(self.max_context - max_tokens, 1)
         encoded = [self.tokenizer(r.prompt, add_special_tokens=False)["input_ids"][-limit:] for r in group]
         encoded = [ids or [self._fallback_token()] for ids in encoded]
-        (first, first_prefix), *rest = self._generation_groups(encoded, max_tokens)
-        longest = 0  # decoding steps of the longest answer so far (its end, EOS or a stop, included)
-        for finished in self._greedy_group(group, encoded, first, first_prefix, max_tokens, stop):
-            longest = max([longest] + [c.num_completion_tokens + 1 for c in finished.values()])
-            yield finished
-        if rest and self.device.type == "cpu" and 2 * longest < max_tokens:
-            left = [i for members, _ in rest for i in members]
-            replanned = self._generation_groups([encoded[i] for i in left], max_tokens, decode_steps=2 * longest)
-            rest = [([left[j] for j in members], prefix_len) for members, prefix_len in replanned]
-        for members, prefix_len in rest:
-            yield from self._greedy_group(group, encoded, members, prefix_len, max_tokens, stop)
+        plan, seen, longest = self._generation_groups(encoded, max_tokens), 0, 0  # answers seen, the longest's steps
+        replan = self.device.type == "cpu"
+        while plan:
+            (members, prefix_len), *plan = plan
+            for finished in self._greedy_group(group, encoded, members, prefix_len, max_tokens, stop):
+                seen += len(finished)
+                longest = max([longest] + [c.num_completion_tokens + 1 for c in finished.values()])
+                yield finished
+            if replan and plan and seen >= REPLAN_AFTER:  # once: what is left, planned for the answers seen
+                replan = False
+                if 2 * longest < max_tokens:
+                    left = [i for members, _ in plan for i in members]
+                    again = self._generation_groups([encoded[i] for i in left], max_tokens, decode_steps=2 * longest)
+                    plan = [([left[j] for j in members], prefix_len) for members, prefix_len in again]
 
     def _greedy_group(
         self, group: list[Request], encoded: list[list[int]], members: list[int], prefix_len: int, max_tokens: int,

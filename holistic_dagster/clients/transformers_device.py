@@ -33,7 +33,8 @@ CPU_LIMITS = BatchLimits(rows=64, tokens=16384, attention=2**22)
 # what one greedy decoding step of a batch costs on a CPU, in prompt tokens computed (batching.
 # generation_prefix_groups): measured on 2 cores, 20-30 for SmolLM2-135M at one row (a step 58-62 ms, a prompt token
 # 2-3 ms, 1 or 2 threads), 45-59 at three, and 74-103 for the demo's tiny models (whose time is small either way);
-# a plan counts every batch's `max_tokens` steps, where answers that stop early (a label, a number) take fewer
+# a plan counts every batch's `max_tokens` steps until answers are seen, then twice the longest seen (answers that stop
+# early, a label or a number, take far fewer: TransformersClient._greedy_batches)
 CPU_STEP_TOKENS = 32
 # a GPU's `auto` starts here; the token budget is lowered to what its free memory holds
 GPU_MAX_ROWS = 256

@@ -221,7 +221,7 @@ def test_a_long_prompt_is_not_followed_by_short_ones_padded_to_it_where_a_batch_
     # decoding 30 steps of 32: one batch 4 x 400 + 960 = 2,560 against 400 + 960 + 3 x 100 + 960 = 2,620
     assert cut([400] + [100] * 3, 960, steps=30) == [4]
     assert cut([100] * 20, 32) == [16, 4]  # equal lengths: full batches first, as padded_batches makes them
-    # the attention bound (2**22 // (1,500 x 1,500) = 1) runs each long prompt alone whatever it costs
+    # the attention bound (2**22 // (1,501 x 1,500) = 1) runs each long prompt alone whatever it costs
     assert cut([1500, 1500, 1500], 0) == [1, 1, 1]
 
 
@@ -239,33 +239,48 @@ def test_answers_that_end_sooner_are_planned_for_the_steps_they_take():
     assert plan(decode_steps=6) == [(3, 250), (12, 0)]
 
 
-def test_after_the_first_group_the_rest_is_planned_for_the_answers_seen_and_answers_do_not_change(untrained_client):
-    """Rows that end after 2 tokens (the client's end-of-answer test made to say so): the prompts after the first
-    group are planned again for 2 x 3 steps, and every answer is the one each prompt gets alone."""
-    client = _client(untrained_client.path, batch_size=4)
+def test_only_the_clusters_that_save_most_are_weighed(monkeypatch):
+    """Each weighing batches the rest again, so a plan weighs at most WEIGHED_CLUSTERS clusters, largest saving first:
+    20 prompts after a 200-token block (saving 19 x 200), 20 after another of 100 (19 x 100), 40 others of 210. Both
+    share when both are weighed; weighing one, the second block's prompts run unshared, cut from the longer others
+    (40 x 210 + 960 + 20 x 110 + 960 = 12,520 against 60 x 210 + 960 = 13,560)."""
+    from holistic_dagster.clients import batching
+
+    limits = BatchLimits(rows=64, tokens=16384, attention=2**22)
+    rows = [[7] * 200 + [100 + i] * 10 for i in range(20)] + [[8] * 100 + [300 + i] * 10 for i in range(20)]
+    rows += [[1000 + i] * 210 for i in range(40)]
+    plan = lambda: [(len(m), p) for m, p in batching.generation_prefix_groups(rows, 30, limits, 32)]  # noqa: E731
+    assert plan() == [(20, 200), (20, 100), (40, 0)]
+    monkeypatch.setattr(batching, "WEIGHED_CLUSTERS", 1)
+    assert plan() == [(20, 200), (40, 0), (20, 0)]
+
+
+def test_after_three_answers_the_rest_is_planned_for_their_length_and_answers_do_not_change(untrained_client):
+    """Rows that end after 2 tokens (the client's end-of-answer test made to say so), 16 rows a batch: the first
+    group (3 questions after a long few-shot block) shows answers of 3 steps, so the 9 prompts left are planned again
+    for 6: 3 of them share a 73-token opening, which pays for 6 steps (its pass of one row, then 3 rows) but not for
+    30 (9 rows together). Every answer is the one each prompt gets alone."""
+    client = _client(untrained_client.path, batch_size=16)
     client._done = lambda ids, stop: len(ids) >= 2
-    plans = []
-    groups = client._generation_groups
-    client._generation_groups = lambda enc, steps, decode_steps=None: (
-        plans.append((steps, decode_steps)) or groups(enc, steps, decode_steps)
-    )
+    words = "red green blue apple stone river quickly seven the of and moon over under".split()
+    opening = " ".join(words * 2) + " "
     prompts = [FEW_SHOT * 4 + f"Question: what follows {w}?\nAnswer:" for w in ("river", "apple", "seven")]
-    prompts += [f"Question {k}: {'x ' * k}?\nAnswer:" for k in range(9)]
+    prompts += [opening + f"and then {w} {w} {w} {w} {w}?\nAnswer:" for w in ("cat", "dog", "sun")]
+    prompts += [f"Question {k}: {words[k]}?\nAnswer:" for k in range(6)]
     requests = [Request(f"g{i}", "i", "generate", p, max_tokens=30) for i, p in enumerate(prompts)]
     together = client.generate(requests)
-    assert plans == [(30, None), (30, 6)]
     assert all(c.num_completion_tokens == 2 for c in together)
-    plans.clear()
-    alone = [client.generate([r])[0] for r in requests]
-    assert plans == [(30, None)] * len(requests)  # one group each: nothing left to plan again
-    for a, b in zip(together, alone):
+    # each batch a prompt pass and one decoding step: the block, its 3 rows; the opening, its 3 rows; the other 6
+    assert _passes(client) == [6, 6, 3, 3, 3, 3, 1, 1]  # planned once for 30 steps: [9, 9, 3, 3, 1]
+    for a, b in zip(together, [client.generate([r])[0] for r in requests]):
         assert (a.text, a.tokens) == (b.text, b.tokens)
         assert list(a.logprobs) == pytest.approx(list(b.logprobs), abs=1e-4)
 
 
 def test_the_client_answers_one_token_pairs_in_full_batches_and_runs_a_long_block_once(untrained_client):
     """The client on a CPU: two questions with a common opening of a few dozen tokens among 14 others run with them
-    (no prefix pass of one row); 12 questions after a long few-shot block run it once."""
+    in one batch (no prefix pass of one row, no cut for padding); 12 questions after a long few-shot block run it
+    once."""
     client = _client(untrained_client.path, batch_size=16)
     words = "red green blue apple stone river quickly seven the of and moon over under".split()
     opening = " ".join(words) + " "
@@ -274,7 +289,7 @@ def test_the_client_answers_one_token_pairs_in_full_batches_and_runs_a_long_bloc
     ask = lambda texts: [Request(f"q{k}", f"q{k}", "generate", t, max_tokens=1) for k, t in enumerate(texts)]  # noqa: E731
     assert len(client.tokenizer(opening)["input_ids"]) >= 32  # a prefix the old rule (any two) ran once
     client.generate(ask(prompts))
-    assert 1 not in client.pass_rows and sum(_passes(client)) == 16  # each question once, no prefix pass
+    assert _passes(client) == [16]  # one batch, no prefix pass
     client.pass_rows.clear()
     client.generate(ask([FEW_SHOT * 6 + f"Question: what follows {w}?\nAnswer:" for w in words[:12]]))
     assert _passes(client) == [12, 1]
