@@ -65,7 +65,7 @@ def compare(sides: dict[str, list[dict]]) -> dict:
 def markdown(result: dict, runs: int) -> str:
     names = list(result["seconds"])
     lines = [
-        "# Greedy generation on a CPU, this checkout against the revision before it (the demo's requests, SmolLM2)",
+        "# Greedy generation on a CPU, this checkout against another revision (the demo's requests, SmolLM2)",
         "",
         f"Best of {runs} runs per side, alternating, each in a fresh process on {result['torch_threads']} torch "
         "thread(s) (bench/generation_plan.py; OMP_NUM_THREADS=1 is the tests' setting). Texts the "
