@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from end_to_end import BENCH, our_world  # noqa: E402
-from peers import PEER_MODEL, require  # noqa: E402
+from peers import PEER_MODEL, checkouts, require  # noqa: E402
 
 # (label, file suffix, function): a sample counts for the first one on its stack
 CATEGORIES = [
@@ -156,21 +155,12 @@ def main() -> None:
     parser.add_argument("--md", type=Path, default=HERE / "results" / "fixed_cost.md")
     args = parser.parse_args()
     require(PEER_MODEL, "peer model")
-    checkouts = {}
-    if args.before:
-        worktree = BENCH / "fixed_cost_before"
-        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
-        subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.before], cwd=REPO, check=True,
-                       capture_output=True)  # fmt: skip
-        checkouts[f"before ({args.before})"] = worktree
-    checkouts["this checkout"] = REPO
-    runs = {name: [] for name in checkouts}
-    for n in range(args.runs):
-        for name, checkout in checkouts.items():
-            runs[name].append(one_run(checkout, BENCH / "fixed_cost_world", args.shots))
-            print(f"run {n + 1} {name}: {runs[name][-1]['process_wall']:.1f} s", file=sys.stderr)
-    if args.before:
-        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
+    with checkouts(args.before, "fixed_cost_before") as code:
+        runs = {name: [] for name in code}
+        for n in range(args.runs):
+            for name, checkout in code.items():
+                runs[name].append(one_run(checkout, BENCH / "fixed_cost_world", args.shots))
+                print(f"run {n + 1} {name}: {runs[name][-1]['process_wall']:.1f} s", file=sys.stderr)
     sides = {name: summarize(r) for name, r in runs.items()}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"shots": args.shots, "sides": sides, "runs": runs}, indent=2))

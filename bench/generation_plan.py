@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from peers import BENCH, checkouts
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 
 
 def inner(warehouse: Path, out: Path) -> None:
@@ -88,16 +89,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
-    worktree = Path(os.environ.get("BENCH", "/tmp/bench")) / "generation_plan_before"
-    subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
-    subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.before], cwd=REPO, check=True,
-                   capture_output=True)  # fmt: skip
-    checkouts = {f"before ({args.before})": worktree, "this checkout": REPO}
-    sides: dict[str, list[dict]] = {name: [] for name in checkouts}
-    try:
+    out = BENCH / "generation_plan_run.json"
+    with checkouts(args.before, "generation_plan_before") as code:
+        sides: dict[str, list[dict]] = {name: [] for name in code}
         for n in range(args.runs):
-            for name, checkout in checkouts.items():
-                out = worktree.parent / "generation_plan_run.json"
+            for name, checkout in code.items():
                 subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", str(args.warehouse),
                                 str(out)], env={**os.environ, "PYTHONPATH": str(checkout)}, check=True)  # fmt: skip
                 run = json.loads(out.read_text())
@@ -105,8 +101,6 @@ def main() -> None:
                 sides[name].append(run["scenarios"])
                 print(f"run {n + 1} {name}: {sum(v['seconds'] for v in sides[name][-1].values()):.1f} s",
                       file=sys.stderr)  # fmt: skip
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, capture_output=True)
     result = {**compare(sides), "torch_threads": threads}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "generation-plan.json").write_text(json.dumps(result, indent=2))

@@ -5,6 +5,9 @@ checkpoints of our registered models that the benchmarks load beside them."""
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,3 +32,22 @@ def checkpoint_of(model: str) -> Path:
     from holistic_dagster.config.deployment import Deployment
 
     return Path(local_checkpoint(Deployment().model(model), settings.model_cache_dir()))
+
+
+@contextmanager
+def checkouts(before: str | None, name: str) -> Iterator[dict[str, Path]]:
+    """The code a side-by-side benchmark times, by label: a git worktree of `before` at $BENCH/name (removed after;
+    none when `before` is None), then this checkout. Each side runs with its folder first on PYTHONPATH."""
+    worktree = BENCH / name
+    remove = ["git", "worktree", "remove", "--force", str(worktree)]
+    sides = {"this checkout": REPO}
+    if before:
+        subprocess.run(remove, cwd=REPO, capture_output=True)  # a run interrupted before left it
+        subprocess.run(["git", "worktree", "add", "--detach", str(worktree), before], cwd=REPO, check=True,
+                       capture_output=True)  # fmt: skip
+        sides = {f"before ({before})": worktree, **sides}
+    try:
+        yield sides
+    finally:
+        if before:
+            subprocess.run(remove, cwd=REPO, capture_output=True)

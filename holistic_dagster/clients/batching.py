@@ -158,13 +158,13 @@ def generation_prefix_groups(
     """prefix_groups for greedy generation of up to `steps` tokens on a device that computes in step with the work (a
     CPU), by what each plan computes: every batch padded_batches makes costs its rows x its widest row's computed tokens
     (padding is computed too), and `decode_steps` (default `steps`: answers that end sooner decode fewer; a batch holds
-    room for `steps`) decoding steps of `step_tokens` prompt tokens each. Every prompt starts
-    unshared, in one length-sorted run; then, largest prefix saving first, a cluster is taken out to run its prefix once
-    (one pass, which costs a step like any other) where that plan costs less: it saves the prefix's tokens, and the
-    padding its rows cost among wider ones, and adds batches of its own. Long prompts, which the attention bound runs a
-    few at a time whatever their company, add no batch: their clusters share; many small clusters of short prompts stay
-    together (the WEIGHED_CLUSTERS largest savings are weighed). What is left unshared is cut into batches where padding
-    would cost more than the batch's decoding (cut_where_padding_costs_more), for answers of more than one token."""
+    room for `steps`) decoding steps of `step_tokens` prompt tokens each. Every prompt starts unshared, in one
+    length-sorted run; then, largest prefix saving first, a cluster is taken out to run its prefix once (one pass, which
+    costs a step like any other) where that plan costs less: it saves the prefix's tokens, and the padding its rows cost
+    among wider ones, and adds batches of its own. Long prompts, which the attention bound runs a few at a time whatever
+    their company, add no batch: their clusters share; many small clusters of short prompts stay together (the
+    WEIGHED_CLUSTERS largest savings are weighed). What is left unshared is cut into batches where padding would cost
+    more than the batch's decoding (cut_where_padding_costs_more), for answers of more than one token."""
 
     decode = decode_steps or steps
 

@@ -285,9 +285,8 @@ class TransformersClient(ContinuationScoring, SampledGeneration):
         min_shared_prefix_members says. decode_steps: the steps a batch is expected to decode (default: `steps`, the
         most it may)."""
         if self.device.type == "cpu" and self.min_shared_prefix_members(steps) < sys.maxsize:
-            return generation_prefix_groups(
-                encoded, steps, self.limits.current, device_of.CPU_STEP_TOKENS, decode_steps or steps
-            )
+            limits, step = self.limits.current, device_of.CPU_STEP_TOKENS
+            return generation_prefix_groups(encoded, steps, limits, step, decode_steps)
         return prefix_groups(encoded, self.min_shared_prefix_members(steps))
 
     def min_shared_prefix_members(self, steps: int = 1) -> int:
