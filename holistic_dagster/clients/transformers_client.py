@@ -35,7 +35,7 @@ from holistic_dagster.clients.batching import (
 )
 from holistic_dagster.clients.checkpoints import local_checkpoint
 from holistic_dagster.clients.protocol import OnDone, cut_at_stop
-from holistic_dagster.clients.top_k import top_k
+from holistic_dagster.clients.top_k import top_log_probabilities
 from holistic_dagster.clients.transformers_sampling import TOP_K, SampledGeneration
 from holistic_dagster.clients.transformers_scoring import ContinuationScoring
 from holistic_dagster.config.models import ModelSpec
@@ -339,7 +339,7 @@ class TransformersClient(ContinuationScoring, SampledGeneration):
         finished = [False] * len(idx)
         pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # steps not yet read back
         for step in range(max_tokens):
-            top_lps, top_ids = top_k(self._vocab_logprobs(out.last_hidden_state[:, -1]), TOP_K)
+            top_lps, top_ids = top_log_probabilities(self._vocab_logits(out.last_hidden_state[:, -1]), TOP_K)
             pending.append((top_ids, top_lps))
             last = step == max_tokens - 1
             if last or _read_back(step + 1, self.sync_every):
@@ -414,13 +414,11 @@ class TransformersClient(ContinuationScoring, SampledGeneration):
         )
         return out, mask, positions
 
-    def _vocab_logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities over the vocabulary at the given positions (the head runs only there, and does what
-        the model's own forward does to its output: transformers_device.logit_transform)."""
+    def _vocab_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the vocabulary at the given positions (the head runs only there, and does what the model's
+        own forward does to its output: transformers_device.logit_transform)."""
         logits = self.model.get_output_embeddings()(hidden).float()
-        if self.logit_transform is not None:
-            logits = self.logit_transform(logits)
-        return torch.log_softmax(logits, dim=-1)
+        return logits if self.logit_transform is None else self.logit_transform(logits)
 
 
 def _read_back(steps: int, every: int) -> bool:

@@ -28,8 +28,11 @@ MIN_TRANSFORMERS = Version("5.24.0")
 # prompts (7 of 409-2,112 tokens, one batch within the token budget) took 50 s together and 18 s one at a time; all of
 # RAFT's 27 took 27 s instead of 55, and the demo's 95 generation requests 88 s instead of 119, with the same texts
 # (bench/results/cpu-attention.md);
-# the 0-shot prompts of bench/gpu.py's generation still run 64 to a pass
-CPU_LIMITS = BatchLimits(rows=64, tokens=16384, attention=2**22)
+# the 0-shot prompts of bench/gpu.py's generation run 128 to a pass: since the vocabulary's log-probabilities are taken
+# 16 rows at a time (top_k.top_log_probabilities), 128 rows generate them in 0.97-1.10x the floor's time at 128 rows,
+# its fastest, where 64 rows took 1.09-1.39x (bench/results/gpu-cpu-tiny-rows128.md); a longer prompt is held to
+# fewer rows by the token budget
+CPU_LIMITS = BatchLimits(rows=128, tokens=16384, attention=2**22)
 # what one greedy decoding step of a batch costs on a CPU, in prompt tokens computed (batching.
 # generation_prefix_groups): measured on 2 cores, 20-30 for SmolLM2-135M at one row (a step 58-62 ms, a prompt token
 # 2-3 ms, 1 or 2 threads), 45-59 at three, and 74-103 for the demo's tiny models (whose time is small either way);

@@ -17,6 +17,7 @@ import torch
 
 from holistic_dagster.clients.batching import BatchLimits, gathered, padded_batches, prefix_groups
 from holistic_dagster.clients.protocol import OnDone, scored_completion
+from holistic_dagster.clients.top_k import picked_log_probabilities
 from holistic_dagster.records import Completion, Request
 
 VOCAB_ROWS = 2048  # scored positions projected onto the vocabulary at once (bounds the logits' memory)
@@ -34,7 +35,7 @@ class _Row:
 
 class ContinuationScoring:
     """Mixed into TransformersClient, whose model, tokenizer, device, batching and forward helpers (_in_batches,
-    min_shared_prefix_members, _base, _prefix_cache, _padded_forward, _vocab_logprobs) it uses."""
+    min_shared_prefix_members, _base, _prefix_cache, _padded_forward, _vocab_logits) it uses."""
 
     @torch.inference_mode()
     def score(
@@ -127,7 +128,7 @@ class ContinuationScoring:
         lps = torch.empty(len(picks), dtype=torch.float32, device=self.device)
         for start in range(0, len(picks), VOCAB_ROWS):
             stop = start + VOCAB_ROWS
-            lps[start:stop] = self._vocab_logprobs(selected[start:stop]).gather(1, target[start:stop, None])[:, 0]
+            lps[start:stop] = picked_log_probabilities(self._vocab_logits(selected[start:stop]), target[start:stop])
         return lps.tolist()
 
     def _scored(self, request: Request, pair: tuple[list[int], int], lps: list[float], latency: float) -> Completion:

@@ -22,7 +22,7 @@ class TransformersSettings(Strict):
     device: str = Field("auto", description="auto: cuda when present, else cpu")
     batch_size: PositiveInt | Literal["auto"] = Field(
         "auto",
-        description="rows per forward pass (prompts, contexts or continuations); auto: 64 on a CPU, up to 256 on a "
+        description="rows per forward pass (prompts, contexts or continuations); auto: 128 on a CPU, up to 256 on a "
         "GPU, halved and remembered when the GPU runs out of memory",
     )
     batch_tokens: PositiveInt | Literal["auto"] = Field(

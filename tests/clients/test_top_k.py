@@ -1,12 +1,20 @@
 """The greedy loop's top k (clients/top_k.py) is torch.topk's, values and indices, on rows without ties, with ties
-(where it hands the row to torch.topk itself), with NaN and with a width that is not a whole number of chunks."""
+(where it hands the row to torch.topk itself), with NaN and with a width that is not a whole number of chunks; its
+log-probabilities taken a block of rows at a time (the top k, or a picked token's) are the whole tensor's, bit for
+bit."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from holistic_dagster.clients.top_k import CHUNK, top_k
+from holistic_dagster.clients.top_k import (
+    CHUNK,
+    LOG_SOFTMAX_ROWS,
+    picked_log_probabilities,
+    top_k,
+    top_log_probabilities,
+)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -29,3 +37,22 @@ def test_a_tie_outside_the_chunks_searched_and_nan_go_to_torch_topk():
     values[1, 9] = float("nan")
     want, got = values.topk(2, dim=-1), top_k(values, 2)
     assert torch.equal(want.indices, got[1]) and torch.equal(want.values.nan_to_num(), got[0].nan_to_num())
+
+
+@pytest.mark.parametrize("rows", [1, LOG_SOFTMAX_ROWS, LOG_SOFTMAX_ROWS + 1, 5 * LOG_SOFTMAX_ROWS - 3])
+def test_top_log_probabilities_by_blocks_are_the_whole_tensors(rows):
+    g = torch.Generator().manual_seed(rows)
+    logits = torch.randn(rows, 49152, generator=g) * 4
+    logits[0, :7] = logits[0, 7]  # ties in one row: torch.topk decides that block
+    want = logits.log_softmax(-1).topk(5, dim=-1)
+    values, indices = top_log_probabilities(logits, 5)
+    assert torch.equal(want.values, values) and torch.equal(want.indices, indices)
+
+
+@pytest.mark.parametrize("rows", [3, LOG_SOFTMAX_ROWS, 7 * LOG_SOFTMAX_ROWS + 5])
+def test_picked_log_probabilities_by_blocks_are_the_whole_tensors(rows):
+    g = torch.Generator().manual_seed(100 + rows)
+    logits = torch.randn(rows, 32000, generator=g) * 4
+    picked = torch.randint(0, 32000, (rows,), generator=g)
+    want = logits.log_softmax(-1).gather(1, picked[:, None])[:, 0]
+    assert torch.equal(want, picked_log_probabilities(logits, picked))
