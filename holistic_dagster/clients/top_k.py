@@ -3,17 +3,20 @@ fraction of its time on a CPU: each row's chunks are reduced to their maxima (on
 chunks are searched, and `torch.topk` runs on those alone. Where the result could depend on how ties are broken
 (two of the k + 1 largest values equal, or an equal value outside the chunks searched), the whole tensor goes
 through `torch.topk` itself: so the values and indices are torch.topk's, always (measured on a 49,152-token
-vocabulary and 64 rows: 3.6 ms -> 0.6 ms, which is a third of a small model's greedy decoding step)."""
+vocabulary and 64 rows: 3.6 ms -> 0.6 ms, which is a third of a small model's greedy decoding step).
+
+top_log_probabilities (greedy generation's top k) and picked_log_probabilities (scoring's tokens) take a vocabulary's
+log-probabilities a block of rows at a time on a CPU, with the same values as the whole tensor's."""
 
 from __future__ import annotations
 
 import torch
 
 CHUNK = 128  # values per chunk: the chunk maxima are a 128th of the row
-# rows of a vocabulary's logits turned into log-probabilities at once on a CPU (top_log_probabilities,
-# picked_log_probabilities): 16 rows of 49,152 tokens are 3 MB, which the caches hold while log_softmax writes them and
-# the top k or the picked tokens are read back
-LOG_SOFTMAX_ROWS = 16
+# log-probabilities computed at once on a CPU (top_log_probabilities, picked_log_probabilities): 3 MB, 16 rows of a
+# 49,152-token vocabulary, which the caches hold while log_softmax writes them and the top k or the picked tokens are
+# read back
+LOG_SOFTMAX_BYTES = 3 << 20
 
 
 def top_k(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,26 +41,28 @@ def top_k(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def top_log_probabilities(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """top_k of each row's log_softmax. On a CPU, LOG_SOFTMAX_ROWS rows at a time: at 128 rows of a 49,152-token
+    """top_k of each row's log_softmax, a block of rows at a time on a CPU (_row_blocks): at 128 rows of a 49,152-token
     vocabulary (25 MB) the whole tensor's log_softmax and top_k took as long again as the head's matmul on one thread,
-    a block at a time a sixth of it. Each row is computed alone either way, so the values are the same."""
-    rows = logits.shape[0]
-    if logits.device.type != "cpu" or rows <= LOG_SOFTMAX_ROWS:
-        return top_k(torch.log_softmax(logits, dim=-1), k)
-    blocks = [
-        top_k(torch.log_softmax(logits[start : start + LOG_SOFTMAX_ROWS], dim=-1), k)
-        for start in range(0, rows, LOG_SOFTMAX_ROWS)
-    ]
+    a block at a time a sixth of it."""
+    blocks = [top_k(torch.log_softmax(logits[rows], dim=-1), k) for rows in _row_blocks(logits)]
+    if len(blocks) == 1:
+        return blocks[0]
     return torch.cat([values for values, _ in blocks]), torch.cat([indices for _, indices in blocks])
 
 
 def picked_log_probabilities(logits: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
-    """Each row's log_softmax at its picked token (picked: one index per row); on a CPU, LOG_SOFTMAX_ROWS rows at a
-    time, as top_log_probabilities, with the same values."""
-    if logits.device.type != "cpu" or logits.shape[0] <= LOG_SOFTMAX_ROWS:
-        return torch.log_softmax(logits, dim=-1).gather(1, picked[:, None])[:, 0]
-    out = torch.empty(logits.shape[0], dtype=logits.dtype)
-    for start in range(0, logits.shape[0], LOG_SOFTMAX_ROWS):
-        stop = start + LOG_SOFTMAX_ROWS
-        out[start:stop] = torch.log_softmax(logits[start:stop], dim=-1).gather(1, picked[start:stop, None])[:, 0]
-    return out
+    """Each row's log_softmax at its picked token (picked: one index per row), a block of rows at a time on a CPU."""
+    return torch.cat(
+        [torch.log_softmax(logits[rows], dim=-1).gather(1, picked[rows, None])[:, 0] for rows in _row_blocks(logits)]
+    )
+
+
+def _row_blocks(logits: torch.Tensor) -> list[slice]:
+    """The blocks of rows whose log-probabilities are taken at once: all rows off a CPU, else as many as
+    LOG_SOFTMAX_BYTES holds (at least one). Each row's log_softmax is computed alone, so the values do not depend on
+    the blocks."""
+    rows, width = logits.shape
+    if logits.device.type != "cpu":
+        return [slice(0, rows)]
+    step = max(1, LOG_SOFTMAX_BYTES // max(1, width * logits.element_size()))
+    return [slice(start, start + step) for start in range(0, rows, step)] or [slice(0, 0)]

@@ -21,8 +21,8 @@ from holistic_dagster.errors import LibraryVersionError
 MIN_TRANSFORMERS = Version("5.24.0")
 
 # CPU defaults (bench/results/gpu-cpu-tiny-h200-workload.md): for scoring, more rows per pass gain little on 2 cores,
-# but greedy generation takes one pass per token for a whole batch, so 64 rows generate 256 answers in a quarter of
-# the passes 16 rows take (16 rows: 2.1-2.3x the floor's time at 64; 64 rows: the floor's); the token budget bounds
+# but greedy generation takes one pass per token for a whole batch, so 64 rows generated 256 answers in a quarter of
+# the passes 16 rows took (16 rows: 2.1-2.3x the floor's time at 64; 64 rows: the floor's); the token budget bounds
 # what a pass holds (a 5-shot block of 500 tokens continued by 16 rows fits; 16 articles of 2,000 tokens do not);
 # and the attention bound keeps long prompts out of padded batches: on 2 cores the demo's RAFT
 # prompts (7 of 409-2,112 tokens, one batch within the token budget) took 50 s together and 18 s one at a time; all of

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from holistic_dagster.clients.top_k import top_log_probabilities
 from holistic_dagster.records import Completion, Request
 
 TOP_K = 5  # alternatives recorded per generated token
@@ -58,7 +59,9 @@ class SampledGeneration:
         elapsed = time.perf_counter() - started
         new_ids = out.sequences[:, enc["input_ids"].shape[1] :]
         scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
-        top_lps, top_ids = torch.stack(out.scores, dim=1).float().log_softmax(dim=-1).topk(TOP_K, dim=-1)
+        logits = torch.stack(out.scores, dim=1).float()  # rows x steps x vocabulary
+        top = top_log_probabilities(logits.flatten(0, 1), TOP_K)  # the whole tensor's values, a block at a time
+        top_lps, top_ids = (t.view(*logits.shape[:2], TOP_K) for t in top)
         return {
             r.request_id: self._completion(
                 r,

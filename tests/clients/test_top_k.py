@@ -10,7 +10,7 @@ import torch
 
 from holistic_dagster.clients.top_k import (
     CHUNK,
-    LOG_SOFTMAX_ROWS,
+    LOG_SOFTMAX_BYTES,
     picked_log_probabilities,
     top_k,
     top_log_probabilities,
@@ -39,20 +39,24 @@ def test_a_tie_outside_the_chunks_searched_and_nan_go_to_torch_topk():
     assert torch.equal(want.indices, got[1]) and torch.equal(want.values.nan_to_num(), got[0].nan_to_num())
 
 
-@pytest.mark.parametrize("rows", [1, LOG_SOFTMAX_ROWS, LOG_SOFTMAX_ROWS + 1, 5 * LOG_SOFTMAX_ROWS - 3])
-def test_top_log_probabilities_by_blocks_are_the_whole_tensors(rows):
+PER_BLOCK = LOG_SOFTMAX_BYTES // (49152 * 4)  # rows of a 49,152-token vocabulary's float32 log-probabilities
+
+
+@pytest.mark.parametrize(("rows", "width"), [(1, 49152), (PER_BLOCK, 49152), (PER_BLOCK + 1, 49152),
+                                             (5 * PER_BLOCK - 3, 49152), (7, 262144)])  # fmt: skip
+def test_top_log_probabilities_by_blocks_are_the_whole_tensors(rows, width):
     g = torch.Generator().manual_seed(rows)
-    logits = torch.randn(rows, 49152, generator=g) * 4
-    logits[0, :7] = logits[0, 7]  # ties in one row: torch.topk decides that block
+    logits = torch.randn(rows, width, generator=g) * 4
+    logits[0, :7] = logits[0].max()  # ties at the top of one row: torch.topk decides its block
     want = logits.log_softmax(-1).topk(5, dim=-1)
     values, indices = top_log_probabilities(logits, 5)
     assert torch.equal(want.values, values) and torch.equal(want.indices, indices)
 
 
-@pytest.mark.parametrize("rows", [3, LOG_SOFTMAX_ROWS, 7 * LOG_SOFTMAX_ROWS + 5])
+@pytest.mark.parametrize("rows", [0, 3, PER_BLOCK, 7 * PER_BLOCK + 5])
 def test_picked_log_probabilities_by_blocks_are_the_whole_tensors(rows):
     g = torch.Generator().manual_seed(100 + rows)
-    logits = torch.randn(rows, 32000, generator=g) * 4
-    picked = torch.randint(0, 32000, (rows,), generator=g)
+    logits = torch.randn(rows, 49152, generator=g) * 4
+    picked = torch.randint(0, 49152, (rows,), generator=g)
     want = logits.log_softmax(-1).gather(1, picked[:, None])[:, 0]
     assert torch.equal(want, picked_log_probabilities(logits, picked))

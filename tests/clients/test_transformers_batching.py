@@ -152,7 +152,7 @@ def _prompts(shared: int, length: int, n: int, first: int) -> list[list[int]]:
 
 
 def test_generation_shares_a_prefix_where_the_plan_computes_less_padding_and_decoding_included():
-    """The CPU's limits (64 rows, 16,384 tokens, attention 2**22), 30 steps, a step costing 32 prompt tokens: a plan
+    """Limits of 64 rows, 16,384 tokens and attention 2**22, 30 steps, a step costing 32 prompt tokens: a plan
     costs each batch's rows x widest computed tokens, plus 30 x 32 = 960 per batch, plus a shared prefix's pass (its
     tokens and one step: a pass like any other)."""
     from holistic_dagster.clients.batching import generation_prefix_groups

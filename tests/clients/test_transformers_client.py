@@ -71,6 +71,29 @@ def test_greedy_generation_matches_a_manual_argmax_loop(untrained_client):
     assert completion.num_completion_tokens == 6 and completion.finish_reason == "length"
 
 
+def test_sampled_generation_records_each_tokens_top_alternatives_with_its_own_log_probability(tuned_client):
+    """temperature > 0 (transformers' generate): per token, at most TOP_K alternatives, best first, none above the
+    distribution's best, and a sampled token among them carries the same log-probability there as its own."""
+    prompts = ["Expression: cat + dog\nWhich rule produced it?\nAnswer:", "Expression: red blue\nAnswer:", "Answer:"]
+    requests = [
+        Request(request_id=f"s{i}", instance_id=f"i{i}", kind="generate", prompt=p, max_tokens=8, temperature=0.9)
+        for i, p in enumerate(prompts * 8)  # 24 rows: more than one block of log-probabilities on a CPU
+    ]
+    torch.manual_seed(0)  # transformers samples from torch's generator
+    completions = tuned_client.generate(requests)
+    found = 0
+    for c in completions:
+        assert len(c.top_logprobs) == len(c.logprobs) == len(c.tokens)
+        for token, lp, top in zip(c.tokens, c.logprobs, c.top_logprobs):
+            values = list(top.values())
+            assert 0 < len(values) <= 5 and values == sorted(values, reverse=True) and values[0] <= 0
+            assert lp <= values[0] + 1e-4
+            if token in top:
+                found += 1
+                assert top[token] == pytest.approx(lp, abs=1e-4)  # transformers' own normalization of the scores
+    assert found > 0
+
+
 def test_generation_stops_at_the_stop_sequence_and_is_batch_invariant(tuned_client):
     prompts = [
         "Apply the rules.\n\nRule: A + B\nSubstitute: A = cat, B = dog\nAnswer:",
