@@ -217,7 +217,7 @@ class TransformersClient(ContinuationScoring, SampledGeneration):
                     break
             ids.append(token_id)
             kept_lps.append(float(lps[pos]))
-            top.append({self._token_text(i): lp for i, lp in zip(*tops[pos])})
+            top.append(self._alternatives(*tops[pos]))
         if finish != "stop":  # without a stop sequence only the whole text is needed: decoded once
             text = self.tokenizer.decode(ids) if ids else ""
         return Completion(
@@ -367,6 +367,14 @@ class TransformersClient(ContinuationScoring, SampledGeneration):
             )
             for row, i in enumerate(idx)
         }
+
+    def _alternatives(self, ids: list[int], lps: list[float]) -> dict[str, float]:
+        """A position's top alternatives by text, best first. Two ids can decode to the same text (a byte-level
+        vocabulary's pieces): the text keeps the better one's log-probability."""
+        out: dict[str, float] = {}
+        for token_id, lp in zip(ids, lps):
+            out.setdefault(self._token_text(token_id), lp)
+        return out
 
     def _token_text(self, token_id: int) -> str:
         """One token's text, decoded once per token id (each answer's tokens and top alternatives ask again)."""

@@ -77,7 +77,7 @@ def test_sampled_generation_records_each_tokens_top_alternatives_with_its_own_lo
     prompts = ["Expression: cat + dog\nWhich rule produced it?\nAnswer:", "Expression: red blue\nAnswer:", "Answer:"]
     requests = [
         Request(request_id=f"s{i}", instance_id=f"i{i}", kind="generate", prompt=p, max_tokens=8, temperature=0.9)
-        for i, p in enumerate(prompts * 8)  # 24 rows: more than one block of log-probabilities on a CPU
+        for i, p in enumerate(prompts * 8)
     ]
     torch.manual_seed(0)  # transformers samples from torch's generator
     completions = tuned_client.generate(requests)
@@ -92,6 +92,19 @@ def test_sampled_generation_records_each_tokens_top_alternatives_with_its_own_lo
                 found += 1
                 assert top[token] == pytest.approx(lp, abs=1e-4)  # transformers' own normalization of the scores
     assert found > 0
+
+
+def test_two_alternatives_with_the_same_text_keep_the_better_log_probability(tuned_client):
+    """The demo tokenizer decodes some ids to the same text: an alternative's text keeps the first (best) value, and
+    the alternatives stay best first."""
+    texts: dict[str, list[int]] = {}
+    for token_id in range(len(tuned_client.tokenizer)):
+        texts.setdefault(tuned_client._token_text(token_id), []).append(token_id)
+    same = next(ids for ids in texts.values() if len(ids) > 1)
+    other = next(ids[0] for text, ids in texts.items() if len(ids) == 1)
+    got = tuned_client._alternatives([same[0], other, same[1]], [-0.1, -0.5, -0.9])
+    assert got == {tuned_client._token_text(same[0]): -0.1, tuned_client._token_text(other): -0.5}
+    assert list(got.values()) == [-0.1, -0.5]
 
 
 def test_generation_stops_at_the_stop_sequence_and_is_batch_invariant(tuned_client):
